@@ -1,0 +1,1 @@
+"""QuickJS isolates: loading a Worker's modules, the host bridge, limits and threads."""

@@ -1,0 +1,145 @@
+"""The host side of the bridge: pumps an isolate's turns and serves its requests.
+
+JS queues messages (see js/host.js); after each turn the host dispatches them to
+operation handlers. A message with a ticket (`t`) is a request: the handler's
+result, or its exception turned into a JS error shape, goes back as a `settle`
+message in a later turn. Python exceptions never reach QuickJS as such.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+import logging
+from collections.abc import Awaitable, Callable, Mapping
+from typing import Any
+
+from celld.isolate.isolate import Isolate, IsolateFault
+
+log = logging.getLogger("celld.isolate")
+
+#: An operation handler gets the message and may return a value or an awaitable.
+OpHandler = Callable[[dict[str, Any]], Any]
+
+
+class HostError(Exception):
+    """An error meant for JS: `js_name` becomes the JS error's name."""
+
+    def __init__(self, message: str, js_name: str = "Error") -> None:
+        super().__init__(message)
+        self.js_name = js_name
+
+
+def error_shape(error: BaseException) -> dict[str, str]:
+    """The {name, message} a host exception becomes in JS."""
+    name = getattr(error, "js_name", None) or "Error"
+    return {"name": name, "message": str(error) or type(error).__name__}
+
+
+class IsolateHost:
+    """Runs the message loop of one isolate."""
+
+    def __init__(
+        self,
+        isolate: Isolate,
+        ops: Mapping[str, OpHandler],
+        on_fault: Callable[[IsolateFault], None] | None = None,
+    ) -> None:
+        self.isolate = isolate
+        self.ops = dict(ops)
+        self.on_fault = on_fault
+        self._inbox: list[dict[str, Any]] = []
+        self._pumping = False
+        self._tasks: set[asyncio.Task[Any]] = set()
+        self._idle = asyncio.Event()
+        self._idle.set()
+
+    @property
+    def faulted(self) -> bool:
+        return self.isolate.fault is not None
+
+    def post(self, message: dict[str, Any]) -> None:
+        """Queue an inbound message and make sure a turn will deliver it."""
+        self._inbox.append(message)
+        if not self._pumping:
+            self._pumping = True
+            self._idle.clear()
+            task = asyncio.get_running_loop().create_task(self._pump())
+            self._tasks.add(task)
+            task.add_done_callback(self._tasks.discard)
+
+    def kick(self) -> None:
+        """Run a turn even with nothing to deliver (pending jobs after setup)."""
+        if not self._pumping:
+            self._pumping = True
+            self._idle.clear()
+            task = asyncio.get_running_loop().create_task(self._pump())
+            self._tasks.add(task)
+            task.add_done_callback(self._tasks.discard)
+
+    async def wait_idle(self) -> None:
+        await self._idle.wait()
+
+    async def _pump(self) -> None:
+        try:
+            while True:
+                batch, self._inbox = self._inbox, []
+                try:
+                    outbox = await self.isolate.turn(batch)
+                except IsolateFault as fault:
+                    self._inbox.clear()
+                    if self.on_fault is not None:
+                        self.on_fault(fault)
+                    return
+                for message in outbox:
+                    self._dispatch(message)
+                if not self._inbox:
+                    return
+        finally:
+            self._pumping = False
+            self._idle.set()
+
+    def _dispatch(self, message: dict[str, Any]) -> None:
+        op = message.get("op")
+        ticket = message.get("t")
+        handler = self.ops.get(op) if isinstance(op, str) else None
+        if handler is None:
+            error = HostError(f"celld has no host operation named {op!r}")
+            if ticket is not None:
+                self.post({"k": "settle", "t": ticket, "e": error_shape(error)})
+            else:
+                log.error("%s", error)
+            return
+        try:
+            result = handler(message)
+        except Exception as error:  # noqa: BLE001 - every failure is reported to JS
+            self._settle_error(ticket, op, error)
+            return
+        if inspect.isawaitable(result):
+            task = asyncio.get_running_loop().create_task(self._await(ticket, op, result))
+            self._tasks.add(task)
+            task.add_done_callback(self._tasks.discard)
+        elif ticket is not None:
+            self.post({"k": "settle", "t": ticket, "v": result})
+
+    async def _await(self, ticket: int | None, op: str, awaitable: Awaitable[Any]) -> None:
+        try:
+            value = await awaitable
+        except asyncio.CancelledError:
+            raise
+        except Exception as error:  # noqa: BLE001 - every failure is reported to JS
+            self._settle_error(ticket, op, error)
+            return
+        if ticket is not None and not self.faulted:
+            self.post({"k": "settle", "t": ticket, "v": value})
+
+    def _settle_error(self, ticket: int | None, op: str, error: Exception) -> None:
+        if not isinstance(error, HostError):
+            log.warning("host operation %s failed: %r", op, error)
+        if ticket is not None and not self.faulted:
+            self.post({"k": "settle", "t": ticket, "e": error_shape(error)})
+
+    async def close(self) -> None:
+        for task in list(self._tasks):
+            task.cancel()
+        await self.isolate.close()

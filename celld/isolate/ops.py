@@ -1,0 +1,12 @@
+"""The table of host operations an isolate can request."""
+
+from __future__ import annotations
+
+from celld.isolate.coreops import core_ops
+from celld.isolate.host import OpHandler
+
+
+def isolate_ops() -> dict[str, OpHandler]:
+    """Every operation available to any isolate (Worker or workflow)."""
+    ops = core_ops()
+    return ops

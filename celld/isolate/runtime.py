@@ -1,0 +1,44 @@
+"""The JavaScript runtime that every isolate loads before user code.
+
+The runtime is a set of real `.js` files. In a source checkout they sit in the
+top-level `js/` folder; in an installed wheel they are packaged as `celld/_js`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from functools import cache
+from pathlib import Path
+
+#: Loaded first: the message bridge every other file talks through.
+HOST_FILES = ("host.js",)
+#: The web platform globals QuickJS lacks, in dependency order.
+WEB_FILES: tuple[str, ...] = ()
+#: Cloudflare's modules and the entry points the host drives.
+CLOUDFLARE_FILES: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class Script:
+    """A classic script to evaluate, with the name stack traces should show."""
+
+    name: str
+    source: str
+
+
+def js_root() -> Path:
+    packaged = Path(__file__).resolve().parent.parent / "_js"
+    if packaged.is_dir():
+        return packaged
+    checkout = Path(__file__).resolve().parent.parent.parent / "js"
+    if checkout.is_dir():
+        return checkout
+    raise FileNotFoundError(f"celld's JavaScript runtime is missing (looked in {packaged} and {checkout})")
+
+
+@cache
+def runtime_scripts() -> tuple[Script, ...]:
+    """Every runtime file, read once per process."""
+    root = js_root()
+    names = HOST_FILES + WEB_FILES + CLOUDFLARE_FILES
+    return tuple(Script(name, (root / name).read_text(encoding="utf-8")) for name in names)

@@ -1,0 +1,79 @@
+"""Run snippets of JS in a real isolate with the full celld runtime loaded.
+
+The snippet is the body of an async function; what it returns is sent back with
+JSON.stringify and decoded here. Used by the web-platform tests.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from typing import Any
+
+from celld.isolate.host import IsolateHost
+from celld.isolate.isolate import Isolate, Limits
+from celld.isolate.ops import isolate_ops
+from celld.isolate.runtime import Script, runtime_scripts
+from celld.isolate.threads import JsThreadPool
+
+_POOL: JsThreadPool | None = None
+
+
+def pool() -> JsThreadPool:
+    global _POOL
+    if _POOL is None:
+        _POOL = JsThreadPool(2, name="test-js")
+    return _POOL
+
+
+class JsError(Exception):
+    """The snippet threw; carries the JS error's name and message."""
+
+    def __init__(self, name: str, message: str) -> None:
+        super().__init__(f"{name}: {message}")
+        self.name = name
+        self.message = message
+
+
+async def run_js_async(body: str, *, limits: Limits | None = None, timeout: float = 20) -> Any:
+    isolate = Isolate(pool().pick(), limits)
+    harness = Script(
+        "harness.js",
+        """
+        __celld_host.on("run", (m) => {
+          (async () => { %s })().then(
+            (value) => __celld_host.notify("result", { json: JSON.stringify(value === undefined ? null : value) }),
+            (error) => __celld_host.notify("result", { error: __celld_host.describeError(error) }),
+          );
+        });
+        """
+        % body,
+    )
+    await isolate.load(runtime_scripts() + (harness,))
+    loop = asyncio.get_running_loop()
+    done: asyncio.Future[dict[str, Any]] = loop.create_future()
+
+    def on_result(message: dict[str, Any]) -> None:
+        if not done.done():
+            done.set_result(message)
+
+    def on_fault(fault: Exception) -> None:
+        if not done.done():
+            done.set_exception(fault)
+
+    ops = isolate_ops()
+    ops["result"] = on_result
+    host = IsolateHost(isolate, ops, on_fault=on_fault)
+    host.post({"k": "run"})
+    try:
+        message = await asyncio.wait_for(done, timeout)
+    finally:
+        await host.close()
+    if "error" in message:
+        raise JsError(message["error"]["name"], message["error"]["message"])
+    return json.loads(message["json"])
+
+
+def run_js(body: str, **kwargs: Any) -> Any:
+    """Synchronous wrapper for tests that are not async."""
+    return asyncio.run(run_js_async(body, **kwargs))
