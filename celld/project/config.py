@@ -1,0 +1,186 @@
+"""Load a Worker project's Wrangler configuration into the values celld runs it with.
+
+Choices that differ from, or go beyond, wrangler:
+
+* ``name`` is optional, as it is for ``wrangler dev``; without it the config folder's name is
+  used, so logs and ``script_name`` checks still have a Worker name to refer to.
+* Only the top level is used; named environments under ``env`` are accepted and ignored, as
+  ``wrangler dev`` does without ``--env``.
+* ``script_name`` may only name this Worker: celld runs one Worker, so a workflow whose class
+  lives in another Worker cannot be served and is refused rather than left unbound.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from pydantic import ValidationError
+
+from .devvars import parse_var_option, read_dev_vars
+from .errors import ConfigError, Issue
+from .files import CONFIG_FILE_NAMES, find_config, read_raw
+from .keys import classify_top_level
+from .schema import DEFAULT_WORKFLOW_STEPS, TopLevelModel, WorkflowModel, render_errors
+
+__all__ = [
+    "CONFIG_FILE_NAMES",
+    "ConfigError",
+    "ProjectConfig",
+    "WorkflowConfig",
+    "find_config",
+    "load_config",
+    "parse_var_option",
+]
+
+
+@dataclass(frozen=True)
+class WorkflowConfig:
+    """One ``[[workflows]]`` entry; ``step_limit`` is ``limits.steps`` (default 10,000)."""
+
+    name: str
+    binding: str
+    class_name: str
+    script_name: str | None
+    step_limit: int
+
+
+@dataclass(frozen=True)
+class ProjectConfig:
+    """A validated project: paths are absolute, ``main`` exists."""
+
+    path: Path
+    root: Path
+    name: str
+    main: Path
+    compatibility_date: str | None
+    compatibility_flags: tuple[str, ...]
+    vars: dict[str, Any]
+    workflows: tuple[WorkflowConfig, ...]
+    cpu_ms: int | None
+
+
+def load_config(path: Path, *, var_overrides: Mapping[str, str] | None = None) -> ProjectConfig:
+    """Read, validate and resolve ``path``; raises :class:`ConfigError` listing every problem.
+
+    Variables are layered as in ``wrangler dev``: config ``vars``, then ``.dev.vars`` beside
+    the config file, then ``var_overrides`` (from ``--var KEY:VALUE``).
+    """
+    raw = read_raw(path)
+    supported, issues = classify_top_level(raw)
+    try:
+        model = TopLevelModel.model_validate(supported)
+    except ValidationError as exc:
+        raise ConfigError(path, issues=[*issues, *render_errors(exc)]) from None
+    if issues:
+        raise ConfigError(path, issues=issues)
+
+    root = path.resolve().parent
+    name = model.name or root.name
+    main = (root / model.main).resolve()
+    issues = [
+        *_check_main(model.main, main),
+        *_check_vars(model.vars),
+        *_check_workflows(model, name),
+    ]
+    if issues:
+        raise ConfigError(path, issues=issues)
+
+    variables: dict[str, Any] = dict(model.vars)
+    variables.update(read_dev_vars(root))
+    variables.update(var_overrides or {})
+    return ProjectConfig(
+        path=path.resolve(),
+        root=root,
+        name=name,
+        main=main,
+        compatibility_date=model.compatibility_date,
+        compatibility_flags=tuple(model.compatibility_flags),
+        vars=variables,
+        workflows=tuple(
+            WorkflowConfig(
+                name=wf.name,
+                binding=wf.binding,
+                class_name=wf.class_name,
+                script_name=wf.script_name,
+                step_limit=_step_limit(wf),
+            )
+            for wf in model.workflows
+        ),
+        cpu_ms=model.limits.cpu_ms if model.limits else None,
+    )
+
+
+def _step_limit(wf: WorkflowModel) -> int:
+    if wf.limits is None or wf.limits.steps is None:
+        return DEFAULT_WORKFLOW_STEPS
+    return wf.limits.steps
+
+
+def _check_main(given: str, resolved: Path) -> list[Issue]:
+    if not given:
+        return [Issue("main", "must name the Worker's entry module")]
+    if not resolved.is_file():
+        return [Issue("main", f"entry module not found: {given!r} (resolved to {resolved})")]
+    return []
+
+
+def _check_vars(variables: Mapping[str, Any]) -> list[Issue]:
+    """Vars reach JavaScript as JSON, so TOML dates and non-finite floats cannot pass."""
+    issues: list[Issue] = []
+
+    def walk(value: Any, where: str) -> None:
+        if isinstance(value, dict):
+            for key, item in value.items():
+                walk(item, f"{where}.{key}")
+        elif isinstance(value, list):
+            for index, item in enumerate(value):
+                walk(item, f"{where}[{index}]")
+        elif isinstance(value, float) and not math.isfinite(value):
+            issues.append(Issue(where, f"{value} is not a JSON number"))
+        elif not isinstance(value, str | int | float | bool) and value is not None:
+            issues.append(
+                Issue(where, f"a {type(value).__name__} is not a JSON value; quote it as a string")
+            )
+
+    for key, value in variables.items():
+        walk(value, f"vars.{key}")
+    return issues
+
+
+def _check_workflows(model: TopLevelModel, worker_name: str) -> list[Issue]:
+    issues: list[Issue] = []
+    bindings: dict[str, str] = {key: f"vars.{key}" for key in model.vars}
+    names: dict[str, str] = {}
+    for index, wf in enumerate(model.workflows):
+        where = f"workflows[{index}]"
+        if wf.binding in bindings:
+            issues.append(
+                Issue(
+                    f"{where}.binding",
+                    f"binding name {wf.binding!r} is already used by {bindings[wf.binding]}",
+                )
+            )
+        else:
+            bindings[wf.binding] = f"{where}.binding"
+        if wf.name in names:
+            issues.append(
+                Issue(
+                    f"{where}.name",
+                    f"workflow name {wf.name!r} is already used by {names[wf.name]}",
+                )
+            )
+        else:
+            names[wf.name] = f"{where}.name"
+        if wf.script_name is not None and wf.script_name != worker_name:
+            issues.append(
+                Issue(
+                    f"{where}.script_name",
+                    f"{wf.script_name!r} is another Worker than this one ({worker_name!r}); "
+                    "cross-script workflows are not supported by celld yet",
+                )
+            )
+    return issues

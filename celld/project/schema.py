@@ -1,0 +1,238 @@
+"""Pydantic models for the Wrangler keys celld uses, and the rendering of their errors.
+
+Models are strict (no coercion: ``"5"`` is not a step limit, ``true`` is not a number), as
+wrangler's own validation is, so a config accepted here is accepted by ``wrangler dev``.
+Pydantic's messages are rewritten into the ``<key path>: <message>`` shape users see.
+"""
+
+from __future__ import annotations
+
+import datetime
+import re
+import types
+import typing
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, ValidationError, field_validator
+from pydantic_core import PydanticCustomError
+
+from .errors import Issue
+from .keys import unknown_key_message
+
+WORKFLOW_NAME_RE = re.compile(r"^[a-zA-Z0-9_][a-zA-Z0-9-_]*$")
+WORKFLOW_NAME_MAX = 64
+MAX_WORKFLOW_STEPS = 25_000
+DEFAULT_WORKFLOW_STEPS = 10_000
+MAX_CPU_MS = 300_000
+# wrangler's isValidName (workers-utils validation-helpers), minus the empty string.
+WORKER_NAME_RE = re.compile(r"^[a-z0-9_ ][a-z0-9-_ ]*$")
+COMPAT_DATE_RE = re.compile(r"^\d{4}-\d{2}-\d{2}$")
+# ASCII subset of a JavaScript IdentifierName; bindings become `env.X` and classes are exported.
+JS_IDENTIFIER_RE = re.compile(r"^[A-Za-z_$][A-Za-z0-9_$]*$")
+_JS_RESERVED_WORDS = (
+    "break case catch class const continue debugger default delete do else enum export extends "
+    "false finally for function if import in instanceof new null return super switch this throw "
+    "true try typeof var void while with yield let static implements interface package private "
+    "protected public await"
+)
+JS_RESERVED = frozenset(_JS_RESERVED_WORDS.split())
+
+
+def _fail(message: str) -> PydanticCustomError:
+    # Passed as context, not as the template: user values may contain braces.
+    return PydanticCustomError("celld", "{message}", {"message": message})
+
+
+def _positive_int(value: int, maximum: int | None) -> int:
+    if value < 1 or (maximum is not None and value > maximum):
+        bound = f"between 1 and {maximum:,}" if maximum is not None else "a positive integer"
+        raise _fail(f"must be {bound}, got {value}")
+    return value
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(strict=True, extra="forbid", frozen=True)
+
+
+class WorkflowLimitsModel(_Strict):
+    steps: int | None = None
+
+    @field_validator("steps")
+    @classmethod
+    def _steps(cls, value: int | None) -> int | None:
+        return None if value is None else _positive_int(value, MAX_WORKFLOW_STEPS)
+
+
+class WorkflowModel(_Strict):
+    name: str
+    binding: str
+    class_name: str
+    script_name: str | None = None
+    limits: WorkflowLimitsModel | None = None
+    schedules: Any = None
+
+    @field_validator("name")
+    @classmethod
+    def _name(cls, value: str) -> str:
+        if len(value) > WORKFLOW_NAME_MAX:
+            raise _fail(f"must be at most {WORKFLOW_NAME_MAX} characters, got {len(value)}")
+        if not WORKFLOW_NAME_RE.match(value):
+            raise _fail(
+                f"{value!r} is not a valid workflow name: use letters, digits, '-' and '_', "
+                "not starting with '-'"
+            )
+        return value
+
+    @field_validator("binding")
+    @classmethod
+    def _binding(cls, value: str) -> str:
+        if not JS_IDENTIFIER_RE.match(value):
+            raise _fail(f"{value!r} is not a valid JavaScript identifier")
+        return value
+
+    @field_validator("class_name")
+    @classmethod
+    def _class_name(cls, value: str) -> str:
+        if not JS_IDENTIFIER_RE.match(value) or value in JS_RESERVED:
+            raise _fail(f"{value!r} is not a valid JavaScript class name")
+        return value
+
+    @field_validator("schedules", mode="before")
+    @classmethod
+    def _schedules(cls, value: Any) -> Any:
+        if value is not None:
+            raise _fail("cron schedules for workflows are not supported by celld yet")
+        return value
+
+
+class LimitsModel(_Strict):
+    cpu_ms: int | None = None
+    subrequests: int | None = None
+
+    @field_validator("cpu_ms")
+    @classmethod
+    def _cpu_ms(cls, value: int | None) -> int | None:
+        return None if value is None else _positive_int(value, MAX_CPU_MS)
+
+    @field_validator("subrequests")
+    @classmethod
+    def _subrequests(cls, value: int | None) -> int | None:
+        return None if value is None else _positive_int(value, None)
+
+
+class TopLevelModel(_Strict):
+    name: str | None = None
+    main: str
+    compatibility_date: str | None = None
+    compatibility_flags: list[str] = []
+    vars: dict[str, Any] = {}
+    workflows: list[WorkflowModel] = []
+    limits: LimitsModel | None = None
+
+    @field_validator("name")
+    @classmethod
+    def _name(cls, value: str | None) -> str | None:
+        if value and not WORKER_NAME_RE.match(value):
+            raise _fail(
+                f"{value!r} is not a valid Worker name: use lowercase letters, digits, '-' and '_'"
+            )
+        return value
+
+    @field_validator("compatibility_date", mode="before")
+    @classmethod
+    def _compat_date(cls, value: Any) -> Any:
+        if isinstance(value, datetime.date):
+            raise _fail('must be a quoted string "YYYY-MM-DD" (TOML reads a bare date as a date)')
+        if isinstance(value, str):
+            try:
+                if not COMPAT_DATE_RE.match(value):
+                    raise ValueError
+                datetime.date.fromisoformat(value)
+            except ValueError:
+                raise _fail(f'must be a date "YYYY-MM-DD", got {value!r}') from None
+        return value
+
+
+def _kind(value: Any) -> str:
+    match value:
+        case bool():
+            return "boolean"
+        case int():
+            return "integer"
+        case float():
+            return "number"
+        case str():
+            return "string"
+        case list():
+            return "array"
+        case dict():
+            return "table"
+        case datetime.datetime() | datetime.date() | datetime.time():
+            return "date/time"
+        case None:
+            return "null"
+    return type(value).__name__
+
+
+_EXPECTED = {
+    "string_type": "a string",
+    "int_type": "an integer",
+    "list_type": "an array",
+    "dict_type": "a table",
+    "model_type": "a table",
+    "model_attributes_type": "a table",
+}
+
+
+def key_path(loc: tuple[int | str, ...]) -> str:
+    """``("workflows", 0, "class_name")`` -> ``workflows[0].class_name``."""
+    path = ""
+    for part in loc:
+        if isinstance(part, int):
+            path += f"[{part}]"
+        else:
+            path += f".{part}" if path else str(part)
+    return path
+
+
+def _model_at(loc: tuple[int | str, ...]) -> type[BaseModel] | None:
+    """The model that holds the key at ``loc`` (for did-you-mean suggestions)."""
+    model: type[BaseModel] = TopLevelModel
+    for part in loc:
+        if isinstance(part, int):
+            continue
+        field = model.model_fields.get(part)
+        found = _find_model(field.annotation) if field else None
+        if found is None:
+            return None
+        model = found
+    return model
+
+
+def _find_model(annotation: Any) -> type[BaseModel] | None:
+    if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+        return annotation
+    if isinstance(annotation, types.UnionType) or typing.get_origin(annotation) is not None:
+        for arg in typing.get_args(annotation):
+            found = _find_model(arg)
+            if found is not None:
+                return found
+    return None
+
+
+def render_errors(error: ValidationError) -> list[Issue]:
+    issues: list[Issue] = []
+    for err in error.errors():
+        loc = tuple(err["loc"])
+        kind = err["type"]
+        if kind == "missing":
+            message = "field required"
+        elif kind == "extra_forbidden":
+            holder = _model_at(loc[:-1])
+            message = unknown_key_message(str(loc[-1]), holder.model_fields if holder else ())
+        elif kind in _EXPECTED:
+            message = f"expected {_EXPECTED[kind]}, got {_kind(err['input'])}"
+        else:
+            message = err["msg"]
+        issues.append(Issue(key_path(loc), message))
+    return issues
