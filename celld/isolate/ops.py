@@ -4,9 +4,11 @@ from __future__ import annotations
 
 from celld.isolate.coreops import core_ops
 from celld.isolate.host import OpHandler
+from celld.isolate.webops import web_ops
 
 
 def isolate_ops() -> dict[str, OpHandler]:
     """Every operation available to any isolate (Worker or workflow)."""
     ops = core_ops()
+    ops.update(web_ops())
     return ops

@@ -13,9 +13,23 @@ from pathlib import Path
 #: Loaded first: the message bridge every other file talks through.
 HOST_FILES = ("host.js",)
 #: The web platform globals QuickJS lacks, in dependency order.
-WEB_FILES: tuple[str, ...] = ()
+WEB_FILES: tuple[str, ...] = (
+    "web/common.js",
+    "web/encoding.js",
+    "web/console.js",
+    "web/events.js",
+    "web/timers.js",
+    "web/abort.js",
+    "web/serialize.js",
+    "web/crypto.js",
+)
 #: Cloudflare's modules and the entry points the host drives.
-CLOUDFLARE_FILES: tuple[str, ...] = ()
+CLOUDFLARE_FILES: tuple[str, ...] = (
+    "cloudflare/modules.js",
+    "cloudflare/worker_entry.js",
+    "workflows/binding.js",
+    "workflows/step.js",
+)
 
 
 @dataclass(frozen=True)

@@ -1,0 +1,132 @@
+"""Host operations behind the web platform globals (js/web/): entropy, digest, fetch.
+
+Binary data crosses the bridge as base64 inside JSON messages.
+
+Entropy contract (see js/web/crypto.js): the runtime keeps a ChaCha20 DRBG in JS.
+`entropy_script()` returns a tiny script that hands it its first 32-byte key; evaluate
+it right after the runtime scripts and before user code. Later re-keys are `entropy`
+requests answered by `op_entropy`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import hashlib
+import secrets
+import weakref
+from typing import Any
+
+import httpx
+
+from celld.isolate.host import HostError, OpHandler
+from celld.isolate.runtime import Script
+
+ENTROPY_BYTES = 32
+
+_DIGESTS = {
+    "SHA-1": "sha1",
+    "SHA-256": "sha256",
+    "SHA-384": "sha384",
+    "SHA-512": "sha512",
+    "MD5": "md5",
+}
+
+#: Redirects a `follow` fetch takes before failing (the fetch spec's limit).
+MAX_REDIRECTS = 20
+_REDIRECT_STATUSES = {301, 302, 303, 307, 308}
+
+
+def fresh_key() -> str:
+    """32 bytes from the OS CSPRNG, base64."""
+    return base64.b64encode(secrets.token_bytes(ENTROPY_BYTES)).decode("ascii")
+
+
+def entropy_script() -> Script:
+    """The script that gives an isolate its first DRBG key; evaluate it after the runtime."""
+    return Script("celld-entropy.js", f'__celld_entropy_seed("{fresh_key()}");')
+
+
+def op_entropy(message: dict[str, Any]) -> str:
+    return fresh_key()
+
+
+def op_digest(message: dict[str, Any]) -> str:
+    algorithm = _DIGESTS.get(str(message.get("alg")))
+    if algorithm is None:
+        raise HostError(f"Unrecognized digest algorithm: {message.get('alg')}", "NotSupportedError")
+    data = base64.b64decode(message.get("data") or "")
+    return base64.b64encode(hashlib.new(algorithm, data).digest()).decode("ascii")
+
+
+# One client per event loop: an httpx client is bound to the loop that first used it.
+_clients: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, httpx.AsyncClient] = (
+    weakref.WeakKeyDictionary()
+)
+
+
+def _client() -> httpx.AsyncClient:
+    loop = asyncio.get_running_loop()
+    client = _clients.get(loop)
+    if client is None or client.is_closed:
+        client = httpx.AsyncClient(
+            timeout=httpx.Timeout(300.0, connect=30.0),
+            max_redirects=MAX_REDIRECTS,
+            follow_redirects=False,
+        )
+        _clients[loop] = client
+    return client
+
+
+async def close_fetch_client() -> None:
+    """Close this loop's shared fetch client (server shutdown, tests)."""
+    client = _clients.pop(asyncio.get_running_loop(), None)
+    if client is not None:
+        await client.aclose()
+
+
+async def op_fetch(message: dict[str, Any]) -> dict[str, Any]:
+    """fetch(): {method, url, headers: [[k, v]], body: base64|null, redirect} -> response."""
+    method = str(message.get("method") or "GET")
+    url = str(message.get("url"))
+    redirect = str(message.get("redirect") or "follow")
+    headers = [(str(k), str(v)) for k, v in message.get("headers") or []]
+    body = message.get("body")
+    content = base64.b64decode(body) if body is not None else None
+    client = _client()
+    request = client.build_request(method, url, headers=headers, content=content)
+    # Send only what the Worker asked for, not httpx's own defaults.
+    names = {name.lower() for name, _ in headers}
+    for name in ("user-agent", "accept", "accept-encoding", "connection"):
+        if name not in names and name in request.headers:
+            del request.headers[name]
+    try:
+        response = await client.send(request, follow_redirects=redirect == "follow")
+        content_bytes = await response.aread()
+        await response.aclose()
+    except httpx.TooManyRedirects:
+        raise HostError("fetch failed: too many redirects", "TypeError") from None
+    except httpx.HTTPError as error:
+        detail = str(error) or type(error).__name__
+        raise HostError(f"fetch failed: {detail}", "TypeError") from None
+    if redirect == "error" and response.status_code in _REDIRECT_STATUSES:
+        raise HostError("fetch failed: unexpected redirect (redirect mode is 'error')", "TypeError")
+    response_headers = response.headers.multi_items()
+    encoding = response.headers.get("content-encoding", "identity").lower()
+    if encoding not in ("", "identity") and method.upper() != "HEAD":
+        # httpx decoded the body; the length and encoding headers no longer describe it.
+        response_headers = [
+            (k, v) for k, v in response_headers if k.lower() not in ("content-encoding", "content-length")
+        ]
+    return {
+        "status": response.status_code,
+        "statusText": response.reason_phrase,
+        "headers": [[k, v] for k, v in response_headers],
+        "url": str(response.url),
+        "redirected": bool(response.history),
+        "body": base64.b64encode(content_bytes).decode("ascii"),
+    }
+
+
+def web_ops() -> dict[str, OpHandler]:
+    return {"entropy": op_entropy, "digest": op_digest, "fetch": op_fetch}

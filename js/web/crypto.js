@@ -1,0 +1,252 @@
+// crypto: getRandomValues, randomUUID and subtle.digest.
+//
+// getRandomValues must be synchronous, but JS cannot call the host synchronously.
+// So randomness comes from a ChaCha20 DRBG in JS (RFC 8439 block function) keyed by
+// OS entropy the host supplies:
+//   * first key: the host evaluates `__celld_entropy_seed("<base64 32 bytes>")`
+//     right after the runtime and before user code (webops.entropy_script());
+//   * at load, and again after every RESEED_BYTES of output or RESEED_CALLS calls,
+//     JS sends an `entropy` request; the host answers with 32 fresh bytes (base64)
+//     that are XORed into the key;
+//   * every call rekeys from its own output first ("fast key erasure"), so a later
+//     compromise of the state does not reveal earlier outputs.
+"use strict";
+(() => {
+  const web = globalThis.__celld_web;
+  const host = globalThis.__celld_host;
+
+  const RESEED_BYTES = 1 << 20;
+  const RESEED_CALLS = 4096;
+  const MAX_BYTES = 65536;
+
+  const key = new Uint32Array(8);
+  let keyed = false;
+  let sinceSeedBytes = 0;
+  let sinceSeedCalls = 0;
+  let reseeding = false;
+
+  function rotl(x, n) {
+    return (x << n) | (x >>> (32 - n));
+  }
+
+  /** One ChaCha20 block (key words, 32-bit counter, zero nonce), little-endian into out. */
+  function chachaBlock(key, counter, out, offset) {
+    const j0 = 0x61707865, j1 = 0x3320646e, j2 = 0x79622d32, j3 = 0x6b206574;
+    const j4 = key[0], j5 = key[1], j6 = key[2], j7 = key[3];
+    const j8 = key[4], j9 = key[5], j10 = key[6], j11 = key[7];
+    const j12 = counter, j13 = 0, j14 = 0, j15 = 0;
+    let x0 = j0, x1 = j1, x2 = j2, x3 = j3, x4 = j4, x5 = j5, x6 = j6, x7 = j7;
+    let x8 = j8, x9 = j9, x10 = j10, x11 = j11, x12 = j12, x13 = j13, x14 = j14, x15 = j15;
+    for (let i = 0; i < 10; i++) {
+      // Column rounds.
+      x0 = (x0 + x4) | 0; x12 = rotl(x12 ^ x0, 16); x8 = (x8 + x12) | 0; x4 = rotl(x4 ^ x8, 12);
+      x0 = (x0 + x4) | 0; x12 = rotl(x12 ^ x0, 8); x8 = (x8 + x12) | 0; x4 = rotl(x4 ^ x8, 7);
+      x1 = (x1 + x5) | 0; x13 = rotl(x13 ^ x1, 16); x9 = (x9 + x13) | 0; x5 = rotl(x5 ^ x9, 12);
+      x1 = (x1 + x5) | 0; x13 = rotl(x13 ^ x1, 8); x9 = (x9 + x13) | 0; x5 = rotl(x5 ^ x9, 7);
+      x2 = (x2 + x6) | 0; x14 = rotl(x14 ^ x2, 16); x10 = (x10 + x14) | 0; x6 = rotl(x6 ^ x10, 12);
+      x2 = (x2 + x6) | 0; x14 = rotl(x14 ^ x2, 8); x10 = (x10 + x14) | 0; x6 = rotl(x6 ^ x10, 7);
+      x3 = (x3 + x7) | 0; x15 = rotl(x15 ^ x3, 16); x11 = (x11 + x15) | 0; x7 = rotl(x7 ^ x11, 12);
+      x3 = (x3 + x7) | 0; x15 = rotl(x15 ^ x3, 8); x11 = (x11 + x15) | 0; x7 = rotl(x7 ^ x11, 7);
+      // Diagonal rounds.
+      x0 = (x0 + x5) | 0; x15 = rotl(x15 ^ x0, 16); x10 = (x10 + x15) | 0; x5 = rotl(x5 ^ x10, 12);
+      x0 = (x0 + x5) | 0; x15 = rotl(x15 ^ x0, 8); x10 = (x10 + x15) | 0; x5 = rotl(x5 ^ x10, 7);
+      x1 = (x1 + x6) | 0; x12 = rotl(x12 ^ x1, 16); x11 = (x11 + x12) | 0; x6 = rotl(x6 ^ x11, 12);
+      x1 = (x1 + x6) | 0; x12 = rotl(x12 ^ x1, 8); x11 = (x11 + x12) | 0; x6 = rotl(x6 ^ x11, 7);
+      x2 = (x2 + x7) | 0; x13 = rotl(x13 ^ x2, 16); x8 = (x8 + x13) | 0; x7 = rotl(x7 ^ x8, 12);
+      x2 = (x2 + x7) | 0; x13 = rotl(x13 ^ x2, 8); x8 = (x8 + x13) | 0; x7 = rotl(x7 ^ x8, 7);
+      x3 = (x3 + x4) | 0; x14 = rotl(x14 ^ x3, 16); x9 = (x9 + x14) | 0; x4 = rotl(x4 ^ x9, 12);
+      x3 = (x3 + x4) | 0; x14 = rotl(x14 ^ x3, 8); x9 = (x9 + x14) | 0; x4 = rotl(x4 ^ x9, 7);
+    }
+    const words = [
+      x0 + j0, x1 + j1, x2 + j2, x3 + j3, x4 + j4, x5 + j5, x6 + j6, x7 + j7,
+      x8 + j8, x9 + j9, x10 + j10, x11 + j11, x12 + j12, x13 + j13, x14 + j14, x15 + j15,
+    ];
+    for (let i = 0; i < 16; i++) {
+      const w = words[i];
+      const o = offset + i * 4;
+      out[o] = w & 255;
+      out[o + 1] = (w >>> 8) & 255;
+      out[o + 2] = (w >>> 16) & 255;
+      out[o + 3] = (w >>> 24) & 255;
+    }
+  }
+
+  function readWordsLE(bytes, into) {
+    for (let i = 0; i < into.length; i++) {
+      const o = i * 4;
+      into[i] = bytes[o] | (bytes[o + 1] << 8) | (bytes[o + 2] << 16) | (bytes[o + 3] << 24);
+    }
+  }
+
+  /** Mix 32 bytes of fresh OS entropy into the key. */
+  function mixEntropy(base64) {
+    const bytes = web.base64ToBytes(base64);
+    if (bytes.length < 32) throw new TypeError("celld: entropy must be 32 bytes");
+    const words = new Uint32Array(8);
+    readWordsLE(bytes, words);
+    for (let i = 0; i < 8; i++) key[i] ^= words[i];
+    keyed = true;
+    sinceSeedBytes = 0;
+    sinceSeedCalls = 0;
+  }
+
+  function requestEntropy() {
+    if (reseeding) return;
+    reseeding = true;
+    host.request("entropy", {}).then((base64) => {
+      reseeding = false;
+      mixEntropy(base64);
+    }, (error) => {
+      reseeding = false;
+      web.reportError(error);
+    });
+  }
+
+  /** `n` random bytes: the first 32 bytes of keystream become the next key. */
+  function randomBytes(n) {
+    if (!keyed) {
+      throw new Error("celld: crypto has no entropy yet (the host must evaluate webops.entropy_script() after the runtime)");
+    }
+    const blocks = Math.ceil((n + 32) / 64);
+    const buffer = new Uint8Array(blocks * 64);
+    for (let i = 0; i < blocks; i++) chachaBlock(key, i, buffer, i * 64);
+    readWordsLE(buffer, key);
+    const out = buffer.slice(32, 32 + n);
+    buffer.fill(0);
+    sinceSeedBytes += n;
+    sinceSeedCalls++;
+    if (sinceSeedBytes >= RESEED_BYTES || sinceSeedCalls >= RESEED_CALLS) requestEntropy();
+    return out;
+  }
+
+  // The first key, delivered by a tiny script right after the runtime. It removes
+  // itself so that user code cannot inject a key.
+  Object.defineProperty(globalThis, "__celld_entropy_seed", {
+    configurable: true,
+    enumerable: false,
+    writable: false,
+    value: (base64) => {
+      mixEntropy(base64);
+      delete globalThis.__celld_entropy_seed;
+    },
+  });
+  requestEntropy();
+
+  const INTEGER_ARRAYS = [
+    Int8Array, Uint8Array, Uint8ClampedArray, Int16Array, Uint16Array, Int32Array, Uint32Array,
+    BigInt64Array, BigUint64Array,
+  ];
+
+  function getRandomValues(array) {
+    if (!ArrayBuffer.isView(array) || !INTEGER_ARRAYS.some((T) => array instanceof T)) {
+      throw new DOMException(
+        "The data argument must be an integer-type TypedArray", "TypeMismatchError");
+    }
+    if (array.byteLength > MAX_BYTES) {
+      throw new DOMException(
+        `The ArrayBufferView's byte length (${array.byteLength}) exceeds the number of bytes of entropy available via this API (${MAX_BYTES})`,
+        "QuotaExceededError");
+    }
+    new Uint8Array(array.buffer, array.byteOffset, array.byteLength).set(randomBytes(array.byteLength));
+    return array;
+  }
+
+  const HEX = Array.from({ length: 256 }, (_, i) => i.toString(16).padStart(2, "0"));
+
+  function randomUUID() {
+    const b = randomBytes(16);
+    b[6] = (b[6] & 0x0f) | 0x40; // version 4
+    b[8] = (b[8] & 0x3f) | 0x80; // RFC 4122 variant
+    let s = "";
+    for (let i = 0; i < 16; i++) {
+      if (i === 4 || i === 6 || i === 8 || i === 10) s += "-";
+      s += HEX[b[i]];
+    }
+    return s;
+  }
+
+  const DIGESTS = { "SHA-1": "SHA-1", "SHA-256": "SHA-256", "SHA-384": "SHA-384", "SHA-512": "SHA-512", MD5: "MD5" };
+  const ILLEGAL = Symbol("illegal");
+
+  function notSupported(method) {
+    return () => Promise.reject(new DOMException(
+      `crypto.subtle.${method} is not supported by celld yet`, "NotSupportedError"));
+  }
+
+  class SubtleCrypto {
+    constructor(key) {
+      if (key !== ILLEGAL) throw new TypeError("Illegal constructor");
+    }
+
+    async digest(algorithm, data) {
+      const rawName = typeof algorithm === "string" ? algorithm : algorithm && algorithm.name;
+      const name = DIGESTS[String(rawName).toUpperCase()];
+      if (!name) {
+        throw new DOMException(`Unrecognized or unsupported digest algorithm: ${rawName}`, "NotSupportedError");
+      }
+      const bytes = web.bufferSourceView(data);
+      if (!bytes) throw new TypeError("crypto.subtle.digest: data must be an ArrayBuffer or ArrayBufferView");
+      const answer = await host.request("digest", { alg: name, data: web.bytesToBase64(bytes) });
+      return web.base64ToBytes(answer).buffer;
+    }
+
+    /** Workers extension: compare two buffers in time independent of their contents. */
+    timingSafeEqual(a, b) {
+      const x = web.bufferSourceView(a);
+      const y = web.bufferSourceView(b);
+      if (!x || !y) throw new TypeError("timingSafeEqual: arguments must be ArrayBuffers or views");
+      if (x.byteLength !== y.byteLength) throw new RangeError("timingSafeEqual: input buffers must have the same byte length");
+      let diff = 0;
+      for (let i = 0; i < x.length; i++) diff |= x[i] ^ y[i];
+      return diff === 0;
+    }
+  }
+  for (const method of ["encrypt", "decrypt", "sign", "verify", "generateKey", "deriveKey",
+    "deriveBits", "importKey", "exportKey", "wrapKey", "unwrapKey"]) {
+    Object.defineProperty(SubtleCrypto.prototype, method, {
+      value: notSupported(method), writable: true, configurable: true, enumerable: false,
+    });
+  }
+
+  class CryptoKey {
+    constructor() {
+      throw new TypeError("Illegal constructor");
+    }
+  }
+
+  const subtle = new SubtleCrypto(ILLEGAL);
+
+  class Crypto {
+    constructor(key) {
+      if (key !== ILLEGAL) throw new TypeError("Illegal constructor");
+    }
+
+    get subtle() {
+      return subtle;
+    }
+
+    getRandomValues(array) {
+      return getRandomValues(array);
+    }
+
+    randomUUID() {
+      return randomUUID();
+    }
+  }
+
+  for (const Class of [SubtleCrypto, CryptoKey, Crypto]) {
+    web.hideMethods(Class);
+    web.setToStringTag(Class, Class.name);
+    web.defineGlobal(Class.name, Class);
+  }
+  web.randomBytes = randomBytes;
+  /** For known-answer tests of the block function (RFC 8439 A.1). */
+  web.chacha20Block = (keyBytes, counter) => {
+    const k = new Uint32Array(8);
+    readWordsLE(keyBytes, k);
+    const out = new Uint8Array(64);
+    chachaBlock(k, counter, out, 0);
+    return out;
+  };
+  web.defineGlobal("crypto", new Crypto(ILLEGAL));
+})();

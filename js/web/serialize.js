@@ -1,0 +1,300 @@
+// The value serializer shared by structuredClone and the Workflows engine.
+//
+// Encoding: tagged JSON. A plain JSON value (object, array, string, finite number
+// other than -0, boolean, null) encodes as exactly its JSON text, so stored step
+// results stay readable. Anything else becomes an object with a "$" key naming its
+// type:
+//   {"$":"undefined"} {"$":"NaN"} {"$":"Infinity"} {"$":"-Infinity"} {"$":"-0"}
+//   {"$":"BigInt","v":"123"}          {"$":"Date","v":<ms>|null}  (null: invalid date)
+//   {"$":"RegExp","source":s,"flags":f}
+//   {"$":"Map","v":[[k,v],...]}       {"$":"Set","v":[v,...]}
+//   {"$":"ArrayBuffer","v":b64}       {"$":"<TypedArray>|DataView","v":b64}  (own bytes only)
+//   {"$":"Error","name":n,"message":m,"stack":s[,"cause":c][,"errors":[...]]}
+//   {"$":"Boolean"|"Number"|"String"|"BigIntObject","v":...}  (wrapper objects)
+//   {"$":"Object","v":[[k,v],...]}    a plain object that itself has a "$" key (escaped)
+//   {"$":"Def","id":n,"v":<node>}     first sight of an object referenced more than once
+//   {"$":"Ref","id":n}                a later reference to it (shared refs and cycles)
+// A decoder therefore reads every object with an own "$" key as a tag, and any other
+// object as a plain object. Array holes become undefined; objects with other
+// prototypes are copied as their own enumerable string-keyed properties.
+"use strict";
+(() => {
+  const web = globalThis.__celld_web;
+
+  const TYPED_ARRAYS = {
+    Int8Array, Uint8Array, Uint8ClampedArray, Int16Array, Uint16Array, Int32Array,
+    Uint32Array, Float32Array, Float64Array, BigInt64Array, BigUint64Array, DataView,
+  };
+  if (typeof Float16Array === "function") TYPED_ARRAYS.Float16Array = Float16Array;
+
+  const ERROR_TYPES = {
+    Error, EvalError, RangeError, ReferenceError, SyntaxError, TypeError, URIError, AggregateError,
+  };
+
+  function cloneError(message) {
+    return new DOMException(message, "DataCloneError");
+  }
+
+  function typeOfView(value) {
+    if (value instanceof DataView) return "DataView";
+    // %TypedArray%.prototype[@@toStringTag] names the concrete type, even for subclasses.
+    const tag = value[Symbol.toStringTag];
+    if (!Object.prototype.hasOwnProperty.call(TYPED_ARRAYS, tag)) throw cloneError("unknown view type could not be cloned.");
+    return tag;
+  }
+
+  function uncloneable(value) {
+    return value instanceof Promise || value instanceof WeakMap || value instanceof WeakSet
+      || value instanceof WeakRef || (typeof FinalizationRegistry === "function" && value instanceof FinalizationRegistry);
+  }
+
+  /** Objects reached more than once (shared or cyclic): only those get ids. */
+  function findShared(root) {
+    const seen = new Set();
+    const shared = new Set();
+    const stack = [root];
+    while (stack.length) {
+      const v = stack.pop();
+      if (v === null || typeof v !== "object") continue;
+      if (seen.has(v)) {
+        shared.add(v);
+        continue;
+      }
+      seen.add(v);
+      if (v instanceof Map) {
+        for (const [k, x] of v) stack.push(k, x);
+      } else if (v instanceof Set) {
+        for (const x of v) stack.push(x);
+      } else if (v instanceof Error) {
+        if ("cause" in v) stack.push(v.cause);
+        if (Array.isArray(v.errors)) stack.push(v.errors);
+      } else if (!ArrayBuffer.isView(v) && !(v instanceof ArrayBuffer) && !(v instanceof Date)
+        && !(v instanceof RegExp)) {
+        for (const key of Object.keys(v)) stack.push(v[key]);
+      }
+    }
+    return shared;
+  }
+
+  /** Value -> JSON-ready tree. */
+  function encode(root) {
+    const shared = findShared(root);
+    const ids = new Map();
+
+    function node(v) {
+      switch (typeof v) {
+        case "string":
+        case "boolean":
+          return v;
+        case "number":
+          if (Number.isNaN(v)) return { $: "NaN" };
+          if (v === Infinity) return { $: "Infinity" };
+          if (v === -Infinity) return { $: "-Infinity" };
+          if (Object.is(v, -0)) return { $: "-0" };
+          return v;
+        case "undefined":
+          return { $: "undefined" };
+        case "bigint":
+          return { $: "BigInt", v: v.toString() };
+        case "function":
+          throw cloneError(`${Function.prototype.toString.call(v).slice(0, 60)} could not be cloned.`);
+        case "symbol":
+          throw cloneError(`${v.toString()} could not be cloned.`);
+        default:
+          break;
+      }
+      if (v === null) return null;
+      if (ids.has(v)) return { $: "Ref", id: ids.get(v) };
+      if (shared.has(v)) {
+        const id = ids.size;
+        ids.set(v, id);
+        return { $: "Def", id, v: body(v) };
+      }
+      return body(v);
+    }
+
+    function body(v) {
+      if (Array.isArray(v)) {
+        const out = new Array(v.length);
+        for (let i = 0; i < v.length; i++) out[i] = node(v[i]);
+        return out;
+      }
+      if (v instanceof Date) {
+        const t = v.getTime();
+        return { $: "Date", v: Number.isNaN(t) ? null : t };
+      }
+      if (v instanceof RegExp) return { $: "RegExp", source: v.source, flags: v.flags };
+      if (v instanceof Map) {
+        const entries = [];
+        for (const [k, x] of v) entries.push([node(k), node(x)]);
+        return { $: "Map", v: entries };
+      }
+      if (v instanceof Set) {
+        const items = [];
+        for (const x of v) items.push(node(x));
+        return { $: "Set", v: items };
+      }
+      if (v instanceof ArrayBuffer) return { $: "ArrayBuffer", v: web.bytesToBase64(new Uint8Array(v)) };
+      if (v instanceof SharedArrayBuffer) throw cloneError("SharedArrayBuffer could not be cloned.");
+      if (ArrayBuffer.isView(v)) {
+        const bytes = new Uint8Array(v.buffer, v.byteOffset, v.byteLength);
+        return { $: typeOfView(v), v: web.bytesToBase64(bytes) };
+      }
+      if (v instanceof Error) {
+        const out = {
+          $: "Error",
+          name: String(v.name),
+          message: String(v.message),
+          stack: typeof v.stack === "string" ? v.stack : "",
+        };
+        if (typeof DOMException === "function" && v instanceof DOMException) out.dom = true;
+        if (Object.prototype.hasOwnProperty.call(v, "cause")) out.cause = node(v.cause);
+        if (Array.isArray(v.errors)) out.errors = node(v.errors);
+        return out;
+      }
+      if (v instanceof Boolean) return { $: "Boolean", v: v.valueOf() };
+      if (v instanceof Number) return { $: "Number", v: node(v.valueOf()) };
+      if (v instanceof String) return { $: "String", v: v.valueOf() };
+      if (v instanceof BigInt) return { $: "BigIntObject", v: v.valueOf().toString() };
+      if (uncloneable(v)) {
+        const kind = Object.prototype.toString.call(v).slice(8, -1);
+        throw cloneError(`#<${kind}> could not be cloned.`);
+      }
+      const keys = Object.keys(v);
+      if (Object.prototype.hasOwnProperty.call(v, "$")) {
+        return { $: "Object", v: keys.map((k) => [k, node(v[k])]) };
+      }
+      const out = {};
+      for (const k of keys) out[k] = node(v[k]);
+      return out;
+    }
+
+    return node(root);
+  }
+
+  /** JSON tree -> value. Defs are registered before their contents (for cycles). */
+  function decode(root) {
+    const refs = new Map();
+
+    function define(id, make, fill) {
+      const value = make();
+      if (id !== undefined) refs.set(id, value);
+      if (fill) fill(value);
+      return value;
+    }
+
+    function node(n, id) {
+      if (n === null || typeof n !== "object") {
+        if (id !== undefined) throw new TypeError("celld: malformed serialized value (Def of a primitive)");
+        return n;
+      }
+      if (Array.isArray(n)) {
+        return define(id, () => new Array(n.length), (out) => {
+          for (let i = 0; i < n.length; i++) out[i] = node(n[i]);
+        });
+      }
+      if (!Object.prototype.hasOwnProperty.call(n, "$")) {
+        return define(id, () => ({}), (out) => {
+          for (const k of Object.keys(n)) out[k] = node(n[k]);
+        });
+      }
+      const tag = n.$;
+      switch (tag) {
+        case "undefined": return undefined;
+        case "NaN": return NaN;
+        case "Infinity": return Infinity;
+        case "-Infinity": return -Infinity;
+        case "-0": return -0;
+        case "BigInt": return BigInt(n.v);
+        case "Def": return node(n.v, n.id);
+        case "Ref":
+          if (!refs.has(n.id)) throw new TypeError(`celld: malformed serialized value (unknown ref ${n.id})`);
+          return refs.get(n.id);
+        case "Date": return define(id, () => new Date(n.v === null ? NaN : n.v));
+        case "RegExp": return define(id, () => new RegExp(n.source, n.flags));
+        case "Map":
+          return define(id, () => new Map(), (out) => {
+            for (const [k, x] of n.v) {
+              const key = node(k);
+              out.set(key, node(x));
+            }
+          });
+        case "Set":
+          return define(id, () => new Set(), (out) => {
+            for (const x of n.v) out.add(node(x));
+          });
+        case "Object":
+          return define(id, () => ({}), (out) => {
+            for (const [k, x] of n.v) {
+              Object.defineProperty(out, k, { value: node(x), writable: true, enumerable: true, configurable: true });
+            }
+          });
+        case "ArrayBuffer": return define(id, () => web.base64ToBytes(n.v).buffer);
+        case "Error":
+          return define(id, () => reviveError(n), (out) => {
+            if ("cause" in n) {
+              Object.defineProperty(out, "cause", { value: node(n.cause), writable: true, configurable: true });
+            }
+            if ("errors" in n) {
+              Object.defineProperty(out, "errors", { value: node(n.errors), writable: true, configurable: true });
+            }
+          });
+        case "Boolean": return define(id, () => Object(Boolean(n.v)));
+        case "Number": return define(id, () => Object(node(n.v)));
+        case "String": return define(id, () => Object(String(n.v)));
+        case "BigIntObject": return define(id, () => Object(BigInt(n.v)));
+        default:
+          if (Object.prototype.hasOwnProperty.call(TYPED_ARRAYS, tag)) {
+            const Type = TYPED_ARRAYS[tag];
+            return define(id, () => {
+              const buffer = web.base64ToBytes(n.v).buffer;
+              return Type === DataView ? new DataView(buffer) : new Type(buffer);
+            });
+          }
+          throw new TypeError(`celld: malformed serialized value (unknown tag ${JSON.stringify(tag)})`);
+      }
+    }
+
+    return node(root);
+  }
+
+  function reviveError(n) {
+    let error;
+    if (n.dom) {
+      error = new DOMException(n.message, n.name);
+    } else {
+      const Type = Object.prototype.hasOwnProperty.call(ERROR_TYPES, n.name) ? ERROR_TYPES[n.name] : Error;
+      error = Type === AggregateError ? new AggregateError([], n.message) : new Type(n.message);
+      if (error.name !== n.name) {
+        Object.defineProperty(error, "name", { value: n.name, writable: true, configurable: true, enumerable: false });
+      }
+    }
+    if (n.stack !== undefined) {
+      Object.defineProperty(error, "stack", { value: n.stack, writable: true, configurable: true, enumerable: false });
+    }
+    return error;
+  }
+
+  function serialize(value) {
+    return JSON.stringify(encode(value));
+  }
+
+  function deserialize(text) {
+    return decode(JSON.parse(text));
+  }
+
+  function structuredClone(value, options = undefined) {
+    if (arguments.length === 0) throw new TypeError("structuredClone: 1 argument required, but only 0 present");
+    if (options && options.transfer !== undefined && Array.from(options.transfer).length > 0) {
+      throw cloneError("structuredClone: the transfer option is not supported by celld");
+    }
+    return decode(encode(value));
+  }
+
+  const hidden = { configurable: false, enumerable: false, writable: false };
+  Object.defineProperty(globalThis, "__celld_serialize", Object.assign({ value: serialize }, hidden));
+  Object.defineProperty(globalThis, "__celld_deserialize", Object.assign({ value: deserialize }, hidden));
+  web.serialize = serialize;
+  web.deserialize = deserialize;
+  web.defineGlobal("structuredClone", structuredClone);
+})();
