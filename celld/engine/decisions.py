@@ -1,0 +1,88 @@
+"""What the machine answers to a step call or a report: one small frozen value each."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import Any, NamedTuple
+
+from .errors import ErrorInfo
+
+
+@dataclass(frozen=True, slots=True)
+class Resolve:
+    """The step returns ``value`` (serialized JSON text; ``None`` means ``undefined``)."""
+
+    value: str | None
+
+
+@dataclass(frozen=True, slots=True)
+class Reject:
+    """The step throws ``error`` into ``run()``; catchable there."""
+
+    error: ErrorInfo
+
+
+@dataclass(frozen=True, slots=True)
+class Run:
+    """JS must run the step callback as ``attempt`` with ``context`` as ``ctx``, give up on it
+    after ``timeout_ms`` (report ``timed_out=True``), and call the delay function on failure
+    only if ``will_retry``."""
+
+    attempt: int
+    context: dict[str, Any]
+    timeout_ms: int
+    will_retry: bool
+
+
+@dataclass(frozen=True, slots=True)
+class Suspend:
+    """Pending. ``until`` is the deadline (``None``: parked until something else happens, e.g.
+    a pause being cancelled); the machine remembers the call for ``wake``/``send_event``."""
+
+    until: int | None
+    event_type: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Fail:
+    """Fatal and uncatchable: the instance has already moved to ``errored`` with ``error``."""
+
+    error: ErrorInfo
+
+
+Decision = Resolve | Reject | Run | Suspend | Fail
+
+
+class JournalEntry(NamedTuple):
+    """A finished step handed to JS at the start of a run: ``("value", text | None)`` or
+    ``("error", ErrorInfo)``."""
+
+    kind: str
+    data: str | ErrorInfo | None
+
+
+@dataclass(frozen=True, slots=True)
+class RunStart:
+    """Returned by ``start_run``: the generation this run belongs to (drop messages of older
+    ones), every finished step keyed by ``str(StepKey)``, and the step limit JS applies to the
+    ``step.do`` calls it resolves locally from the journal."""
+
+    generation: int
+    journal: dict[str, JournalEntry]
+    step_limit: int
+
+    def journal_json(self) -> str:
+        """The journal as one JSON text for a single hand-over to JS:
+        ``{"<key>": {"value": <raw JSON>} | {} (undefined) | {"error": {name, message}}}``.
+        Values are spliced in verbatim (they are already JSON text)."""
+        parts = []
+        for key, (kind, data) in self.journal.items():
+            if kind == "error":
+                body = '{"error":' + data.to_json() + "}"  # type: ignore[union-attr]
+            elif data is None:
+                body = "{}"
+            else:
+                body = '{"value":' + data + "}"  # type: ignore[operator]
+            parts.append(json.dumps(key, ensure_ascii=False) + ":" + body)
+        return "{" + ",".join(parts) + "}"

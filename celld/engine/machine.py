@@ -1,0 +1,950 @@
+"""The decision core: one :class:`Machine` per workflow instance.
+
+The machine holds the instance's durable records (instance row, step rows, event buffer) and a
+little per-run memory (which calls are pending, which attempts are in flight). JS reports what
+the workflow does; the machine answers with a :mod:`~celld.engine.decisions` value and records
+what must be durable. The caller commits :meth:`Machine.take_changes` **before** it delivers
+the decision to JS, so anything acknowledged survives a crash.
+
+Per-run memory is rebuilt by replay: :meth:`Machine.start_run` clears it and hands JS every
+finished step; JS asks again for everything else, and the durable rows decide the same way
+each time (a deadline stored at first reach is never moved by a replay).
+
+Calls that arrive when no run can be live (instance paused, queued after a restart, final)
+are stale: step calls and attempt reports return ``None`` (nothing to deliver), run results
+are ignored. The caller also drops messages carrying an old ``generation``.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+from collections import deque
+from collections.abc import Iterable
+from typing import Any
+
+from .backoff import retry_delay_ms
+from .decisions import Decision, Fail, JournalEntry, Reject, Resolve, Run, RunStart, Suspend
+from .durations import DAY_MS, HOUR_MS, SECOND_MS, YEAR_MS, DurationError, parse_duration
+from .errors import (
+    SLEEP_IN_PAST,
+    CannotRestartError,
+    CannotTerminateError,
+    ErrorInfo,
+    InvalidEventTypeError,
+    InvalidRestartTargetError,
+    delay_invalid,
+    delay_threw,
+    fatal,
+    invalid_sleep,
+    invalid_step_config,
+    invalid_step_name,
+    is_non_retryable,
+    not_serialisable,
+    output_too_large,
+    sleep_too_long,
+    stalled,
+    status_error,
+    step_limit_reached,
+)
+from .errors import delay_timed_out as delay_timeout_error
+from .errors import timed_out as timeout_error
+from .lifecycle import ACTIVE, FINAL, LifecycleEvent, Status, transition
+from .state import (
+    DO_DONE,
+    DO_FAILED,
+    DO_RETRYING,
+    DO_RUNNING,
+    SLEEP_DONE,
+    SLEEP_SLEEPING,
+    STEP_TYPES,
+    TIMED_STATES,
+    WAIT_RECEIVED,
+    WAIT_TIMED_OUT,
+    WAIT_WAITING,
+    Changes,
+    EventRecord,
+    InstanceState,
+    StepKey,
+    StepRecord,
+)
+from .stepconfig import DEFAULT_DELAY_MS, StepConfig, StepConfigError, resolve_step_config
+from .validation import (
+    step_name_ok,
+    too_large,
+    validate_event_payload,
+    validate_event_type,
+    validate_instance_id,
+    validate_params,
+    validate_retention,
+)
+
+DEFAULT_STEP_LIMIT = 10_000
+DEFAULT_WAIT_TIMEOUT_MS = 24 * HOUR_MS
+MIN_WAIT_TIMEOUT_MS = SECOND_MS
+MAX_WAIT_TIMEOUT_MS = 365 * DAY_MS
+MAX_SLEEP_MS = YEAR_MS
+DEFAULT_STALL_LIMIT_MS = 60_000
+
+_E = LifecycleEvent
+
+
+def event_json(event: EventRecord) -> str:
+    """The value ``waitForEvent`` returns, as JSON text ``{"payload", "type", "timestamp"}``.
+
+    ``payload`` is the payload's serialized text as a JSON *string* (the JS side parses this
+    object with ``JSON.parse`` and then deserializes ``payload`` with its own serializer);
+    ``timestamp`` is epoch ms, which JS turns into a ``Date``.
+    """
+    return json.dumps(
+        {"payload": event.payload, "type": event.type, "timestamp": event.timestamp},
+        ensure_ascii=False,
+        separators=(",", ":"),
+    )
+
+
+class Machine:
+    """Replay engine for one instance; see the module docstring."""
+
+    def __init__(
+        self,
+        state: InstanceState,
+        steps: Iterable[StepRecord] = (),
+        events: Iterable[EventRecord] = (),
+        *,
+        step_limit: int = DEFAULT_STEP_LIMIT,
+    ) -> None:
+        self._state = state
+        self.step_limit = step_limit
+        self._steps: dict[StepKey, StepRecord] = {}
+        self._configs: dict[StepKey, StepConfig] = {}
+        #: keys of rows whose wake_at is a live deadline (for next_wake and resume shifting)
+        self._timed: set[StepKey] = set()
+        for row in sorted(steps, key=lambda r: r.seq):
+            self._steps[row.key] = row
+            if row.state in TIMED_STATES:
+                self._timed.add(row.key)
+        self._events: dict[int, EventRecord] = {}
+        #: unconsumed events per type, oldest first
+        self._buffer: dict[str, deque[EventRecord]] = {}
+        for event in sorted(events, key=lambda e: e.seq):
+            self._events[event.seq] = event
+            if event.consumed_by is None:
+                self._buffer.setdefault(event.type, deque()).append(event)
+        # dirty tracking
+        self._instance_dirty = False
+        self._created = False
+        self._dirty_steps: dict[StepKey, StepRecord] = {}
+        self._deleted_steps: set[StepKey] = set()
+        self._dirty_events: dict[int, EventRecord] = {}
+        self._deleted_events: set[int] = set()
+        self._wiped = False
+        # per-run memory
+        self._pending: dict[StepKey, None] = {}
+        self._in_flight: dict[StepKey, int] = {}
+        self._parked: dict[StepKey, tuple[dict[str, Any] | None, bool]] = {}
+        self._ordinal = 0
+        self._idle_since: int | None = None
+
+    # ----------------------------------------------------------------------------------------
+    # construction and read-only views
+
+    @classmethod
+    def create(
+        cls,
+        workflow: str,
+        instance_id: str,
+        params: str,
+        now: int,
+        *,
+        retention: dict[str, Any] | None = None,
+        step_limit: int = DEFAULT_STEP_LIMIT,
+    ) -> Machine:
+        """A new queued instance; raises ``WorkflowError`` for an invalid id, params or
+        retention. Duplicate ids are the store's to detect (it sees ``Changes.created``)."""
+        validate_instance_id(instance_id)
+        validate_params(params)
+        success_ms, error_ms = validate_retention(retention)
+        state = InstanceState(
+            workflow=workflow,
+            id=instance_id,
+            params=params,
+            created_at=now,
+            success_retention_ms=success_ms,
+            error_retention_ms=error_ms,
+        )
+        machine = cls(state, step_limit=step_limit)
+        machine._created = True
+        machine._instance_dirty = True
+        return machine
+
+    @property
+    def state(self) -> InstanceState:
+        """The instance row (treat as read-only)."""
+        return self._state
+
+    @property
+    def status(self) -> Status:
+        return self._state.status
+
+    @property
+    def generation(self) -> int:
+        return self._state.generation
+
+    @property
+    def idle_since(self) -> int | None:
+        return self._idle_since
+
+    def steps(self) -> list[StepRecord]:
+        """Step rows in start order (treat as read-only)."""
+        return sorted(self._steps.values(), key=lambda r: r.seq)
+
+    def events(self) -> list[EventRecord]:
+        return [self._events[seq] for seq in sorted(self._events)]
+
+    def in_flight(self) -> int:
+        """Attempts issued (``Run``) and not reported back yet."""
+        return len(self._in_flight)
+
+    def pending(self) -> list[StepKey]:
+        """Calls of the current run waiting on a deadline or an event."""
+        return list(self._pending)
+
+    def is_final(self) -> bool:
+        return self._state.status in FINAL
+
+    def is_expired(self, now: int) -> bool:
+        return self._state.expires_at is not None and now >= self._state.expires_at
+
+    def status_view(self) -> dict[str, Any]:
+        """``status()``: ``output`` (serialized text) only when complete, ``error`` only when
+        errored."""
+        status = self._state.status
+        view: dict[str, Any] = {"status": status.value}
+        if status is Status.ERRORED and self._state.error is not None:
+            view["error"] = self._state.error.to_dict()
+        if status is Status.COMPLETE:
+            view["output"] = self._state.output
+        return view
+
+    def next_wake(self) -> int | None:
+        """Earliest deadline among unfinished durable steps; ``None`` when paused or final."""
+        if self._state.status in FINAL or self._state.status is Status.PAUSED:
+            return None
+        deadlines = [self._steps[key].wake_at for key in self._timed]
+        return min((d for d in deadlines if d is not None), default=None)
+
+    def stall_deadline(self, limit_ms: int = DEFAULT_STALL_LIMIT_MS) -> int | None:
+        """When :meth:`check_stalled` would fail the instance, if nothing happens first."""
+        if not self._stall_possible():
+            return None
+        return self._idle_since + limit_ms  # type: ignore[operator]
+
+    def waits_for(self, event_type: str) -> bool:
+        """True if an unfinished ``waitForEvent`` of this type is recorded (durably): a
+        hibernated instance should be replayed when such an event arrives."""
+        return any(
+            self._steps[key].type == "waitForEvent" and self._steps[key].event_type == event_type
+            for key in self._timed
+        )
+
+    # ----------------------------------------------------------------------------------------
+    # commits
+
+    def take_changes(self) -> Changes:
+        """Everything changed since the last call, as copies; resets the dirty sets."""
+        changes = Changes(
+            instance=copy.copy(self._state) if self._instance_dirty else None,
+            created=self._created,
+            steps=[copy.copy(row) for row in self._dirty_steps.values()],
+            deleted_steps=list(self._deleted_steps),
+            events=[copy.copy(ev) for ev in self._dirty_events.values()],
+            deleted_events=sorted(self._deleted_events),
+            wiped=self._wiped,
+        )
+        self._instance_dirty = self._created = self._wiped = False
+        self._dirty_steps = {}
+        self._deleted_steps = set()
+        self._dirty_events = {}
+        self._deleted_events = set()
+        return changes
+
+    def _touch(self) -> None:
+        self._instance_dirty = True
+
+    def _touch_step(self, row: StepRecord) -> None:
+        self._dirty_steps[row.key] = row
+        self._deleted_steps.discard(row.key)
+        if row.state in TIMED_STATES:
+            self._timed.add(row.key)
+        else:
+            self._timed.discard(row.key)
+
+    def _touch_event(self, event: EventRecord) -> None:
+        self._dirty_events[event.seq] = event
+        self._deleted_events.discard(event.seq)
+
+    # ----------------------------------------------------------------------------------------
+    # status helpers
+
+    def _go(self, event: LifecycleEvent) -> None:
+        self._state.status = transition(self._state.status, event)
+        self._touch()
+
+    def _clear_run(self) -> None:
+        self._pending.clear()
+        self._in_flight.clear()
+        self._parked.clear()
+        self._ordinal = 0
+        self._idle_since = None
+
+    def _finish(self, event: LifecycleEvent, now: int, retention_ms: int) -> None:
+        self._go(event)
+        self._state.finished_at = now
+        self._state.expires_at = now + retention_ms
+        self._clear_run()
+
+    def _fail(self, error: ErrorInfo, now: int) -> Fail:
+        """Fatal: the instance is errored with ``error`` as is (engine-made errors keep their
+        name, as wrangler dev's status shows ``WorkflowFatalError``)."""
+        self._state.error = error
+        self._state.output = None
+        self._finish(_E.FAIL, now, self._state.error_retention_ms)
+        return Fail(error)
+
+    def _active(self) -> bool:
+        return self._state.status in ACTIVE
+
+    def _pausing(self) -> bool:
+        return self._state.status is Status.WAITING_FOR_PAUSE
+
+    def _js_active(self) -> None:
+        """JS did something: the stall clock stops and a waiting instance runs again."""
+        self._idle_since = None
+        if self._state.status is Status.WAITING:
+            self._go(_E.WAKE)
+
+    def _settle_pause_if_idle(self, now: int) -> None:
+        if self._pausing() and not self._in_flight:
+            self._go(_E.PAUSE_SETTLED)
+            self._state.paused_at = now
+            self._clear_run()
+
+    def _stall_possible(self) -> bool:
+        return (
+            self._state.status is Status.RUNNING
+            and self._idle_since is not None
+            and not self._in_flight
+            and not self._pending
+        )
+
+    # ----------------------------------------------------------------------------------------
+    # runs
+
+    def start_run(self, now: int) -> RunStart:
+        """A run (re)starts from the top: queued/running/waiting -> running.
+
+        Returns every finished step. Sleeps whose end has passed are marked done, and waits
+        whose deadline has passed take a buffered event sent before the deadline or time out,
+        durably, so the journal and the rows agree.
+        """
+        self._go(_E.START)
+        if self._state.started_at is None:
+            self._state.started_at = now
+        self._clear_run()
+        journal: dict[str, JournalEntry] = {}
+        for key, row in self._steps.items():
+            due = row.wake_at is not None and row.wake_at <= now
+            if due and row.type != "do" and row.state in TIMED_STATES:
+                self._settle_due(row, now)
+            entry = self._journal_entry(row)
+            if entry is not None:
+                journal[str(key)] = entry
+        return RunStart(self._state.generation, journal, self.step_limit)
+
+    @staticmethod
+    def _journal_entry(row: StepRecord) -> JournalEntry | None:
+        if row.state in (DO_DONE, WAIT_RECEIVED):  # DO_DONE == SLEEP_DONE
+            return JournalEntry("value", None if row.type == "sleep" else row.value)
+        if row.state in (DO_FAILED, WAIT_TIMED_OUT):
+            return JournalEntry("error", row.error)
+        return None
+
+    def run_succeeded(self, output: str, now: int) -> None:
+        """``run()`` returned ``output``: complete. Ignored when no run is live (stale)."""
+        if not self._active():
+            return
+        self._state.output = output
+        self._state.error = None
+        self._finish(_E.COMPLETE, now, self._state.success_retention_ms)
+
+    def run_failed(self, error: ErrorInfo, now: int) -> None:
+        """``run()`` threw ``error``: errored, in the ``status().error`` shape. Ignored when no
+        run is live (stale)."""
+        if not self._active():
+            return
+        self._state.error = status_error(error)
+        self._state.output = None
+        self._finish(_E.FAIL, now, self._state.error_retention_ms)
+
+    def idle(self, now: int) -> None:
+        """JS went quiet. With only waits pending the instance is ``waiting``; with nothing
+        pending at all the stall clock starts (see :meth:`check_stalled`)."""
+        if self._state.status not in (Status.RUNNING, Status.WAITING) or self._in_flight:
+            return
+        if self._pending:
+            if self._state.status is Status.RUNNING:
+                self._go(_E.SUSPEND)
+            self._idle_since = None
+        elif self._idle_since is None:
+            self._idle_since = now
+
+    def fail(self, error: ErrorInfo, now: int) -> Fail | None:
+        """Fail the instance with an engine-made fatal ``error`` (kept as is, not folded), e.g.
+        ``errors.missing_callback(name)`` reported by JS. ``None`` when no run is live."""
+        if not self._active():
+            return None
+        return self._fail(error, now)
+
+    def check_stalled(self, now: int, limit_ms: int = DEFAULT_STALL_LIMIT_MS) -> Fail | None:
+        """Fail an instance whose ``run()`` has been pending for ``limit_ms`` with no step
+        running or waiting (it awaits work outside any step, which cannot survive replay)."""
+        if self._stall_possible() and now - self._idle_since >= limit_ms:  # type: ignore[operator]
+            return self._fail(stalled(limit_ms), now)
+        return None
+
+    # ----------------------------------------------------------------------------------------
+    # step.do
+
+    def step_do(
+        self,
+        name: str,
+        count: int,
+        ordinal: int | None,
+        raw_config: dict[str, Any] | None,
+        now: int,
+        *,
+        dynamic_delay: bool = False,
+    ) -> Decision | None:
+        """``step.do(name, config, cb)``, the ``count``-th of that name in this run and the
+        ``ordinal``-th ``step.do`` overall (``None``: the machine counts the calls it sees)."""
+        if not self._active():
+            return None
+        self._js_active()
+        self._ordinal += 1
+        if (ordinal if ordinal is not None else self._ordinal) > self.step_limit:
+            return self._fail(step_limit_reached(self.step_limit), now)
+        if not step_name_ok(name):
+            return self._fail(invalid_step_name(name), now)
+        return self._decide_do(StepKey("do", name, count), raw_config, dynamic_delay, now)
+
+    def _decide_do(
+        self, key: StepKey, raw_config: dict[str, Any] | None, dynamic_delay: bool, now: int
+    ) -> Decision:
+        row = self._steps.get(key)
+        if row is not None:
+            if row.state == DO_DONE:
+                return Resolve(row.value)
+            if row.state == DO_FAILED:
+                return Reject(row.error)  # type: ignore[arg-type]
+            if row.state == DO_RETRYING:
+                assert row.wake_at is not None
+                if row.wake_at <= now and not self._pausing():
+                    return self._issue(row, row.attempts + 1)
+                self._pending[key] = None
+                return Suspend(row.wake_at)
+            # DO_RUNNING: left by a crash or an earlier run; same attempt number again
+        if self._pausing():
+            # no new attempt starts while a pause is pending; wake() answers if it is cancelled
+            self._parked[key] = (raw_config, dynamic_delay)
+            return Suspend(None)
+        if row is None:
+            try:
+                config = resolve_step_config(key.name, raw_config, dynamic_delay=dynamic_delay)
+            except StepConfigError:
+                return self._fail(invalid_step_config(key.name), now)
+            row = StepRecord(
+                type="do",
+                name=key.name,
+                count=key.count,
+                seq=self._next_seq(),
+                state=DO_RUNNING,
+                config=config.to_json(),
+                started_at=now,
+            )
+            self._steps[key] = row
+            self._configs[key] = config
+            self._touch_step(row)
+        return self._issue(row, row.attempts + 1)
+
+    def _next_seq(self) -> int:
+        seq = self._state.next_seq
+        self._state.next_seq = seq + 1
+        self._touch()
+        return seq
+
+    def _config(self, row: StepRecord) -> StepConfig:
+        config = self._configs.get(row.key)
+        if config is None:
+            config = StepConfig.from_json(row.config) if row.config else StepConfig()
+            self._configs[row.key] = config
+        return config
+
+    def _issue(self, row: StepRecord, attempt: int) -> Run:
+        """Start ``attempt``. Not written: attempt starts are not durable (a crash reruns the
+        same attempt number: steps are at least once)."""
+        config = self._config(row)
+        row.state = DO_RUNNING
+        row.wake_at = None
+        self._timed.discard(row.key)
+        self._pending.pop(row.key, None)
+        self._in_flight[row.key] = attempt
+        context = {
+            "step": {"name": row.name, "count": row.count},
+            "attempt": attempt,
+            "config": config.to_context(),
+        }
+        return Run(attempt, context, config.timeout_ms, attempt <= config.limit)
+
+    def _reported(self, key: StepKey, attempt: int) -> StepRecord | None:
+        """The row for a live report of ``attempt``, or ``None`` if the report is stale."""
+        if self._in_flight.get(key) != attempt:
+            return None
+        del self._in_flight[key]
+        return self._steps.get(key)
+
+    def attempt_succeeded(
+        self, key: StepKey, attempt: int, value: str, now: int
+    ) -> Decision | None:
+        """The callback returned ``value``. An oversized value is a failed attempt (retried
+        like any other). ``None`` for a stale report."""
+        if self._in_flight.get(key) != attempt:
+            return None
+        if too_large(value):
+            return self.attempt_failed(key, attempt, output_too_large(key.name, key.count), now)
+        row = self._reported(key, attempt)
+        if row is None:
+            return None
+        row.state = DO_DONE
+        row.value = value
+        row.error = None
+        row.finished_at = now
+        self._touch_step(row)
+        return self._after_report(Resolve(value), now)
+
+    def attempt_failed(
+        self,
+        key: StepKey,
+        attempt: int,
+        error: ErrorInfo | None,
+        now: int,
+        *,
+        nonretryable: bool = False,
+        timed_out: bool = False,
+        delay_ms: int | float | str | None = None,
+        delay_error: ErrorInfo | None = None,
+        delay_timed_out: bool = False,
+    ) -> Decision | None:
+        """The callback threw ``error`` (or timed out: ``timed_out=True``, error ignored).
+
+        ``delay_ms`` is what a dynamic delay function returned (a number of ms or a duration
+        string; it goes through the configured backoff, as in wrangler dev); ``delay_error``
+        / ``delay_timed_out`` say the function threw or did not answer within 5 s, which fails
+        the step without further retries. ``None`` for a stale report.
+        """
+        row = self._reported(key, attempt)
+        if row is None:
+            return None
+        config = self._config(row)
+        if timed_out:
+            error = timeout_error(config.timeout_ms)
+        elif error is None:
+            error = ErrorInfo("Error", "")
+        row.attempts = max(row.attempts, attempt)
+        if nonretryable or is_non_retryable(error) or attempt > config.limit:
+            return self._after_report(self._fail_step(row, error, now), now)
+        if delay_error is not None:
+            error = delay_threw(key.name, key.count, delay_error.message)
+            return self._after_report(self._fail_step(row, error, now), now)
+        if delay_timed_out:
+            error = delay_timeout_error(key.name, key.count)
+            return self._after_report(self._fail_step(row, error, now), now)
+        base = config.delay_ms
+        if delay_ms is not None:
+            try:
+                base = parse_duration(delay_ms)
+            except DurationError:
+                error = delay_invalid(key.name, key.count)
+                return self._after_report(self._fail_step(row, error, now), now)
+        elif base is None:  # dynamic delay but JS sent nothing: fall back to the default
+            base = DEFAULT_DELAY_MS
+        delay = retry_delay_ms(config.backoff, base, attempt)
+        row.state = DO_RETRYING
+        row.wake_at = now + delay
+        row.error = error
+        self._touch_step(row)
+        if delay == 0 and not self._pausing():
+            return self._after_report(self._issue(row, attempt + 1), now)
+        self._pending[key] = None
+        return self._after_report(Suspend(row.wake_at), now)
+
+    def attempt_unserializable(self, key: StepKey, attempt: int, now: int) -> Fail | None:
+        """The callback returned something the serializer refused: fatal, no retry."""
+        row = self._reported(key, attempt)
+        if row is None:
+            return None
+        error = not_serialisable(key.name)
+        self._fail_step(row, error, now)
+        return self._fail(error, now)
+
+    def _fail_step(self, row: StepRecord, error: ErrorInfo, now: int) -> Reject:
+        row.state = DO_FAILED
+        row.error = error
+        row.wake_at = None
+        row.finished_at = now
+        self._pending.pop(row.key, None)
+        self._touch_step(row)
+        return Reject(error)
+
+    def _after_report(self, decision: Decision, now: int) -> Decision:
+        if self._pausing():
+            self._settle_pause_if_idle(now)
+        else:
+            self._js_active()
+        return decision
+
+    # ----------------------------------------------------------------------------------------
+    # step.sleep / step.sleepUntil
+
+    def step_sleep(
+        self,
+        name: str,
+        count: int,
+        now: int,
+        *,
+        duration_ms: int | float | str | None = None,
+        until_ms: int | float | None = None,
+    ) -> Decision | None:
+        """``step.sleep(name, duration)`` (``duration_ms``: ms or a Duration string) or
+        ``step.sleepUntil(name, t)`` (``until_ms``: epoch ms). The end is stored at first
+        reach; a sleep is keyed by name and count only, so a changed duration on replay does
+        not make it a new sleep."""
+        if not self._active():
+            return None
+        self._js_active()
+        if not step_name_ok(name):
+            return self._fail(invalid_step_name(name), now)
+        key = StepKey("sleep", name, count)
+        row = self._steps.get(key)
+        if row is None:
+            if until_ms is not None:
+                if not _is_finite_number(until_ms):
+                    return self._fail(invalid_sleep(name, f"invalid time {until_ms!r}"), now)
+                target = int(until_ms)
+                if target < now:
+                    return Reject(SLEEP_IN_PAST)
+            else:
+                if duration_ms is None:
+                    return self._fail(invalid_sleep(name, "a duration is required"), now)
+                try:
+                    target = now + parse_duration(duration_ms)
+                except DurationError as exc:
+                    return self._fail(invalid_sleep(name, str(exc)), now)
+            if target - now > MAX_SLEEP_MS:
+                return self._fail(sleep_too_long(name, target - now, MAX_SLEEP_MS), now)
+            row = StepRecord(
+                type="sleep",
+                name=name,
+                count=count,
+                seq=self._next_seq(),
+                state=SLEEP_SLEEPING,
+                wake_at=target,
+                started_at=now,
+            )
+            self._steps[key] = row
+            self._touch_step(row)
+        if row.state == SLEEP_DONE:
+            return Resolve(None)
+        assert row.wake_at is not None
+        if row.wake_at <= now and not self._pausing():
+            return self._settle_due(row, now)
+        self._pending[key] = None
+        return Suspend(row.wake_at)
+
+    # ----------------------------------------------------------------------------------------
+    # step.waitForEvent
+
+    def step_wait(
+        self,
+        name: str,
+        count: int,
+        event_type: str,
+        timeout_ms: int | float | str | None,
+        now: int,
+    ) -> Decision | None:
+        """``step.waitForEvent(name, {type, timeout})``: the oldest buffered event of the type,
+        else pending until an event or the deadline (stored at first reach)."""
+        if not self._active():
+            return None
+        self._js_active()
+        if not step_name_ok(name):
+            return self._fail(invalid_step_name(name), now)
+        key = StepKey("waitForEvent", name, count)
+        row = self._steps.get(key)
+        if row is None:
+            try:
+                validate_event_type(event_type)
+            except InvalidEventTypeError as exc:
+                return self._fail(fatal(exc.message), now)
+            try:
+                timeout = parse_duration(
+                    DEFAULT_WAIT_TIMEOUT_MS if timeout_ms is None else timeout_ms
+                )
+            except DurationError:
+                return self._fail(invalid_step_config(name), now)
+            if not MIN_WAIT_TIMEOUT_MS <= timeout <= MAX_WAIT_TIMEOUT_MS:
+                return self._fail(invalid_step_config(name), now)
+            row = StepRecord(
+                type="waitForEvent",
+                name=name,
+                count=count,
+                seq=self._next_seq(),
+                state=WAIT_WAITING,
+                config=json.dumps({"timeout_ms": timeout}),
+                wake_at=now + timeout,
+                event_type=event_type,
+                started_at=now,
+            )
+            self._steps[key] = row
+            self._touch_step(row)
+        if row.state == WAIT_RECEIVED:
+            return Resolve(row.value)
+        if row.state == WAIT_TIMED_OUT:
+            return Reject(row.error)  # type: ignore[arg-type]
+        if not self._pausing():
+            decision = self._settle_wait(row, now)
+            if decision is not None:
+                return decision
+        self._pending[key] = None
+        return Suspend(row.wake_at, row.event_type)
+
+    def _settle_wait(self, row: StepRecord, now: int) -> Decision | None:
+        """Consume a buffered event sent no later than the deadline, else time out if the
+        deadline has passed; ``None`` if the wait goes on."""
+        assert row.wake_at is not None and row.event_type is not None
+        queue = self._buffer.get(row.event_type)
+        if queue and queue[0].timestamp <= row.wake_at:
+            return self._consume(row, queue, now)
+        if row.wake_at <= now:
+            row.state = WAIT_TIMED_OUT
+            row.error = timeout_error(_wait_timeout_ms(row))
+            row.finished_at = now
+            self._pending.pop(row.key, None)
+            self._touch_step(row)
+            return Reject(row.error)
+        return None
+
+    def _consume(self, row: StepRecord, queue: deque[EventRecord], now: int) -> Resolve:
+        event = queue.popleft()
+        if not queue:
+            del self._buffer[event.type]
+        event.consumed_by = row.key
+        self._touch_event(event)
+        row.state = WAIT_RECEIVED
+        row.value = event_json(event)
+        row.finished_at = now
+        self._pending.pop(row.key, None)
+        self._touch_step(row)
+        return Resolve(row.value)
+
+    def _settle_due(self, row: StepRecord, now: int) -> Decision:
+        """Finish a sleep or wait whose deadline has passed (wait: event or timeout)."""
+        if row.type == "sleep":
+            row.state = SLEEP_DONE
+            row.finished_at = now
+            self._pending.pop(row.key, None)
+            self._touch_step(row)
+            return Resolve(None)
+        decision = self._settle_wait(row, now)
+        assert decision is not None
+        return decision
+
+    # ----------------------------------------------------------------------------------------
+    # time and events from outside
+
+    def wake(self, now: int) -> list[tuple[StepKey, Decision]]:
+        """Decisions for this run's pending calls that can now proceed: due sleeps resolve,
+        due retries run their next attempt, due waits take an event or time out (durably);
+        waits with a buffered event take it; calls parked during a cancelled pause are
+        answered. Nothing while paused or pausing."""
+        if self._state.status not in (Status.RUNNING, Status.WAITING):
+            return []
+        out: list[tuple[StepKey, Decision]] = []
+        due = sorted(
+            (self._steps[key] for key in self._pending if self._steps[key].wake_at is not None),
+            key=lambda r: (r.wake_at, r.seq),
+        )
+        for row in due:
+            if row.wake_at > now:  # type: ignore[operator]
+                if row.type == "waitForEvent":
+                    decision = self._settle_wait(row, now)
+                    if decision is not None:
+                        out.append((row.key, decision))
+                continue
+            if row.type == "do":
+                out.append((row.key, self._issue(row, row.attempts + 1)))
+            else:
+                out.append((row.key, self._settle_due(row, now)))
+        parked, self._parked = self._parked, {}
+        for key, (raw_config, dynamic_delay) in parked.items():
+            out.append((key, self._decide_do(key, raw_config, dynamic_delay, now)))
+            if self._state.status is Status.ERRORED:
+                break
+        if out and self._state.status in ACTIVE:
+            self._js_active()
+        return out
+
+    def send_event(
+        self, event_type: str, payload: str | None, now: int
+    ) -> list[tuple[StepKey, Decision]]:
+        """``instance.sendEvent({type, payload})``. Validated (``WorkflowError``), stored durably
+        (kept while paused or queued; accepted and dropped once final), and handed to the
+        oldest pending wait of that type in this run, if any."""
+        validate_event_type(event_type)
+        validate_event_payload(payload or "")
+        if self._state.status in FINAL:
+            return []
+        seq = self._state.next_event_seq
+        self._state.next_event_seq = seq + 1
+        self._touch()
+        event = EventRecord(seq=seq, type=event_type, payload=payload or "", timestamp=now)
+        self._events[seq] = event
+        self._buffer.setdefault(event_type, deque()).append(event)
+        self._touch_event(event)
+        if self._state.status not in (Status.RUNNING, Status.WAITING):
+            return []
+        waits = sorted(
+            (
+                self._steps[key]
+                for key in self._pending
+                if key.type == "waitForEvent" and self._steps[key].event_type == event_type
+            ),
+            key=lambda r: r.seq,
+        )
+        for row in waits:
+            if row.wake_at is not None and row.wake_at > now:
+                decision = self._consume(row, self._buffer[event_type], now)
+                self._js_active()
+                return [(row.key, decision)]
+        return []
+
+    # ----------------------------------------------------------------------------------------
+    # operator actions
+
+    def pause(self, now: int) -> None:
+        """queued/running/waiting: ``waitingForPause`` while attempts are in flight, then
+        ``paused``; pending calls are dropped (the run replays after resume). A no-op when
+        paused, pausing or final (as wrangler dev)."""
+        if self._state.status not in (Status.QUEUED, Status.RUNNING, Status.WAITING):
+            return
+        self._go(_E.PAUSE_REQUESTED)
+        self._idle_since = None
+        self._settle_pause_if_idle(now)
+
+    def resume(self, now: int) -> bool:
+        """paused -> queued with every live deadline shifted by the time spent paused; returns
+        True: a new run must start. waitingForPause -> running (the pause is cancelled; call
+        :meth:`wake` to answer calls parked meanwhile); returns False. Otherwise a no-op."""
+        status = self._state.status
+        if status is Status.PAUSED:
+            shift = now - (self._state.paused_at if self._state.paused_at is not None else now)
+            if shift:
+                for key in self._timed:
+                    row = self._steps[key]
+                    if row.wake_at is not None:
+                        row.wake_at += shift
+                        self._touch_step(row)
+            self._state.paused_at = None
+            self._go(_E.RESUME)
+            self._clear_run()
+            return True
+        if status is Status.WAITING_FOR_PAUSE:
+            self._go(_E.RESUME)
+            return False
+        return False
+
+    def terminate(self, now: int) -> None:
+        """Stop for good; raises ``CannotTerminateError`` on a finished instance."""
+        if self._state.status in FINAL:
+            raise CannotTerminateError()
+        self._state.paused_at = None
+        self._finish(_E.TERMINATE, now, self._state.error_retention_ms)
+
+    def restart(self, now: int, from_: dict[str, Any] | None = None) -> None:
+        """Run again from scratch (same id and params): every step and buffered event is
+        wiped. With ``from_={name, count=1, type="do"}`` only that step and every step started
+        after it are wiped (and events those waits consumed); earlier results replay."""
+        if from_ is not None:
+            target = self._restart_target(from_)
+            for row in list(self._steps.values()):
+                if row.seq >= target.seq:
+                    self._delete_step(row.key)
+        else:
+            self._steps.clear()
+            self._configs.clear()
+            self._timed.clear()
+            self._events.clear()
+            self._buffer.clear()
+            self._dirty_steps.clear()
+            self._deleted_steps.clear()
+            self._dirty_events.clear()
+            self._deleted_events.clear()
+            self._wiped = True
+        self._go(_E.RESTART)
+        state = self._state
+        state.generation += 1
+        state.output = None
+        state.error = None
+        state.started_at = state.finished_at = state.paused_at = state.expires_at = None
+        self._clear_run()
+
+    def _restart_target(self, from_: dict[str, Any]) -> StepRecord:
+        if not isinstance(from_, dict):
+            raise InvalidRestartTargetError("from must be an object {name, count?, type?}")
+        name = from_.get("name")
+        count = from_.get("count", 1)
+        step_type = from_.get("type", "do")
+        if not isinstance(name, str):
+            raise InvalidRestartTargetError("from.name must be a string")
+        if isinstance(count, bool) or not isinstance(count, int) or count < 1:
+            raise InvalidRestartTargetError("from.count must be a whole number >= 1")
+        if step_type not in STEP_TYPES:
+            raise InvalidRestartTargetError('from.type must be "do", "sleep" or "waitForEvent"')
+        row = self._steps.get(StepKey(step_type, name, count))
+        if row is None:
+            raise CannotRestartError(name)
+        return row
+
+    def _delete_step(self, key: StepKey) -> None:
+        self._steps.pop(key)
+        self._configs.pop(key, None)
+        self._timed.discard(key)
+        self._dirty_steps.pop(key, None)
+        self._deleted_steps.add(key)
+        if key.type == "waitForEvent":
+            for seq in [s for s, ev in self._events.items() if ev.consumed_by == key]:
+                del self._events[seq]
+                self._dirty_events.pop(seq, None)
+                self._deleted_events.add(seq)
+
+
+def _wait_timeout_ms(row: StepRecord) -> int:
+    if row.config:
+        return int(json.loads(row.config).get("timeout_ms", DEFAULT_WAIT_TIMEOUT_MS))
+    return DEFAULT_WAIT_TIMEOUT_MS
+
+
+def _is_finite_number(value: object) -> bool:
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return False
+    return value == value and value not in (float("inf"), float("-inf"))
