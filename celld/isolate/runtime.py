@@ -22,6 +22,9 @@ WEB_FILES: tuple[str, ...] = (
     "web/abort.js",
     "web/serialize.js",
     "web/crypto.js",
+    "web/url-host.js",
+    "web/url.js",
+    "web/urlsearchparams.js",
 )
 #: Cloudflare's modules and the entry points the host drives.
 CLOUDFLARE_FILES: tuple[str, ...] = (

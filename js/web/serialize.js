@@ -296,5 +296,6 @@
   Object.defineProperty(globalThis, "__celld_deserialize", Object.assign({ value: deserialize }, hidden));
   web.serialize = serialize;
   web.deserialize = deserialize;
+  web.decode = decode; // for values that arrive already parsed (a replay journal)
   web.defineGlobal("structuredClone", structuredClone);
 })();
