@@ -50,9 +50,19 @@ class IsolateHost:
         self.on_fault = on_fault
         self._inbox: list[dict[str, Any]] = []
         self._pumping = False
+        self._pump_task: asyncio.Task[None] | None = None
         self._tasks: set[asyncio.Task[Any]] = set()
         self._idle = asyncio.Event()
         self._idle.set()
+        #: Called when the isolate has nothing to run and no host work outstanding.
+        self.idle_callback: Callable[[], None] | None = None
+        #: Called after each turn's outbox has been dispatched.
+        self.turn_callback: Callable[[], None] | None = None
+
+    @property
+    def busy(self) -> bool:
+        """True while a turn runs or a host operation is still working for JS."""
+        return self._pumping or bool(self._tasks)
 
     @property
     def faulted(self) -> bool:
@@ -61,21 +71,14 @@ class IsolateHost:
     def post(self, message: dict[str, Any]) -> None:
         """Queue an inbound message and make sure a turn will deliver it."""
         self._inbox.append(message)
-        if not self._pumping:
-            self._pumping = True
-            self._idle.clear()
-            task = asyncio.get_running_loop().create_task(self._pump())
-            self._tasks.add(task)
-            task.add_done_callback(self._tasks.discard)
+        self.kick()
 
     def kick(self) -> None:
-        """Run a turn even with nothing to deliver (pending jobs after setup)."""
-        if not self._pumping:
+        """Make sure a turn runs soon, even with nothing to deliver."""
+        if not self._pumping and not self.faulted:
             self._pumping = True
             self._idle.clear()
-            task = asyncio.get_running_loop().create_task(self._pump())
-            self._tasks.add(task)
-            task.add_done_callback(self._tasks.discard)
+            self._pump_task = asyncio.get_running_loop().create_task(self._pump())
 
     async def wait_idle(self) -> None:
         await self._idle.wait()
@@ -93,11 +96,15 @@ class IsolateHost:
                     return
                 for message in outbox:
                     self._dispatch(message)
+                if self.turn_callback is not None:
+                    self.turn_callback()
                 if not self._inbox:
                     return
         finally:
             self._pumping = False
             self._idle.set()
+        if not self._tasks and self.idle_callback is not None:
+            self.idle_callback()
 
     def _dispatch(self, message: dict[str, Any]) -> None:
         op = message.get("op")
@@ -118,9 +125,14 @@ class IsolateHost:
         if inspect.isawaitable(result):
             task = asyncio.get_running_loop().create_task(self._await(ticket, op, result))
             self._tasks.add(task)
-            task.add_done_callback(self._tasks.discard)
+            task.add_done_callback(self._task_done)
         elif ticket is not None:
             self.post({"k": "settle", "t": ticket, "v": result})
+
+    def _task_done(self, task: asyncio.Task[Any]) -> None:
+        self._tasks.discard(task)
+        if not self._tasks and not self._pumping and self.idle_callback is not None:
+            self.idle_callback()
 
     async def _await(self, ticket: int | None, op: str, awaitable: Awaitable[Any]) -> None:
         try:
@@ -140,6 +152,12 @@ class IsolateHost:
             self.post({"k": "settle", "t": ticket, "e": error_shape(error)})
 
     async def close(self) -> None:
+        self.idle_callback = None
         for task in list(self._tasks):
             task.cancel()
+        if self._pump_task is not None and not self._pump_task.done():
+            try:
+                await self._pump_task
+            except Exception:  # noqa: BLE001 - the isolate is going away either way
+                log.debug("pump ended with an error while closing", exc_info=True)
         await self.isolate.close()

@@ -50,7 +50,9 @@ def js_root() -> Path:
     checkout = Path(__file__).resolve().parent.parent.parent / "js"
     if checkout.is_dir():
         return checkout
-    raise FileNotFoundError(f"celld's JavaScript runtime is missing (looked in {packaged} and {checkout})")
+    raise FileNotFoundError(
+        f"celld's JavaScript runtime is missing (looked in {packaged} and {checkout})"
+    )
 
 
 @cache

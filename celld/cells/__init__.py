@@ -1,0 +1,1 @@
+"""Cells: one per workflow instance, resident or hibernated, woken by alarms."""

@@ -1,0 +1,503 @@
+"""A cell: one workflow instance, its replay machine and (while resident) its isolate.
+
+The cell is the only writer of its instance. It turns the messages its isolate
+sends into machine calls, commits what the machine changed, and only then answers
+JS (commit before acknowledge). Suspended calls wait in `waiters` until an alarm,
+an event or a lifecycle action settles them; a hibernated cell has no isolate and
+no waiters: its next run replays from the journal.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from typing import TYPE_CHECKING, Any
+
+from celld.engine import (
+    Decision,
+    ErrorInfo,
+    Fail,
+    Machine,
+    Reject,
+    Resolve,
+    Run,
+    Status,
+    StepKey,
+    Suspend,
+)
+from celld.isolate.host import IsolateHost
+from celld.isolate.isolate import Isolate, IsolateFault
+from celld.store.base import InstanceRef, Write
+
+if TYPE_CHECKING:
+    from celld.cells.manager import CellManager, WorkflowSpec
+
+log = logging.getLogger("celld.cells")
+
+#: Statuses that need a run in an isolate (after a crash too).
+RUNNABLE = frozenset({Status.QUEUED, Status.RUNNING, Status.WAITING_FOR_PAUSE})
+
+
+def decision_wire(decision: Decision) -> dict[str, Any]:
+    """The shape js/workflows/step.js reads."""
+    if isinstance(decision, Resolve):
+        return {"resolve": decision.value}
+    if isinstance(decision, Reject):
+        return {"reject": decision.error.to_dict()}
+    if isinstance(decision, Run):
+        return {
+            "run": {
+                "attempt": decision.attempt,
+                "context": decision.context,
+                "timeout": decision.timeout_ms,
+                "willRetry": decision.will_retry,
+            }
+        }
+    raise TypeError(f"{decision!r} is not delivered to JS")
+
+
+class RunStopped(Exception):
+    """The run this request belonged to is over (paused, terminated, failed, evicted)."""
+
+
+class Cell:
+    def __init__(
+        self, manager: CellManager, ref: InstanceRef, spec: WorkflowSpec, machine: Machine
+    ) -> None:
+        self.manager = manager
+        self.ref = ref
+        self.spec = spec
+        self.machine = machine
+        self.host: IsolateHost | None = None
+        self.users = 0  # operations holding this cell loaded (see CellManager.using)
+        self.starting = False  # a run is queued for an isolate slot
+        self.waiters: dict[StepKey, asyncio.Future[Decision]] = {}
+        self.snapshot: dict[str, Any] = machine.status_view()
+        self._timers: dict[int, asyncio.Task[None]] = {}
+        self._flush_lock = asyncio.Lock()
+        self._stall_task: asyncio.Task[None] | None = None
+        self._run_token = 0  # bumps whenever the isolate is replaced
+
+    # -- durability --------------------------------------------------------------------
+
+    @property
+    def clock_now(self) -> int:
+        return self.manager.clock.now()
+
+    async def persist(self) -> None:
+        """Return once every change made so far is committed."""
+        async with self._flush_lock:
+            changes = self.machine.take_changes()
+            if not changes:
+                return
+            next_wake = self.machine.next_wake()
+            await self.manager.store.write(
+                Write(self.ref, changes, next_wake, self.machine.status in RUNNABLE)
+            )
+            self.snapshot = self.machine.status_view()
+            self.manager.after_commit(self, next_wake)
+
+    # -- runs ---------------------------------------------------------------------------
+
+    @property
+    def resident(self) -> bool:
+        return self.host is not None
+
+    @property
+    def parked(self) -> bool:
+        """Resident but only waiting: safe to hibernate."""
+        return (
+            self.host is not None
+            and self.machine.status is Status.WAITING
+            and self.machine.in_flight() == 0
+        )
+
+    async def start_run(self) -> None:
+        """Replay run() from the top in a fresh isolate (the manager gave us a slot)."""
+        self.starting = False
+        await self.drop_isolate(release=False)
+        if self.machine.status not in (Status.QUEUED, Status.RUNNING, Status.WAITING):
+            self.manager.release_slot(self)
+            return
+        self._run_token += 1
+        token = self._run_token
+        isolate = Isolate(self.manager.threads.pick(), self.manager.limits)
+        try:
+            await isolate.load([self.manager.program.script])
+        except Exception as error:  # noqa: BLE001 - a broken isolate fails this instance only
+            await isolate.close()
+            self.manager.release_slot(self)
+            self.machine.start_run(self.clock_now)
+            self.machine.run_failed(
+                ErrorInfo("Error", f"could not load the Worker: {error}"), self.clock_now
+            )
+            await self.persist()
+            return
+        if token != self._run_token:  # replaced while loading
+            await isolate.close()
+            return
+        host = IsolateHost(isolate, self._ops(token), on_fault=lambda f: self._on_fault(token, f))
+        host.turn_callback = lambda: self._after_turn(token)
+        self.host = host
+        start = self.machine.start_run(self.clock_now)
+        await self.persist()
+        state = self.machine.state
+        host.post({"k": "env", **self.manager.env_message})
+        host.post(
+            {
+                "k": "wf.start",
+                "g": start.generation,
+                "className": self.spec.class_name,
+                "event": {
+                    "payload": state.params,
+                    "timestamp": state.created_at,
+                    "instanceId": state.id,
+                    "workflowName": state.workflow,
+                },
+                "journal": start.journal_json(),
+            }
+        )
+        self.manager.touch(self)
+
+    async def drop_isolate(self, *, release: bool = True) -> None:
+        """Forget the run in memory: the isolate, its waiters and timers (hibernate)."""
+        self._run_token += 1
+        for waiter in self.waiters.values():
+            if not waiter.done():
+                waiter.set_exception(RunStopped())
+        self.waiters.clear()
+        for timer in self._timers.values():
+            timer.cancel()
+        self._timers.clear()
+        if self._stall_task is not None:
+            self._stall_task.cancel()
+            self._stall_task = None
+        host, self.host = self.host, None
+        if host is not None:
+            if release:
+                self.manager.release_slot(self)
+            else:
+                self.manager.resident_count -= 1
+            await host.close()
+
+    def _ops(self, token: int) -> dict[str, Any]:
+        ops = dict(self.manager.ops)
+        ops.update(
+            {
+                "wf.do": lambda m: self._on_do(token, m),
+                "wf.attempt": lambda m: self._on_attempt(token, m),
+                "wf.sleep": lambda m: self._on_sleep(token, m),
+                "wf.wait": lambda m: self._on_wait(token, m),
+                "wf.timer": lambda m: self._on_timer(token, m),
+                "wf.timer.cancel": lambda m: self._on_timer_cancel(m),
+                "wf.done": lambda m: self._on_done(token, m),
+                "wf.fatal": lambda m: self._on_fatal(token, m),
+                "fault": lambda m: self._on_runtime_fault(m),
+            }
+        )
+        return ops
+
+    def _current(self, token: int, message: dict[str, Any]) -> bool:
+        return token == self._run_token and message.get("g") == self.machine.generation
+
+    # -- messages from the run -------------------------------------------------------------
+
+    def _on_do(self, token: int, m: dict[str, Any]) -> Any:
+        if not self._current(token, m):
+            return self._never()
+        decision = self.machine.step_do(
+            str(m["name"]),
+            int(m["count"]),
+            m.get("ordinal"),
+            m.get("config"),
+            self.clock_now,
+            dynamic_delay=bool(m.get("dynamic")),
+        )
+        return self._answer(token, StepKey("do", str(m["name"]), int(m["count"])), decision, False)
+
+    def _on_attempt(self, token: int, m: dict[str, Any]) -> Any:
+        if not self._current(token, m):
+            return self._never()
+        key = StepKey("do", str(m["name"]), int(m["count"]))
+        attempt = int(m["attempt"])
+        now = self.clock_now
+        decision: Decision | None
+        if m.get("unserializable"):
+            decision = self.machine.attempt_unserializable(key, attempt, now)
+        elif m.get("ok"):
+            decision = self.machine.attempt_succeeded(key, attempt, str(m["value"]), now)
+        else:
+            delay_error = m.get("delayError")
+            decision = self.machine.attempt_failed(
+                key,
+                attempt,
+                ErrorInfo.from_dict(m.get("error") or {}),
+                now,
+                nonretryable=bool(m.get("nonretryable")),
+                timed_out=bool(m.get("timedOut")),
+                delay_ms=m.get("delay"),
+                delay_error=ErrorInfo.from_dict(delay_error) if delay_error else None,
+            )
+        return self._answer(token, key, decision, True)
+
+    def _on_sleep(self, token: int, m: dict[str, Any]) -> Any:
+        if not self._current(token, m):
+            return self._never()
+        key = StepKey("sleep", str(m["name"]), int(m["count"]))
+        decision = self.machine.step_sleep(
+            key.name,
+            key.count,
+            self.clock_now,
+            duration_ms=m.get("duration"),
+            until_ms=m.get("until"),
+        )
+        return self._answer(token, key, decision, False)
+
+    def _on_wait(self, token: int, m: dict[str, Any]) -> Any:
+        if not self._current(token, m):
+            return self._never()
+        key = StepKey("waitForEvent", str(m["name"]), int(m["count"]))
+        decision = self.machine.step_wait(
+            key.name, key.count, m.get("type"), m.get("timeout"), self.clock_now
+        )
+        return self._answer(token, key, decision, False)
+
+    def _on_timer(self, token: int, m: dict[str, Any]) -> Any:
+        if token != self._run_token:
+            return self._never()
+        timer_id = int(m["id"])
+        when = self.clock_now + max(0, int(m.get("ms") or 0))
+        future: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+
+        async def ring() -> None:
+            await self.manager.clock.sleep_until(when)
+            self._timers.pop(timer_id, None)
+            if not future.done():
+                future.set_result(None)
+
+        self._timers[timer_id] = asyncio.get_running_loop().create_task(ring())
+        return future
+
+    def _on_timer_cancel(self, m: dict[str, Any]) -> None:
+        timer = self._timers.pop(int(m["id"]), None)
+        if timer is not None:
+            timer.cancel()
+
+    def _on_done(self, token: int, m: dict[str, Any]) -> Any:
+        if not self._current(token, m):
+            return None
+        now = self.clock_now
+        if "error" in m:
+            self.machine.run_failed(ErrorInfo.from_dict(m["error"]), now)
+        else:
+            self.machine.run_succeeded(str(m["output"]), now)
+        return self._settle_run(token)
+
+    def _on_fatal(self, token: int, m: dict[str, Any]) -> Any:
+        if not self._current(token, m):
+            return self._never()
+        self.machine.run_failed(ErrorInfo.from_dict(m["error"]), self.clock_now)
+        return self._chain(self._settle_run(token), self._never())
+
+    def _on_runtime_fault(self, m: dict[str, Any]) -> None:
+        shape = m.get("error", {})
+        log.error(
+            "workflow %s/%s: runtime error in %s: %s: %s",
+            self.ref.workflow,
+            self.ref.id,
+            m.get("kind"),
+            shape.get("name"),
+            shape.get("message"),
+        )
+
+    # -- answering ---------------------------------------------------------------------
+
+    @staticmethod
+    def _never() -> asyncio.Future[Any]:
+        """A request that will not be answered (its run is over)."""
+        return asyncio.get_running_loop().create_future()
+
+    @staticmethod
+    async def _chain(first: Any, then: Any) -> Any:
+        await first
+        return await then
+
+    def _answer(self, token: int, key: StepKey, decision: Decision | None, resumes: bool) -> Any:
+        """Commit, then deliver `decision` (or hold it until an alarm or event settles it)."""
+        if decision is None:
+            # Stale, or the run is stopping (pause settled, terminated): nothing to deliver.
+            return self._chain(self._settle_run(token), self._never())
+        if isinstance(decision, Fail):
+            return self._chain(self._settle_run(token), self._never())
+        if isinstance(decision, Suspend):
+            waiter: asyncio.Future[Decision] = asyncio.get_running_loop().create_future()
+            self.waiters[key] = waiter
+            return self._deliver_later(token, waiter)
+        return self._deliver_now(token, decision, resumes)
+
+    async def _deliver_now(self, token: int, decision: Decision, resumes: bool) -> dict[str, Any]:
+        await self.persist()
+        if token != self._run_token or not self._run_live():
+            await self._settle_run(token)
+            raise RunStopped()
+        if resumes and self.manager.replay_every_step and self.machine.in_flight() == 0:
+            await self._replay()
+            raise RunStopped()
+        return decision_wire(decision)
+
+    async def _deliver_later(self, token: int, waiter: asyncio.Future[Decision]) -> dict[str, Any]:
+        await self.persist()
+        decision = await waiter
+        while isinstance(decision, Suspend):
+            decision = await waiter
+        return await self._deliver_now(token, decision, True)
+
+    def _run_live(self) -> bool:
+        return self.machine.status in (Status.RUNNING, Status.WAITING, Status.WAITING_FOR_PAUSE)
+
+    async def _settle_run(self, token: int) -> None:
+        """Commit, and if the run can no longer go on, release its isolate."""
+        await self.persist()
+        if token == self._run_token and not self._run_live():
+            await self.drop_isolate()
+            self.manager.cell_settled(self)
+
+    async def _replay(self) -> None:
+        await self.drop_isolate()
+        self.manager.request_run(self, wake=True)
+
+    # -- outside events ------------------------------------------------------------------
+
+    def _deliver_decisions(self, decisions: list[tuple[StepKey, Decision]]) -> None:
+        for key, decision in decisions:
+            waiter = self.waiters.pop(key, None)
+            if waiter is not None and not waiter.done():
+                waiter.set_result(decision)
+
+    async def on_alarm(self) -> None:
+        """A deadline came: settle due calls of the resident run, or replay."""
+        now = self.clock_now
+        if self.machine.status not in (Status.RUNNING, Status.WAITING):
+            return
+        if self.host is None:
+            if not self.starting:
+                self.manager.request_run(self, wake=True)
+            return
+        decisions = self.machine.wake(now)
+        if decisions and self.manager.replay_every_step and self.machine.in_flight() == 0:
+            await self.persist()
+            await self._replay()
+            return
+        self._deliver_decisions(decisions)
+        await self.persist()
+
+    async def send_event(self, event_type: str, payload: str) -> None:
+        decisions = self.machine.send_event(event_type, payload, self.clock_now)
+        await self.persist()
+        if self.host is not None:
+            self._deliver_decisions(decisions)
+        elif (
+            self.machine.status in (Status.RUNNING, Status.WAITING)
+            and self.machine.waits_for(event_type)
+            and not self.starting
+        ):
+            self.manager.request_run(self, wake=True)
+
+    async def pause(self) -> None:
+        self.machine.pause(self.clock_now)
+        await self.persist()
+        if self.machine.status is Status.PAUSED:
+            await self.drop_isolate()
+            self.manager.cell_settled(self)
+
+    async def resume(self) -> None:
+        must_run = self.machine.resume(self.clock_now)
+        await self.persist()
+        if must_run:
+            self.manager.request_run(self, wake=True)
+        elif self.host is not None:
+            self._deliver_decisions(self.machine.wake(self.clock_now))
+            await self.persist()
+
+    async def terminate(self) -> None:
+        self.machine.terminate(self.clock_now)
+        await self.persist()
+        await self.drop_isolate()
+        self.manager.cell_settled(self)
+
+    async def restart(self, from_: dict[str, Any] | None) -> None:
+        self.machine.restart(self.clock_now, from_)
+        await self.persist()
+        await self.drop_isolate()
+        self.manager.request_run(self, wake=False)
+
+    # -- after each turn ----------------------------------------------------------------
+
+    def _after_turn(self, token: int) -> None:
+        if token != self._run_token or self.host is None:
+            return
+        now = self.clock_now
+        self.machine.idle(now)
+        asyncio.get_running_loop().create_task(self._after_idle(token))
+
+    async def _after_idle(self, token: int) -> None:
+        await self.persist()
+        if token != self._run_token:
+            return
+        stall_at = self.machine.stall_deadline()
+        if stall_at is not None and self._stall_task is None:
+            self._stall_task = asyncio.get_running_loop().create_task(
+                self._watch_stall(token, stall_at)
+            )
+        if self.parked:
+            next_wake = self.machine.next_wake()
+            if next_wake is None or next_wake - self.clock_now > self.manager.residency_ms:
+                await self.drop_isolate()
+                self.manager.cell_settled(self)
+
+    async def _watch_stall(self, token: int, when: int) -> None:
+        try:
+            while token == self._run_token:
+                await self.manager.clock.sleep_until(when)
+                if token != self._run_token:
+                    return
+                if self.machine.check_stalled(self.clock_now) is not None:
+                    await self._settle_run(token)
+                    return
+                next_deadline = self.machine.stall_deadline()
+                if next_deadline is None:
+                    return
+                when = next_deadline
+        finally:
+            if self._stall_task is asyncio.current_task():
+                self._stall_task = None
+
+    def _on_fault(self, token: int, fault: IsolateFault) -> None:
+        """The isolate hit a limit: fail the attempts it was running, or the instance."""
+        if token != self._run_token:
+            return
+        detail = self.manager.program.lines.rewrite(fault.detail)
+        log.error(
+            "workflow %s/%s: isolate stopped (%s)\n%s",
+            self.ref.workflow,
+            self.ref.id,
+            fault.reason,
+            detail,
+        )
+        error = ErrorInfo("Error", f"Workflow exceeded a limit: {fault.reason}")
+        asyncio.get_running_loop().create_task(self._recover_from_fault(token, error))
+
+    async def _recover_from_fault(self, token: int, error: ErrorInfo) -> None:
+        now = self.clock_now
+        attempts = self.machine.attempts_in_flight()
+        if attempts:
+            for key, attempt in attempts.items():
+                self.machine.attempt_failed(key, attempt, error, now)
+        else:
+            self.machine.run_failed(error, now)
+        await self.persist()
+        await self.drop_isolate()
+        if self._run_live():
+            self.manager.request_run(self, wake=True)
+        else:
+            self.manager.cell_settled(self)

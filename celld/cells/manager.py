@@ -1,0 +1,506 @@
+"""The cell manager: which instances are loaded, which hold an isolate, and when they wake.
+
+* A cell is loaded only while something uses it (an operation, a run); otherwise
+  its instance exists only as rows in the store (hibernated).
+* A run needs an isolate slot. Slots are capped (`max_resident`); beyond the cap
+  the least recently used parked cell (resident but only waiting) hibernates.
+  Runs waiting for a slot are queued with wake-ups ahead of new instances, as on
+  Cloudflare.
+* Alarms for deadlines inside the residency window are held in memory; a scan of
+  the store's wake index every half window brings in the next ones.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import heapq
+import itertools
+import logging
+import os
+import uuid
+from collections import OrderedDict
+from collections.abc import AsyncIterator, Mapping
+from contextlib import asynccontextmanager
+from dataclasses import dataclass
+from typing import Any
+
+from celld.cells.alarms import AlarmQueue
+from celld.cells.cell import Cell
+from celld.cells.clock import Clock
+from celld.engine import (
+    AlreadyExistsError,
+    BatchTooLargeError,
+    EmptyBatchError,
+    Machine,
+    NotFoundError,
+    Status,
+    WorkflowError,
+    status_error,
+    validate_instance_id,
+)
+from celld.isolate.host import HostError, OpHandler
+from celld.isolate.isolate import Limits
+from celld.isolate.program import Program
+from celld.isolate.threads import JsThreadPool
+from celld.store.base import InstanceRef, Store, Write
+
+log = logging.getLogger("celld.cells")
+
+DEFAULT_RESIDENCY_MS = 3_600_000
+MAX_BATCH = 100
+SWEEP_INTERVAL_MS = 60_000
+WAKE_PRIORITY = 0
+NEW_PRIORITY = 1
+
+
+def default_max_resident() -> int:
+    """One resident isolate per 8 MiB of a quarter of physical memory, within [64, 4096]."""
+    try:
+        memory = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    except (ValueError, OSError):
+        memory = 4 * 1024**3
+    return max(64, min(4096, memory // 4 // (8 * 1024 * 1024)))
+
+
+@dataclass(frozen=True)
+class WorkflowSpec:
+    name: str
+    binding: str
+    class_name: str
+    step_limit: int
+
+
+@dataclass
+class CellSettings:
+    residency_ms: int = DEFAULT_RESIDENCY_MS
+    max_resident: int = 0  # 0: default_max_resident()
+    replay_every_step: bool = False
+
+    @classmethod
+    def from_environment(cls) -> CellSettings:
+        """CELLD_ALARM_RESIDENT_MS, CELLD_MAX_RESIDENT, CELLD_REPLAY_EVERY_STEP."""
+        env = os.environ
+        return cls(
+            residency_ms=int(env.get("CELLD_ALARM_RESIDENT_MS", DEFAULT_RESIDENCY_MS)),
+            max_resident=int(env.get("CELLD_MAX_RESIDENT", 0)),
+            replay_every_step=env.get("CELLD_REPLAY_EVERY_STEP", "") not in ("", "0", "false"),
+        )
+
+
+def binding_error(error: WorkflowError) -> HostError:
+    """Binding errors reach the Worker as workerd's RPC shows them: Error, 'WorkflowError: ...'."""
+    shape = status_error(error.info())
+    return HostError(shape.message, shape.name)
+
+
+class CellManager:
+    def __init__(
+        self,
+        specs: Mapping[str, WorkflowSpec],
+        store: Store,
+        clock: Clock,
+        threads: JsThreadPool,
+        program: Program,
+        ops: Mapping[str, OpHandler],
+        env_message: dict[str, Any],
+        *,
+        limits: Limits | None = None,
+        settings: CellSettings | None = None,
+    ) -> None:
+        self.specs = dict(specs)
+        self.store = store
+        self.clock = clock
+        self.threads = threads
+        self.program = program
+        self.ops = dict(ops)
+        self.ops["wf.binding"] = self.binding_op
+        self.env_message = env_message
+        self.limits = limits or Limits()
+        settings = settings or CellSettings()
+        self.residency_ms = settings.residency_ms
+        self.max_resident = settings.max_resident or default_max_resident()
+        self.replay_every_step = settings.replay_every_step
+        self.cells: dict[InstanceRef, Cell] = {}
+        self.resident_count = 0
+        self._lru: OrderedDict[InstanceRef, Cell] = OrderedDict()
+        self._run_queue: list[tuple[int, int, InstanceRef]] = []
+        self._queued: set[InstanceRef] = set()
+        self._order = itertools.count()
+        self._loading: dict[InstanceRef, asyncio.Future[Cell | None]] = {}
+        self._creating: set[InstanceRef] = set()
+        self._tasks: set[asyncio.Task[Any]] = set()
+        self.alarms = AlarmQueue(clock, self._on_alarm)
+        self._background: list[asyncio.Task[None]] = []
+
+    # -- start and stop ------------------------------------------------------------------
+
+    async def start(self) -> None:
+        """Resume every unfinished instance: runnable ones run, due alarms are loaded."""
+        self.alarms.start()
+        for ref in await self.store.runnable():
+            if ref.workflow in self.specs:
+                self._spawn(self._recover(ref))
+        await self._scan_horizon()
+        loop = asyncio.get_running_loop()
+        self._background = [
+            loop.create_task(self._horizon_loop()),
+            loop.create_task(self._sweep_loop()),
+        ]
+
+    async def stop(self) -> None:
+        for task in self._background:
+            task.cancel()
+        await self.alarms.stop()
+        for task in list(self._tasks):
+            task.cancel()
+        for cell in list(self.cells.values()):
+            await cell.drop_isolate()
+
+    def _spawn(self, coroutine: Any) -> None:
+        task = asyncio.get_running_loop().create_task(coroutine)
+        self._tasks.add(task)
+        task.add_done_callback(self._task_done)
+
+    def _task_done(self, task: asyncio.Task[Any]) -> None:
+        self._tasks.discard(task)
+        if not task.cancelled() and task.exception() is not None:
+            log.error("cell task failed", exc_info=task.exception())
+
+    async def _recover(self, ref: InstanceRef) -> None:
+        async with self.using(ref) as cell:
+            if cell is None:
+                return
+            if cell.machine.status is Status.WAITING_FOR_PAUSE:
+                # The attempts it waited for died with the process: the pause completes.
+                cell.machine.resume(self.clock.now())
+                cell.machine.pause(self.clock.now())
+                await cell.persist()
+                return
+            self.request_run(cell, wake=True)
+
+    # -- loading cells -------------------------------------------------------------------
+
+    @asynccontextmanager
+    async def using(self, ref: InstanceRef) -> AsyncIterator[Cell | None]:
+        """Hold the instance's cell loaded for the duration of an operation."""
+        cell = await self._load(ref)
+        if cell is None:
+            yield None
+            return
+        cell.users += 1
+        try:
+            yield cell
+        finally:
+            cell.users -= 1
+            self.cell_settled(cell)
+
+    async def _load(self, ref: InstanceRef) -> Cell | None:
+        cell = self.cells.get(ref)
+        if cell is not None:
+            return cell
+        pending = self._loading.get(ref)
+        if pending is not None:
+            return await pending
+        spec = self.specs.get(ref.workflow)
+        if spec is None:
+            return None
+        future: asyncio.Future[Cell | None] = asyncio.get_running_loop().create_future()
+        self._loading[ref] = future
+        try:
+            loaded = await self.store.load(ref)
+            if loaded is None:
+                cell = None
+            else:
+                machine = Machine(
+                    loaded.state, loaded.steps, loaded.events, step_limit=spec.step_limit
+                )
+                cell = Cell(self, ref, spec, machine)
+                self.cells[ref] = cell
+            future.set_result(cell)
+            return cell
+        except BaseException as error:
+            future.set_exception(error)
+            raise
+        finally:
+            del self._loading[ref]
+
+    def cell_settled(self, cell: Cell) -> None:
+        """Unload a cell nobody uses and that has no run in memory (it hibernates)."""
+        idle = cell.users == 0 and cell.host is None and not cell.starting
+        if idle and self.cells.get(cell.ref) is cell:
+            del self.cells[cell.ref]
+
+    # -- isolate slots and the run queue ---------------------------------------------------
+
+    def request_run(self, cell: Cell, *, wake: bool) -> None:
+        """Queue a run (replay) of `cell`; wake-ups go before new instances."""
+        if cell.ref in self._queued:
+            return
+        cell.starting = True
+        self.cells[cell.ref] = cell
+        self._queued.add(cell.ref)
+        priority = WAKE_PRIORITY if wake else NEW_PRIORITY
+        heapq.heappush(self._run_queue, (priority, next(self._order), cell.ref))
+        self._dispatch()
+
+    def _dispatch(self) -> None:
+        while self._run_queue:
+            if self.resident_count >= self.max_resident and not self._evict_one():
+                return
+            _, _, ref = heapq.heappop(self._run_queue)
+            self._queued.discard(ref)
+            cell = self.cells.get(ref)
+            if cell is None or not cell.starting:
+                continue
+            self.resident_count += 1
+            self._lru[ref] = cell
+            self._spawn(cell.start_run())
+
+    def _evict_one(self) -> bool:
+        for ref, cell in self._lru.items():
+            if cell.parked:
+                self._lru.pop(ref)
+                self._spawn(self._hibernate(cell))
+                return True
+        return False
+
+    async def _hibernate(self, cell: Cell) -> None:
+        await cell.drop_isolate()
+        self.cell_settled(cell)
+
+    def release_slot(self, cell: Cell) -> None:
+        self.resident_count -= 1
+        self._lru.pop(cell.ref, None)
+        self._dispatch()
+
+    def touch(self, cell: Cell) -> None:
+        if cell.ref in self._lru:
+            self._lru.move_to_end(cell.ref)
+
+    # -- alarms ------------------------------------------------------------------------
+
+    def after_commit(self, cell: Cell, next_wake: int | None) -> None:
+        if next_wake is not None and next_wake <= self.clock.now() + self.residency_ms:
+            self.alarms.schedule(cell.ref, next_wake)
+        else:
+            self.alarms.cancel(cell.ref)
+
+    def _on_alarm(self, ref: InstanceRef, when: int) -> None:
+        self._spawn(self._wake(ref))
+
+    async def _wake(self, ref: InstanceRef) -> None:
+        async with self.using(ref) as cell:
+            if cell is not None:
+                await cell.on_alarm()
+
+    async def _scan_horizon(self) -> None:
+        horizon = self.clock.now() + self.residency_ms
+        while True:
+            due = await self.store.due(horizon, 10_000)
+            for ref, when in due:
+                if ref.workflow in self.specs:
+                    self.alarms.schedule(ref, when)
+            if len(due) < 10_000:
+                return
+            horizon = due[-1][1]  # the rest is further away; the next scan gets it
+
+    async def _horizon_loop(self) -> None:
+        while True:
+            await self.clock.sleep_until(self.clock.now() + max(1, self.residency_ms // 2))
+            try:
+                await self._scan_horizon()
+            except Exception:  # noqa: BLE001 - keep scanning; the next pass retries
+                log.exception("scanning for due instances failed")
+
+    async def _sweep_loop(self) -> None:
+        while True:
+            await self.clock.sleep_until(self.clock.now() + SWEEP_INTERVAL_MS)
+            try:
+                await self.sweep_expired()
+            except Exception:  # noqa: BLE001 - keep sweeping; the next pass retries
+                log.exception("deleting expired instances failed")
+
+    async def sweep_expired(self) -> int:
+        """Delete finished instances whose retention is over; their ids become free."""
+        expired = [
+            r for r in await self.store.expired(self.clock.now(), 1000) if r not in self.cells
+        ]
+        if expired:
+            await self.store.delete(expired)
+        return len(expired)
+
+    # -- the binding -------------------------------------------------------------------
+
+    def binding_op(self, message: dict[str, Any]) -> Any:
+        return self._binding(message)
+
+    async def _binding(self, message: dict[str, Any]) -> Any:
+        workflow = message.get("workflow")
+        method = message.get("method")
+        if workflow not in self.specs:
+            raise HostError(f"no workflow named {workflow!r} is configured")
+        handler = getattr(self, f"_op_{method}", None)
+        if handler is None:
+            raise HostError(f"Workflow bindings have no method {method!r}")
+        try:
+            return await handler(workflow, message)
+        except WorkflowError as error:
+            raise binding_error(error) from None
+
+    def _retention(self, options: dict[str, Any]) -> dict[str, Any] | None:
+        retention = options.get("retention")
+        if retention is not None and not isinstance(retention, dict):
+            raise HostError(
+                "retention must be an object {successRetention?, errorRetention?}", "TypeError"
+            )
+        return retention
+
+    def _new_machine(self, workflow: str, options: dict[str, Any]) -> Machine:
+        instance_id = options.get("id")
+        if instance_id is None:
+            instance_id = str(uuid.uuid4())
+        params = options.get("params")
+        return Machine.create(
+            workflow,
+            instance_id,
+            params if isinstance(params, str) else "{}",
+            self.clock.now(),
+            retention=self._retention(options),
+            step_limit=self.specs[workflow].step_limit,
+        )
+
+    async def _free_id(self, ref: InstanceRef) -> bool:
+        """True if `ref` can be created: unused, or retained no longer."""
+        if ref in self.cells or ref in self._creating:
+            return False
+        loaded = await self.store.load(ref)
+        if loaded is None:
+            return True
+        expires = loaded.state.expires_at
+        if expires is not None and expires <= self.clock.now():
+            await self.store.delete([ref])
+            return True
+        return False
+
+    async def _op_create(self, workflow: str, message: dict[str, Any]) -> dict[str, Any]:
+        machine = self._new_machine(workflow, message)
+        ref = InstanceRef(workflow, machine.state.id)
+        if not await self._free_id(ref) or ref in self._creating:
+            raise AlreadyExistsError(ref.id)
+        self._creating.add(ref)
+        try:
+            cell = Cell(self, ref, self.specs[workflow], machine)
+            await cell.persist()
+        finally:
+            self._creating.discard(ref)
+        self.request_run(cell, wake=False)
+        return {"id": ref.id}
+
+    async def _op_createBatch(self, workflow: str, message: dict[str, Any]) -> dict[str, Any]:  # noqa: N802
+        options = message.get("instances")
+        if not isinstance(options, list):
+            raise HostError("createBatch() takes an array", "TypeError")
+        if not options:
+            raise EmptyBatchError()
+        if len(options) > MAX_BATCH:
+            raise BatchTooLargeError()
+        machines = [self._new_machine(workflow, item) for item in options]
+        report = bool(message.get("report"))
+        created: list[Machine] = []
+        errors: list[dict[str, Any]] = []
+        seen: set[str] = set()
+        for index, machine in enumerate(machines):
+            instance_id = machine.state.id
+            ref = InstanceRef(workflow, instance_id)
+            if instance_id in seen:
+                errors.append(
+                    {"index": index, "id": instance_id, "code": 10415,
+                     "message": "workflows.api.error.instance.duplicate_in_batch"}
+                )  # fmt: skip
+                continue
+            seen.add(instance_id)
+            if not await self._free_id(ref):
+                errors.append(
+                    {"index": index, "id": instance_id, "code": 10405,
+                     "message": "workflows.api.error.instance.already_exists"}
+                )  # fmt: skip
+                continue
+            created.append(machine)
+        refs = [InstanceRef(workflow, m.state.id) for m in created]
+        self._creating.update(refs)
+        try:
+            cells = [
+                Cell(self, ref, self.specs[workflow], m)
+                for ref, m in zip(refs, created, strict=True)
+            ]
+            writes = [Write(c.ref, c.machine.take_changes(), None, True) for c in cells]
+            if writes:
+                await self.store.write_many(writes)  # type: ignore[attr-defined]
+        finally:
+            self._creating.difference_update(refs)
+        for cell in cells:
+            cell.snapshot = cell.machine.status_view()
+            self.request_run(cell, wake=False)
+        ids = [ref.id for ref in refs]
+        return {"created": ids, "errors": errors} if report else {"ids": ids}
+
+    async def _instance(self, workflow: str, message: dict[str, Any]) -> InstanceRef:
+        instance_id = message.get("id")
+        try:
+            validate_instance_id(instance_id)
+        except WorkflowError:
+            raise NotFoundError() from None
+        return InstanceRef(workflow, str(instance_id))
+
+    async def _op_get(self, workflow: str, message: dict[str, Any]) -> dict[str, Any]:
+        ref = await self._instance(workflow, message)
+        if ref not in self.cells and not await self.store.exists(ref):
+            raise NotFoundError()
+        return {"id": ref.id}
+
+    async def _op_status(self, workflow: str, message: dict[str, Any]) -> dict[str, Any]:
+        ref = await self._instance(workflow, message)
+        cell = self.cells.get(ref)
+        if cell is not None:
+            return cell.snapshot
+        async with self.using(ref) as loaded:
+            if loaded is None:
+                raise NotFoundError()
+            return loaded.snapshot
+
+    async def _with_cell(self, workflow: str, message: dict[str, Any], action: str) -> None:
+        ref = await self._instance(workflow, message)
+        async with self.using(ref) as cell:
+            if cell is None:
+                raise NotFoundError()
+            if action == "sendEvent":
+                await cell.send_event(message.get("type"), message.get("payload") or "")  # type: ignore[arg-type]
+            elif action == "restart":
+                await cell.restart(message.get("from"))
+            else:
+                await getattr(cell, action)()
+
+    async def _op_pause(self, workflow: str, message: dict[str, Any]) -> None:
+        await self._with_cell(workflow, message, "pause")
+
+    async def _op_resume(self, workflow: str, message: dict[str, Any]) -> None:
+        await self._with_cell(workflow, message, "resume")
+
+    async def _op_terminate(self, workflow: str, message: dict[str, Any]) -> None:
+        await self._with_cell(workflow, message, "terminate")
+
+    async def _op_restart(self, workflow: str, message: dict[str, Any]) -> None:
+        await self._with_cell(workflow, message, "restart")
+
+    async def _op_sendEvent(self, workflow: str, message: dict[str, Any]) -> None:  # noqa: N802
+        await self._with_cell(workflow, message, "sendEvent")
+
+    # -- observability -----------------------------------------------------------------
+
+    def gauges(self) -> dict[str, float]:
+        return {
+            "celld_cells_loaded": len(self.cells),
+            "celld_cells_resident": self.resident_count,
+            "celld_cells_run_queue": len(self._run_queue),
+            "celld_alarms_pending": len(self.alarms),
+        }

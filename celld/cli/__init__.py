@@ -1,0 +1,1 @@
+"""The `celld` command line."""

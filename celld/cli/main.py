@@ -1,0 +1,103 @@
+"""`celld run`: serve a Worker project like `wrangler dev` does, durably."""
+
+from __future__ import annotations
+
+import logging
+import sys
+from pathlib import Path
+
+import click
+import uvicorn
+
+from celld import __version__
+
+
+def _configure_logging(level: str) -> None:
+    logging.basicConfig(
+        level=getattr(logging, level.upper()),
+        format="%(asctime)s %(levelname)-7s %(name)s: %(message)s",
+        stream=sys.stderr,
+    )
+
+
+@click.group()
+@click.version_option(__version__, prog_name="celld")
+def cli() -> None:
+    """celld runs Cloudflare Workers and durable Workflows on your own machines."""
+
+
+@cli.command()
+@click.argument(
+    "project",
+    required=False,
+    default=".",
+    type=click.Path(exists=True, file_okay=False, path_type=Path),
+)
+@click.option(
+    "--config",
+    "-c",
+    "config_file",
+    type=click.Path(exists=True, dir_okay=False, path_type=Path),
+    help="wrangler.toml / wrangler.json(c) to use instead of the one in PROJECT.",
+)
+@click.option("--port", default=8787, show_default=True, type=click.IntRange(0, 65535))
+@click.option("--ip", default="127.0.0.1", show_default=True, help="Address to listen on.")
+@click.option(
+    "--persist-to",
+    type=click.Path(file_okay=False, path_type=Path),
+    help="Folder for durable state (default: PROJECT/.celld).",
+)
+@click.option(
+    "--var",
+    "var_options",
+    multiple=True,
+    metavar="KEY:VALUE",
+    help="Set or override a var (repeatable).",
+)
+@click.option("--threads", type=click.IntRange(1, 256), help="JS threads (default: one per core).")
+@click.option(
+    "--log-level",
+    default="info",
+    show_default=True,
+    type=click.Choice(["debug", "info", "warning", "error"]),
+)
+def run(
+    project: Path,
+    config_file: Path | None,
+    port: int,
+    ip: str,
+    persist_to: Path | None,
+    var_options: tuple[str, ...],
+    threads: int | None,
+    log_level: str,
+) -> None:
+    """Serve the Worker project in PROJECT (default: the current folder)."""
+    from celld.isolate.modules import ModuleError
+    from celld.project.config import ConfigError, find_config, load_config, parse_var_option
+    from celld.server.service import Service, ServiceOptions
+
+    _configure_logging(log_level)
+    try:
+        overrides = dict(parse_var_option(option) for option in var_options)
+        config = load_config(find_config(project, config_file), var_overrides=overrides)
+        options = ServiceOptions(
+            persist_to=(persist_to or config.root / ".celld").resolve(),
+            js_threads=threads,
+        )
+        service = Service(config, options)
+    except (ConfigError, ModuleError, ValueError) as error:
+        raise click.ClickException(str(error)) from None
+
+    click.echo(f"celld {__version__}: serving {config.name} on http://{ip}:{port}", err=True)
+    uvicorn.run(
+        service.app(),
+        host=ip,
+        port=port,
+        log_level="warning" if log_level == "info" else log_level,
+        access_log=False,
+        lifespan="on",
+    )
+
+
+def main() -> None:
+    cli()

@@ -1,0 +1,1 @@
+"""HTTP: the Starlette app that serves a Worker, and the service that assembles celld."""

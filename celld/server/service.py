@@ -1,0 +1,112 @@
+"""Assembles a running celld: config, JS threads, the Worker pool and the workflows."""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from starlette.applications import Starlette
+
+from celld.cells.clock import Clock, SystemClock
+from celld.cells.manager import CellManager, CellSettings, WorkflowSpec
+from celld.isolate.isolate import Limits
+from celld.isolate.ops import isolate_ops
+from celld.isolate.program import Program, build_program
+from celld.isolate.threads import JsThreadPool
+from celld.isolate.worker_pool import WorkerPool
+from celld.project.config import ProjectConfig
+from celld.server.app import build_app
+from celld.store.sqlite import SqliteStore
+
+log = logging.getLogger("celld")
+
+
+@dataclass
+class ServiceOptions:
+    persist_to: Path
+    js_threads: int | None = None
+    worker_isolates: int | None = None
+    memory_bytes: int = Limits().memory_bytes
+    synchronous: str = "FULL"
+    clock: Clock = field(default_factory=SystemClock)
+    cells: CellSettings = field(default_factory=CellSettings.from_environment)
+
+
+@dataclass
+class Service:
+    """Everything `celld run` starts, in the order it starts it."""
+
+    project: ProjectConfig
+    options: ServiceOptions
+    program: Program = field(init=False)
+    threads: JsThreadPool = field(init=False)
+    pool: WorkerPool | None = field(default=None, init=False)
+    store: SqliteStore | None = field(default=None, init=False)
+    cells: CellManager | None = field(default=None, init=False)
+
+    def __post_init__(self) -> None:
+        # Bundling happens before the server listens, so a broken project fails
+        # `celld run` at once with the file and line at fault.
+        self.program = build_program(self.project.main)
+
+    def env_message(self) -> dict[str, object]:
+        workflows = [{"binding": w.binding, "name": w.name} for w in self.project.workflows]
+        return {"vars": dict(self.project.vars), "workflows": workflows}
+
+    async def start(self) -> None:
+        self.options.persist_to.mkdir(parents=True, exist_ok=True)
+        self.threads = JsThreadPool(self.options.js_threads)
+        limits = Limits(
+            cpu_ms=self.project.cpu_ms or Limits().cpu_ms,
+            memory_bytes=self.options.memory_bytes,
+        )
+        ops = isolate_ops()
+        if self.project.workflows:
+            self.store = SqliteStore(
+                self.options.persist_to / "celld.sqlite3", synchronous=self.options.synchronous
+            )
+            await self.store.open()
+            specs = {
+                w.name: WorkflowSpec(w.name, w.binding, w.class_name, w.step_limit)
+                for w in self.project.workflows
+            }
+            self.cells = CellManager(
+                specs,
+                self.store,
+                self.options.clock,
+                self.threads,
+                self.program,
+                ops,
+                self.env_message(),
+                limits=limits,
+                settings=self.options.cells,
+            )
+            ops = self.cells.ops
+        self.pool = WorkerPool(
+            self.program,
+            self.threads,
+            ops,
+            self.env_message(),
+            size=self.options.worker_isolates,
+            limits=limits,
+        )
+        await self.pool.start()
+        if self.cells is not None:
+            await self.cells.start()
+
+    async def stop(self) -> None:
+        if self.pool is not None:
+            await self.pool.close()
+        if self.cells is not None:
+            await self.cells.stop()
+        if self.store is not None:
+            await self.store.close()
+        self.threads.shutdown()
+
+    def app(self) -> Starlette:
+        def get_pool() -> WorkerPool:
+            assert self.pool is not None, "celld is not started"
+            return self.pool
+
+        return build_app(get_pool, startup=self.start, shutdown=self.stop)

@@ -1,0 +1,173 @@
+"""Mapping between the engine's records and SQLite rows."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from celld.engine.errors import ErrorInfo
+from celld.engine.lifecycle import Status
+from celld.engine.state import EventRecord, InstanceState, StepKey, StepRecord
+
+SCHEMA = """
+CREATE TABLE IF NOT EXISTS instances (
+    workflow TEXT NOT NULL,
+    id TEXT NOT NULL,
+    status TEXT NOT NULL,
+    params TEXT NOT NULL,
+    created_at INTEGER NOT NULL,
+    output TEXT,
+    error TEXT,
+    started_at INTEGER,
+    finished_at INTEGER,
+    paused_at INTEGER,
+    success_retention_ms INTEGER NOT NULL,
+    error_retention_ms INTEGER NOT NULL,
+    expires_at INTEGER,
+    generation INTEGER NOT NULL,
+    next_seq INTEGER NOT NULL,
+    next_event_seq INTEGER NOT NULL,
+    next_wake INTEGER,
+    runnable INTEGER NOT NULL,
+    PRIMARY KEY (workflow, id)
+) WITHOUT ROWID;
+CREATE INDEX IF NOT EXISTS instances_by_wake ON instances (next_wake)
+    WHERE next_wake IS NOT NULL;
+CREATE INDEX IF NOT EXISTS instances_by_expiry ON instances (expires_at)
+    WHERE expires_at IS NOT NULL;
+CREATE INDEX IF NOT EXISTS instances_runnable ON instances (runnable) WHERE runnable = 1;
+CREATE TABLE IF NOT EXISTS steps (
+    workflow TEXT NOT NULL,
+    instance_id TEXT NOT NULL,
+    type TEXT NOT NULL,
+    name TEXT NOT NULL,
+    count INTEGER NOT NULL,
+    seq INTEGER NOT NULL,
+    state TEXT NOT NULL,
+    attempts INTEGER NOT NULL,
+    config TEXT,
+    value TEXT,
+    error TEXT,
+    wake_at INTEGER,
+    event_type TEXT,
+    started_at INTEGER NOT NULL,
+    finished_at INTEGER,
+    PRIMARY KEY (workflow, instance_id, type, name, count)
+) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS events (
+    workflow TEXT NOT NULL,
+    instance_id TEXT NOT NULL,
+    seq INTEGER NOT NULL,
+    type TEXT NOT NULL,
+    payload TEXT NOT NULL,
+    timestamp INTEGER NOT NULL,
+    consumed_by TEXT,
+    PRIMARY KEY (workflow, instance_id, seq)
+) WITHOUT ROWID;
+"""
+
+INSTANCE_COLUMNS = (
+    "workflow", "id", "status", "params", "created_at", "output", "error", "started_at",
+    "finished_at", "paused_at", "success_retention_ms", "error_retention_ms", "expires_at",
+    "generation", "next_seq", "next_event_seq", "next_wake", "runnable",
+)  # fmt: skip
+STEP_COLUMNS = (
+    "workflow", "instance_id", "type", "name", "count", "seq", "state", "attempts", "config",
+    "value", "error", "wake_at", "event_type", "started_at", "finished_at",
+)  # fmt: skip
+EVENT_COLUMNS = (
+    "workflow", "instance_id", "seq", "type", "payload", "timestamp", "consumed_by",
+)  # fmt: skip
+
+
+def _upsert(table: str, columns: tuple[str, ...]) -> str:
+    marks = ", ".join("?" for _ in columns)
+    return f"INSERT OR REPLACE INTO {table} ({', '.join(columns)}) VALUES ({marks})"
+
+
+UPSERT_INSTANCE = _upsert("instances", INSTANCE_COLUMNS)
+INSERT_INSTANCE = UPSERT_INSTANCE.replace("INSERT OR REPLACE", "INSERT")
+UPSERT_STEP = _upsert("steps", STEP_COLUMNS)
+UPSERT_EVENT = _upsert("events", EVENT_COLUMNS)
+
+
+def _error_text(error: ErrorInfo | None) -> str | None:
+    return error.to_json() if error is not None else None
+
+
+def _error_value(text: str | None) -> ErrorInfo | None:
+    return ErrorInfo.from_json(text) if text else None
+
+
+def instance_row(state: InstanceState, next_wake: int | None, runnable: bool) -> tuple[Any, ...]:
+    return (
+        state.workflow, state.id, state.status.value, state.params, state.created_at,
+        state.output, _error_text(state.error), state.started_at, state.finished_at,
+        state.paused_at, state.success_retention_ms, state.error_retention_ms,
+        state.expires_at, state.generation, state.next_seq, state.next_event_seq,
+        next_wake, int(runnable),
+    )  # fmt: skip
+
+
+def instance_from_row(row: Any) -> InstanceState:
+    return InstanceState(
+        workflow=row["workflow"],
+        id=row["id"],
+        params=row["params"],
+        created_at=row["created_at"],
+        status=Status(row["status"]),
+        output=row["output"],
+        error=_error_value(row["error"]),
+        started_at=row["started_at"],
+        finished_at=row["finished_at"],
+        paused_at=row["paused_at"],
+        success_retention_ms=row["success_retention_ms"],
+        error_retention_ms=row["error_retention_ms"],
+        expires_at=row["expires_at"],
+        generation=row["generation"],
+        next_seq=row["next_seq"],
+        next_event_seq=row["next_event_seq"],
+    )
+
+
+def step_row(workflow: str, instance_id: str, step: StepRecord) -> tuple[Any, ...]:
+    return (
+        workflow, instance_id, step.type, step.name, step.count, step.seq, step.state,
+        step.attempts, step.config, step.value, _error_text(step.error), step.wake_at,
+        step.event_type, step.started_at, step.finished_at,
+    )  # fmt: skip
+
+
+def step_from_row(row: Any) -> StepRecord:
+    return StepRecord(
+        type=row["type"],
+        name=row["name"],
+        count=row["count"],
+        seq=row["seq"],
+        state=row["state"],
+        attempts=row["attempts"],
+        config=row["config"],
+        value=row["value"],
+        error=_error_value(row["error"]),
+        wake_at=row["wake_at"],
+        event_type=row["event_type"],
+        started_at=row["started_at"],
+        finished_at=row["finished_at"],
+    )
+
+
+def event_row(workflow: str, instance_id: str, event: EventRecord) -> tuple[Any, ...]:
+    consumed = str(event.consumed_by) if event.consumed_by is not None else None
+    return (
+        workflow, instance_id, event.seq, event.type, event.payload, event.timestamp, consumed,
+    )  # fmt: skip
+
+
+def event_from_row(row: Any) -> EventRecord:
+    consumed = row["consumed_by"]
+    return EventRecord(
+        seq=row["seq"],
+        type=row["type"],
+        payload=row["payload"],
+        timestamp=row["timestamp"],
+        consumed_by=StepKey.parse(consumed) if consumed else None,
+    )

@@ -1,0 +1,83 @@
+// The `cloudflare:workers` and `cloudflare:workflows` modules a Worker imports.
+"use strict";
+(() => {
+  const modules = globalThis.__celld_builtin_modules;
+
+  /** The `env` a Worker's handlers receive; filled in when the isolate is set up. */
+  const env = {};
+
+  class WorkerEntrypoint {
+    constructor(ctx, env) {
+      this.ctx = ctx;
+      this.env = env;
+    }
+  }
+
+  class WorkflowEntrypoint {
+    constructor(ctx, env) {
+      this.ctx = ctx;
+      this.env = env;
+    }
+  }
+
+  class RpcTarget {}
+
+  function unsupportedClass(name) {
+    return class {
+      constructor() {
+        throw new TypeError(`celld does not support ${name} yet`);
+      }
+    };
+  }
+
+  let currentWaitUntil = null;
+  const envHooks = [];
+
+  // The host sends the env once, before any request or run: vars first, then each
+  // hook adds the bindings it knows how to build.
+  globalThis.__celld_host.on("env", (message) => {
+    Object.assign(env, message.vars);
+    for (const hook of envHooks) hook(message, env);
+  });
+
+  modules["cloudflare:workers"] = Object.freeze(Object.assign(Object.create(null), {
+    WorkerEntrypoint,
+    WorkflowEntrypoint,
+    RpcTarget,
+    DurableObject: unsupportedClass("Durable Objects"),
+    WebSocketPair: unsupportedClass("WebSocketPair"),
+    env,
+    waitUntil(promise) {
+      if (!currentWaitUntil) throw new TypeError("waitUntil() called outside a request");
+      currentWaitUntil(promise);
+    },
+  }));
+
+  class NonRetryableError extends Error {
+    constructor(message, name = "NonRetryableError") {
+      super(message);
+      Object.defineProperty(this, "name", {
+        value: name, writable: true, configurable: true, enumerable: false,
+      });
+    }
+  }
+
+  modules["cloudflare:workflows"] = Object.freeze(Object.assign(Object.create(null), {
+    NonRetryableError,
+  }));
+
+  Object.defineProperty(globalThis, "__celld_cloudflare", {
+    value: Object.freeze({
+      env,
+      WorkerEntrypoint,
+      WorkflowEntrypoint,
+      NonRetryableError,
+      setWaitUntil(fn) {
+        currentWaitUntil = fn;
+      },
+      onEnv(hook) {
+        envHooks.push(hook);
+      },
+    }),
+  });
+})();

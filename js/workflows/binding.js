@@ -1,0 +1,99 @@
+// `env.MY_WORKFLOW`: the Workflow binding and the instance handles it returns.
+//
+// Every method is a request to the engine; errors come back as the Error the
+// engine names, so a Worker can catch and inspect them as on Cloudflare.
+"use strict";
+(() => {
+  const host = globalThis.__celld_host;
+  const serialize = (value) => globalThis.__celld_serialize(value);
+  const deserialize = (text) => globalThis.__celld_deserialize(text);
+
+  function call(workflow, method, fields) {
+    return host.request("wf.binding", Object.assign({ workflow, method }, fields));
+  }
+
+  function wireOptions(options) {
+    const opts = options === undefined || options === null ? {} : options;
+    if (typeof opts !== "object") throw new TypeError("Workflow options must be an object");
+    const wire = {};
+    if (opts.id !== undefined) wire.id = opts.id;
+    if (opts.params !== undefined) wire.params = serialize(opts.params);
+    if (opts.retention !== undefined) wire.retention = opts.retention;
+    return wire;
+  }
+
+  class WorkflowInstance {
+    #workflow;
+    constructor(workflow, id) {
+      this.#workflow = workflow;
+      Object.defineProperty(this, "id", { value: id, enumerable: true });
+    }
+    async status() {
+      const view = await call(this.#workflow, "status", { id: this.id });
+      const result = { status: view.status };
+      if (view.error) result.error = view.error;
+      if (view.output !== undefined && view.output !== null) result.output = deserialize(view.output);
+      else if (view.status === "complete") result.output = undefined;
+      return result;
+    }
+    async pause() {
+      await call(this.#workflow, "pause", { id: this.id });
+    }
+    async resume() {
+      await call(this.#workflow, "resume", { id: this.id });
+    }
+    async terminate() {
+      await call(this.#workflow, "terminate", { id: this.id });
+    }
+    async restart(options) {
+      const from = options && options.from;
+      await call(this.#workflow, "restart", { id: this.id, from: from === undefined ? null : from });
+    }
+    async sendEvent(event) {
+      const { type, payload } = event || {};
+      await call(this.#workflow, "sendEvent", {
+        id: this.id,
+        type,
+        payload: serialize(payload),
+      });
+    }
+  }
+
+  class Workflow {
+    #name;
+    constructor(name) {
+      this.#name = name;
+    }
+    async create(options) {
+      const { id } = await call(this.#name, "create", wireOptions(options));
+      return new WorkflowInstance(this.#name, id);
+    }
+    async createBatch(batch) {
+      if (Array.isArray(batch)) {
+        const { ids } = await call(this.#name, "createBatch", { instances: batch.map(wireOptions) });
+        return ids.map((id) => new WorkflowInstance(this.#name, id));
+      }
+      if (batch && typeof batch === "object" && Array.isArray(batch.instances)) {
+        return call(this.#name, "createBatch", {
+          instances: batch.instances.map(wireOptions),
+          report: true,
+        });
+      }
+      throw new TypeError("createBatch() takes an array of instance options or {instances: [...]}");
+    }
+    async get(id) {
+      const found = await call(this.#name, "get", { id });
+      return new WorkflowInstance(this.#name, found.id);
+    }
+  }
+
+  globalThis.__celld_cloudflare.onEnv((message, env) => {
+    for (const binding of message.workflows || []) {
+      env[binding.binding] = new Workflow(binding.name);
+    }
+  });
+
+  Object.defineProperty(globalThis, "__celld_workflows", {
+    value: Object.freeze({ Workflow, WorkflowInstance }),
+  });
+})();

@@ -1,0 +1,263 @@
+// The `step` object a workflow's run() receives, and the runner that starts runs.
+//
+// A run replays from the top each time an instance makes progress after it was
+// suspended. Finished steps come with the run's start message as a journal, so
+// they resolve here without asking the host. Everything else is a request to the
+// engine, which answers with a decision once the engine's state is durable.
+"use strict";
+(() => {
+  const host = globalThis.__celld_host;
+  const cloudflare = globalThis.__celld_cloudflare;
+  const serialize = (value) => globalThis.__celld_serialize(value);
+  const deserialize = (text) => globalThis.__celld_deserialize(text);
+  const decode = (tree) => globalThis.__celld_web.decode(tree);
+
+  const DELAY_FUNCTION_TIMEOUT_MS = 5000;
+
+  /** Errors the engine reports keep their name, as production's do. */
+  function engineError(shape) {
+    if (shape.name === "NonRetryableError") {
+      return new cloudflare.NonRetryableError(shape.message);
+    }
+    return host.reviveError(shape);
+  }
+
+  function isNonRetryable(error) {
+    if (!error || typeof error !== "object") return false;
+    return error instanceof cloudflare.NonRetryableError || error.name === "NonRetryableError";
+  }
+
+  /** Step config as plain data; a delay function is replaced by a marker. */
+  function wireConfig(config) {
+    if (config === undefined || config === null) return { config: null, dynamic: false };
+    if (typeof config !== "object" || Array.isArray(config)) return { config, dynamic: false };
+    const copy = Object.assign({}, config);
+    let dynamic = false;
+    if (copy.retries && typeof copy.retries === "object") {
+      copy.retries = Object.assign({}, copy.retries);
+      if (typeof copy.retries.delay === "function") {
+        dynamic = true;
+        delete copy.retries.delay;
+      }
+    }
+    return { config: copy, dynamic };
+  }
+
+  function withTimeout(promise, ms, onTimeout) {
+    let timerId = null;
+    const timer = new Promise((_, reject) => {
+      timerId = run.timer(ms, () => reject(onTimeout()));
+    });
+    return Promise.race([promise, timer]).finally(() => run.cancelTimer(timerId));
+  }
+
+  // The run in progress in this isolate (one per cell isolate).
+  const run = {
+    generation: 0,
+    journal: null,
+    nextTimer: 1,
+    timers: new Map(),
+    timer(ms, fire) {
+      const id = this.nextTimer++;
+      this.timers.set(id, fire);
+      host.request("wf.timer", { g: this.generation, id, ms }).then(() => {
+        const callback = this.timers.get(id);
+        this.timers.delete(id);
+        if (callback) callback();
+      });
+      return id;
+    },
+    cancelTimer(id) {
+      if (this.timers.delete(id)) host.notify("wf.timer.cancel", { g: this.generation, id });
+    },
+  };
+
+  class WorkflowStep {
+    #counts = new Map();
+    #ordinal = 0;
+    #generation;
+    #journal;
+
+    constructor(generation, journal) {
+      this.#generation = generation;
+      this.#journal = journal;
+    }
+
+    #next(type, name) {
+      const label = `${type}:${name}`;
+      const count = (this.#counts.get(label) || 0) + 1;
+      this.#counts.set(label, count);
+      return count;
+    }
+
+    #recorded(key) {
+      const entry = this.#journal[key];
+      if (entry === undefined) return undefined;
+      delete this.#journal[key];
+      return entry;
+    }
+
+    #ask(op, fields) {
+      return host.request(op, Object.assign({ g: this.#generation }, fields));
+    }
+
+    async do(name, configOrCallback, maybeCallback) {
+      const hasConfig = typeof configOrCallback !== "function";
+      const callback = hasConfig ? maybeCallback : configOrCallback;
+      const rawConfig = hasConfig ? configOrCallback : undefined;
+      name = String(name);
+      const count = this.#next("do", name);
+      const ordinal = ++this.#ordinal;
+      const key = `do:${count}:${name}`;
+      const recorded = this.#recorded(key);
+      if (recorded !== undefined) {
+        if (recorded.error) throw engineError(recorded.error);
+        return "value" in recorded ? decode(recorded.value) : undefined;
+      }
+      if (typeof callback !== "function") {
+        await this.#ask("wf.fatal", { error: { name: "Error", message: `Step "${name}" requires a callback function` } });
+      }
+      const { config, dynamic } = wireConfig(rawConfig);
+      let decision = await this.#ask("wf.do", { name, count, ordinal, config, dynamic });
+      for (;;) {
+        if ("resolve" in decision) return deserialize(decision.resolve);
+        if ("reject" in decision) throw engineError(decision.reject);
+        const { attempt, context, timeout, willRetry } = decision.run;
+        const report = await this.#attempt(callback, rawConfig, context, timeout, willRetry);
+        decision = await this.#ask("wf.attempt", Object.assign({ name, count, attempt }, report));
+      }
+    }
+
+    async #attempt(callback, rawConfig, context, timeout, willRetry) {
+      let value;
+      try {
+        value = await withTimeout(
+          Promise.resolve().then(() => callback(structuredClone(context))),
+          timeout,
+          () => {
+            const error = new Error(`Execution timed out after ${timeout}ms`);
+            error.name = "WorkflowTimeoutError";
+            error.timedOut = true;
+            return error;
+          },
+        );
+      } catch (error) {
+        const report = {
+          ok: false,
+          error: host.describeError(error),
+          nonretryable: isNonRetryable(error),
+          timedOut: Boolean(error && error.timedOut),
+        };
+        const delay = rawConfig && rawConfig.retries && rawConfig.retries.delay;
+        if (typeof delay === "function" && willRetry && !report.nonretryable) {
+          try {
+            report.delay = await withTimeout(
+              Promise.resolve().then(() => delay({ ctx: structuredClone(context), error })),
+              DELAY_FUNCTION_TIMEOUT_MS,
+              () => new Error(`did not return within ${DELAY_FUNCTION_TIMEOUT_MS / 1000} seconds`),
+            );
+          } catch (delayError) {
+            report.delayError = host.describeError(delayError);
+          }
+        }
+        return report;
+      }
+      let text;
+      try {
+        text = serialize(value);
+      } catch (error) {
+        if (error && error.name === "DataCloneError") return { unserializable: true };
+        throw error;
+      }
+      return { ok: true, value: text };
+    }
+
+    async sleep(name, duration) {
+      name = String(name);
+      const count = this.#next("sleep", name);
+      const recorded = this.#recorded(`sleep:${count}:${name}`);
+      if (recorded !== undefined) {
+        if (recorded.error) throw engineError(recorded.error);
+        return undefined;
+      }
+      const decision = await this.#ask("wf.sleep", { name, count, duration });
+      if ("reject" in decision) throw engineError(decision.reject);
+      return undefined;
+    }
+
+    async sleepUntil(name, timestamp) {
+      name = String(name);
+      const count = this.#next("sleep", name);
+      const recorded = this.#recorded(`sleep:${count}:${name}`);
+      if (recorded !== undefined) {
+        if (recorded.error) throw engineError(recorded.error);
+        return undefined;
+      }
+      const until = timestamp instanceof Date ? timestamp.getTime() : timestamp;
+      const decision = await this.#ask("wf.sleep", { name, count, until });
+      if ("reject" in decision) throw engineError(decision.reject);
+      return undefined;
+    }
+
+    async waitForEvent(name, options) {
+      name = String(name);
+      const count = this.#next("waitForEvent", name);
+      const recorded = this.#recorded(`waitForEvent:${count}:${name}`);
+      let event;
+      if (recorded !== undefined) {
+        if (recorded.error) throw engineError(recorded.error);
+        event = recorded.value;
+      } else {
+        const decision = await this.#ask("wf.wait", {
+          name,
+          count,
+          type: options && options.type,
+          timeout: options ? options.timeout : undefined,
+        });
+        if ("reject" in decision) throw engineError(decision.reject);
+        event = JSON.parse(decision.resolve);
+      }
+      return {
+        payload: deserialize(event.payload),
+        timestamp: new Date(event.timestamp),
+        type: event.type,
+      };
+    }
+  }
+
+  /** Start `run(event, step)` of the exported class for one instance. */
+  host.on("wf.start", (message) => {
+    run.generation = message.g;
+    run.timers.clear();
+    const main = globalThis.__celld_main;
+    const Workflow = main[message.className];
+    const report = (fields) => host.notify("wf.done", Object.assign({ g: message.g }, fields));
+    if (typeof Workflow !== "function" || !(Workflow.prototype instanceof cloudflare.WorkflowEntrypoint)) {
+      report({ error: { name: "Error", message: `The Worker does not export a class ${message.className} that extends WorkflowEntrypoint` } });
+      return;
+    }
+    const event = Object.freeze({
+      payload: deserialize(message.event.payload),
+      timestamp: new Date(message.event.timestamp),
+      instanceId: message.event.instanceId,
+      workflowName: message.event.workflowName,
+    });
+    const ctx = { waitUntil(promise) { Promise.resolve(promise).catch(() => {}); } };
+    const step = new WorkflowStep(message.g, JSON.parse(message.journal));
+    Promise.resolve()
+      .then(() => new Workflow(ctx, cloudflare.env).run(event, step))
+      .then(
+        (output) => {
+          let text;
+          try {
+            text = serialize(output);
+          } catch (error) {
+            report({ error: { name: "Error", message: `The value returned from run() is not serialisable: ${error.message}` } });
+            return;
+          }
+          report({ output: text });
+        },
+        (error) => report({ error: host.describeError(error) }),
+      );
+  });
+})();
