@@ -729,11 +729,12 @@ class Machine:
         return Suspend(row.wake_at, row.event_type)
 
     def _settle_wait(self, row: StepRecord, now: int) -> Decision | None:
-        """Consume a buffered event sent no later than the deadline, else time out if the
-        deadline has passed; ``None`` if the wait goes on."""
+        """Consume a buffered event sent before the deadline, else time out if the deadline
+        has been reached; ``None`` if the wait goes on. (At ``now == deadline`` the wait has
+        timed out, for events as for ``wake``.)"""
         assert row.wake_at is not None and row.event_type is not None
         queue = self._buffer.get(row.event_type)
-        if queue and queue[0].timestamp <= row.wake_at:
+        if queue and queue[0].timestamp < row.wake_at:
             return self._consume(row, queue, now)
         if row.wake_at <= now:
             row.state = WAIT_TIMED_OUT
