@@ -479,7 +479,10 @@ class _Analyzer:
         first = args[0] if args else None
         literal = first is not None and (
             first.type == "string"
-            or (first.type == "template_string" and first.named_child_count == 0)
+            or (
+                first.type == "template_string"
+                and not any(c.type == "template_substitution" for c in first.children)
+            )
         )
         if literal and first is not None:
             spec = (
