@@ -338,6 +338,15 @@ class Machine:
             and not self._pending
         )
 
+    def recover(self, now: int) -> bool:
+        """Call once after loading an instance from the store (a new process or a crash).
+
+        Attempts in flight when the process died are lost, so a pause that was waiting for
+        them settles now. Returns True when a run must be started (queued, running, waiting).
+        """
+        self._settle_pause_if_idle(now)
+        return self._state.status in (Status.QUEUED, Status.RUNNING, Status.WAITING)
+
     # ----------------------------------------------------------------------------------------
     # runs
 

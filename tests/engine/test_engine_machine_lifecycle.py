@@ -313,3 +313,24 @@ def test_retention():
     assert m.state.expires_at == T0 + 2 * DAY_MS
     m.restart(T0)
     assert m.state.expires_at is None and not m.is_expired(T0 + 10 * DAY_MS)
+
+
+def test_recover_settles_a_pause_whose_attempts_died_with_the_process():
+    store = FakeStore()
+    m = new_machine()
+    m.step_do("a", 1, 1, None, T0)
+    m.pause(T0)
+    store.commit(m.take_changes())
+    m2 = store.load()
+    assert m2.status is Status.WAITING_FOR_PAUSE
+    assert m2.recover(T0 + 5) is False
+    assert m2.status is Status.PAUSED and m2.state.paused_at == T0 + 5
+    assert store.load().status is Status.WAITING_FOR_PAUSE  # not committed yet
+    store.commit(m2.take_changes())
+    assert store.load().recover(T0 + 6) is False
+
+    running = new_machine()
+    assert running.recover(T0) is True
+    done = new_machine()
+    done.run_succeeded("1", T0)
+    assert done.recover(T0) is False
