@@ -25,6 +25,11 @@ WEB_FILES: tuple[str, ...] = (
     "web/url-host.js",
     "web/url.js",
     "web/urlsearchparams.js",
+    "web/headers.js",
+    "web/streams.js",
+    "web/body.js",
+    "web/fetch.js",
+    "web/final.js",
 )
 #: Cloudflare's modules and the entry points the host drives.
 CLOUDFLARE_FILES: tuple[str, ...] = (
