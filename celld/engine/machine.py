@@ -206,6 +206,10 @@ class Machine:
         """Attempts issued (``Run``) and not reported back yet."""
         return len(self._in_flight)
 
+    def attempts_in_flight(self) -> dict[StepKey, int]:
+        """Each in-flight attempt by step (a copy), e.g. to fail them when the isolate dies."""
+        return dict(self._in_flight)
+
     def pending(self) -> list[StepKey]:
         """Calls of the current run waiting on a deadline or an event."""
         return list(self._pending)

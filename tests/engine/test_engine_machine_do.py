@@ -97,6 +97,7 @@ def test_new_step_runs_attempt_one_with_context():
     changes = m.take_changes()
     assert [(r.state, r.seq, r.attempts) for r in changes.steps] == [("running", 1, 0)]
     assert m.in_flight() == 1
+    assert m.attempts_in_flight() == {do_key("fetch"): 1}
 
 
 def test_invalid_step_name_is_fatal():
