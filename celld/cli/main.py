@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import os
 import sys
 from pathlib import Path
 
@@ -72,6 +73,7 @@ def run(
     log_level: str,
 ) -> None:
     """Serve the Worker project in PROJECT (default: the current folder)."""
+    from celld.cells.clock import ManualClock
     from celld.isolate.modules import ModuleError
     from celld.project.config import ConfigError, find_config, load_config, parse_var_option
     from celld.server.service import Service, ServiceOptions
@@ -83,7 +85,11 @@ def run(
         options = ServiceOptions(
             persist_to=(persist_to or config.root / ".celld").resolve(),
             js_threads=threads,
+            synchronous=os.environ.get("CELLD_SQLITE_SYNC", "FULL"),
         )
+        if os.environ.get("CELLD_TEST_CLOCK") == "manual":
+            # Tests drive time over HTTP (POST /cdn-cgi/celld/clock?advance=MS).
+            options.clock = ManualClock()
         service = Service(config, options)
     except (ConfigError, ModuleError, ValueError) as error:
         raise click.ClickException(str(error)) from None

@@ -28,6 +28,7 @@ def build_app(
     startup: Callable[[], Awaitable[None]],
     shutdown: Callable[[], Awaitable[None]],
     metrics: Callable[[], Awaitable[str]] | None = None,
+    internal_routes: list[Route] | None = None,
 ) -> Starlette:
     async def serve_worker(request: Request) -> Response:
         body = await request.body()
@@ -67,8 +68,13 @@ def build_app(
             await shutdown()
 
     methods = ["GET", "HEAD", "POST", "PUT", "DELETE", "PATCH", "OPTIONS"]
+    async def health(request: Request) -> Response:
+        return PlainTextResponse("ok")
+
     routes = [
+        Route(f"{INTERNAL_PREFIX}/health", health, methods=["GET"]),
         Route(f"{INTERNAL_PREFIX}/metrics", serve_metrics, methods=["GET"]),
+        *(internal_routes or []),
         Route("/{path:path}", serve_worker, methods=methods),
     ]
     return Starlette(routes=routes, lifespan=lifespan)

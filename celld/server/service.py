@@ -2,13 +2,17 @@
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response
+from starlette.routing import Route
 
-from celld.cells.clock import Clock, SystemClock
+from celld.cells.clock import Clock, ManualClock, SystemClock
 from celld.cells.manager import CellManager, CellSettings, WorkflowSpec
 from celld.isolate.isolate import Limits
 from celld.isolate.ops import isolate_ops
@@ -16,7 +20,7 @@ from celld.isolate.program import Program, build_program
 from celld.isolate.threads import JsThreadPool
 from celld.isolate.worker_pool import WorkerPool
 from celld.project.config import ProjectConfig
-from celld.server.app import build_app
+from celld.server.app import INTERNAL_PREFIX, build_app
 from celld.store.sqlite import SqliteStore
 
 log = logging.getLogger("celld")
@@ -109,4 +113,29 @@ class Service:
             assert self.pool is not None, "celld is not started"
             return self.pool
 
-        return build_app(get_pool, startup=self.start, shutdown=self.stop)
+        return build_app(
+            get_pool,
+            startup=self.start,
+            shutdown=self.stop,
+            internal_routes=self._clock_routes(),
+        )
+
+    def _clock_routes(self) -> list[Route]:
+        """With a manual clock (tests), POST /cdn-cgi/celld/clock?advance=MS moves it."""
+        clock = self.options.clock
+        if not isinstance(clock, ManualClock):
+            return []
+
+        async def move_clock(request: Request) -> Response:
+            advance = int(request.query_params.get("advance", "0"))
+            clock.advance(advance)
+            await asyncio.sleep(0)
+            return JSONResponse({"now": clock.now()})
+
+        async def read_clock(request: Request) -> Response:
+            return JSONResponse({"now": clock.now()})
+
+        return [
+            Route(f"{INTERNAL_PREFIX}/clock", move_clock, methods=["POST"]),
+            Route(f"{INTERNAL_PREFIX}/clock", read_clock, methods=["GET"]),
+        ]

@@ -1,0 +1,101 @@
+// A small HTTP API over the Workflow bindings, so a driver does everything over HTTP.
+// Every endpoint takes ?wf=SCRIPT|BENCH|LIMITED (default SCRIPT). Success: JSON 200.
+// Anything a binding throws: 500 {"error": {name, message}}.
+export { ScriptWorkflow, BenchWorkflow } from "./workflows.js";
+import { describe } from "./workflows.js";
+
+function json(body, status = 200) {
+  return new Response(JSON.stringify(body), {
+    status,
+    headers: { "content-type": "application/json" },
+  });
+}
+
+function errorBody(e) {
+  return { error: { name: e && e.name, message: e && e.message, string: String(e) } };
+}
+
+async function readJson(request, fallback) {
+  const text = await request.text();
+  return text === "" ? fallback : JSON.parse(text);
+}
+
+async function statusOf(instance) {
+  const s = await instance.status();
+  const out = { status: s.status };
+  if (s.error !== undefined) out.error = s.error;
+  if (s.output !== undefined) out.output = describe(s.output);
+  return out;
+}
+
+export default {
+  async fetch(request, env) {
+    const url = new URL(request.url);
+    const q = url.searchParams;
+    const wf = env[q.get("wf") || "SCRIPT"];
+    const id = q.has("id") ? q.get("id") : undefined;
+    try {
+      switch (url.pathname) {
+        case "/health":
+          return json({ ok: true });
+        case "/create": {
+          const params = await readJson(request, undefined);
+          const options = {};
+          if (id !== undefined) options.id = id;
+          if (params !== undefined) options.params = params;
+          if (q.has("retention")) options.retention = JSON.parse(q.get("retention"));
+          const instance = await wf.create(options);
+          return json({ id: instance.id });
+        }
+        case "/create-raw": {
+          // body: the whole options object given to create()
+          const instance = await wf.create(await readJson(request, undefined));
+          return json({ id: instance.id });
+        }
+        case "/create-batch": {
+          const result = await wf.createBatch(await readJson(request, []));
+          if (Array.isArray(result)) return json({ ids: result.map((i) => i.id) });
+          return json(result);
+        }
+        case "/get":
+          return json({ id: (await wf.get(id)).id });
+        case "/status":
+          return json(await statusOf(await wf.get(id)));
+        case "/statuses": {
+          const ids = await readJson(request, []);
+          const out = {};
+          await Promise.all(ids.map(async (i) => {
+            try {
+              out[i] = await statusOf(await wf.get(i));
+            } catch (e) {
+              out[i] = errorBody(e);
+            }
+          }));
+          return json(out);
+        }
+        case "/event": {
+          const payload = await readJson(request, undefined);
+          const instance = await wf.get(id);
+          const event = {};
+          if (q.has("type")) event.type = q.get("type");
+          if (payload !== undefined) event.payload = payload;
+          await instance.sendEvent(event);
+          return json({ ok: true });
+        }
+        case "/pause":
+        case "/resume":
+        case "/terminate":
+        case "/restart": {
+          const instance = await wf.get(id);
+          const op = url.pathname.slice(1);
+          const options = op === "restart" ? await readJson(request, undefined) : undefined;
+          await instance[op](options);
+          return json({ ok: true });
+        }
+      }
+      return json({ error: { name: "NotFound", message: url.pathname } }, 404);
+    } catch (e) {
+      return json(errorBody(e), 500);
+    }
+  },
+};

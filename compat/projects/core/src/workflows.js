@@ -1,0 +1,154 @@
+// Workflow classes driven by their params, so one deployment covers many scenarios.
+import { WorkflowEntrypoint } from "cloudflare:workers";
+import { NonRetryableError } from "cloudflare:workflows";
+
+class CustomError extends Error {
+  constructor(message) {
+    super(message);
+    this.name = "CustomError";
+  }
+}
+
+function makeError(kind, message) {
+  switch (kind) {
+    case "nonretryable": return new NonRetryableError(message);
+    case "type": return new TypeError(message);
+    case "range": return new RangeError(message);
+    case "custom": return new CustomError(message);
+    case "string": return message;
+    default: return new Error(message);
+  }
+}
+
+/** A JSON-friendly description of a value, so typed results survive the trip to the driver. */
+export function describe(value) {
+  if (value === undefined) return { type: "undefined" };
+  if (value === null || typeof value !== "object") {
+    if (typeof value === "bigint") return { type: "bigint", value: value.toString() };
+    return value;
+  }
+  if (value instanceof Date) return { type: "Date", value: value.toISOString() };
+  if (value instanceof Map) return { type: "Map", value: [...value].map(([k, v]) => [describe(k), describe(v)]) };
+  if (value instanceof Set) return { type: "Set", value: [...value].map(describe) };
+  if (value instanceof RegExp) return { type: "RegExp", value: String(value) };
+  if (ArrayBuffer.isView(value)) return { type: value.constructor.name, value: Array.from(value) };
+  if (value instanceof ArrayBuffer) return { type: "ArrayBuffer", value: Array.from(new Uint8Array(value)) };
+  if (value instanceof Error) return { type: "Error", name: value.name, message: value.message };
+  if (Array.isArray(value)) return value.map(describe);
+  const out = {};
+  for (const [k, v] of Object.entries(value)) out[k] = describe(v);
+  return out;
+}
+
+function produce(kind, size) {
+  switch (kind) {
+    case "date": return new Date(Date.UTC(2026, 0, 2, 3, 4, 5));
+    case "map": return new Map([["a", 1], ["b", new Date(0)]]);
+    case "set": return new Set([1, "two", 3n]);
+    case "bigint": return 12345678901234567890n;
+    case "u8": return new Uint8Array([1, 2, 255]);
+    case "f64": return new Float64Array([0.5, -1]);
+    case "undefined": return undefined;
+    case "nested": return { when: new Date(0), tags: new Set(["x"]), list: [1, undefined, null] };
+    case "regexp": return /ab+c/gi;
+    case "function": return () => 1;
+    case "symbol": return Symbol("s");
+    case "big": return "x".repeat(size || 1024 * 1024 + 16);
+    default: return kind;
+  }
+}
+
+async function runOp(op, step, event, results) {
+  if (op.parallel) {
+    const branch = await Promise.all(op.parallel.map(async (inner) => {
+      const out = [];
+      await runOp(inner, step, event, out);
+      return out[0];
+    }));
+    results.push(branch);
+    return;
+  }
+  if (op.throw !== undefined) throw makeError(op.error, op.throw);
+  try {
+    if (op.do !== undefined) {
+      const callback = async (ctx) => {
+        if (op.fail && ctx.attempt <= op.fail) {
+          throw makeError(op.error, `${op.do} failed on attempt ${ctx.attempt}`);
+        }
+        if (op.always) throw makeError(op.error, `${op.do} failed on attempt ${ctx.attempt}`);
+        if (op.hang && ctx.attempt <= (op.hang === true ? Infinity : op.hang)) {
+          await new Promise(() => {});
+        }
+        if (op.nested) {
+          const inner = [];
+          for (const nestedOp of op.nested) await runOp(nestedOp, step, event, inner);
+          return { nested: inner };
+        }
+        if (op.ctx) return { ctx, attempt: ctx.attempt };
+        if (op.returns !== undefined) return produce(op.returns, op.size);
+        return op.value === undefined ? { step: op.do, attempt: ctx.attempt } : op.value;
+      };
+      const value = op.config
+        ? await step.do(op.do, withDelay(op.config), callback)
+        : await step.do(op.do, callback);
+      results.push(op.returns !== undefined ? describe(value) : value);
+    } else if (op.sleep !== undefined) {
+      await step.sleep(op.sleep, op.duration);
+      results.push({ slept: op.sleep });
+    } else if (op.sleepUntil !== undefined) {
+      const at = op.at !== undefined ? op.at : event.timestamp.getTime() + op.after;
+      await step.sleepUntil(op.sleepUntil, op.asDate ? new Date(at) : at);
+      results.push({ slept: op.sleepUntil });
+    } else if (op.wait !== undefined) {
+      const options = { type: op.type };
+      if (op.timeout !== undefined) options.timeout = op.timeout;
+      const got = await step.waitForEvent(op.wait, options);
+      results.push({
+        type: got.type,
+        payload: got.payload,
+        timestampIsDate: got.timestamp instanceof Date,
+      });
+    } else if (op.event) {
+      results.push({
+        instanceId: event.instanceId,
+        workflowName: event.workflowName,
+        timestampIsDate: event.timestamp instanceof Date,
+        payloadKeys: Object.keys(event.payload || {}),
+      });
+    }
+  } catch (error) {
+    if (!op.catch) throw error;
+    results.push({ caught: { name: error && error.name, message: error && error.message } });
+  }
+}
+
+function withDelay(config) {
+  if (!config.retries || config.retries.delayFn === undefined) return config;
+  const { delayFn, ...retries } = config.retries;
+  // delayFn: a list of delays, one per failed attempt
+  return { ...config, retries: { ...retries, delay: ({ ctx }) => delayFn[ctx.attempt - 1] } };
+}
+
+export class ScriptWorkflow extends WorkflowEntrypoint {
+  async run(event, step) {
+    const ops = (event.payload && event.payload.ops) || [];
+    const results = [];
+    for (const op of ops) await runOp(op, step, event, results);
+    const output = { results };
+    if (event.payload && event.payload.returns !== undefined) {
+      return produce(event.payload.returns);
+    }
+    return output;
+  }
+}
+
+export class BenchWorkflow extends WorkflowEntrypoint {
+  async run(event, step) {
+    const k = (event.payload && event.payload.steps) || 10;
+    let acc = 0;
+    for (let i = 0; i < k; i++) {
+      acc += await step.do(`s${i}`, async () => i);
+    }
+    return { steps: k, sum: acc, finished_at: Date.now() };
+  }
+}
