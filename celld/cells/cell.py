@@ -25,6 +25,7 @@ from celld.engine import (
     StepKey,
     Suspend,
 )
+from celld.engine.errors import missing_callback
 from celld.isolate.host import IsolateHost
 from celld.isolate.isolate import Isolate, IsolateFault
 from celld.store.base import InstanceRef, Write
@@ -228,6 +229,7 @@ class Cell:
             decision = self.machine.attempt_succeeded(key, attempt, str(m["value"]), now)
         else:
             delay_error = m.get("delayError")
+            delay_timed_out = bool(m.get("delayTimedOut"))
             decision = self.machine.attempt_failed(
                 key,
                 attempt,
@@ -237,6 +239,7 @@ class Cell:
                 timed_out=bool(m.get("timedOut")),
                 delay_ms=m.get("delay"),
                 delay_error=ErrorInfo.from_dict(delay_error) if delay_error else None,
+                delay_timed_out=delay_timed_out,
             )
         return self._answer(token, key, decision, True)
 
@@ -296,7 +299,7 @@ class Cell:
     def _on_fatal(self, token: int, m: dict[str, Any]) -> Any:
         if not self._current(token, m):
             return self._never()
-        self.machine.run_failed(ErrorInfo.from_dict(m["error"]), self.clock_now)
+        self.machine.fail(missing_callback(str(m.get("name"))), self.clock_now)
         return self._chain(self._settle_run(token), self._never())
 
     def _on_runtime_fault(self, m: dict[str, Any]) -> None:

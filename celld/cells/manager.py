@@ -33,7 +33,6 @@ from celld.engine import (
     EmptyBatchError,
     Machine,
     NotFoundError,
-    Status,
     WorkflowError,
     status_error,
     validate_instance_id,
@@ -170,13 +169,10 @@ class CellManager:
         async with self.using(ref) as cell:
             if cell is None:
                 return
-            if cell.machine.status is Status.WAITING_FOR_PAUSE:
-                # The attempts it waited for died with the process: the pause completes.
-                cell.machine.resume(self.clock.now())
-                cell.machine.pause(self.clock.now())
-                await cell.persist()
-                return
-            self.request_run(cell, wake=True)
+            must_run = cell.machine.recover(self.clock.now())
+            await cell.persist()
+            if must_run:
+                self.request_run(cell, wake=True)
 
     # -- loading cells -------------------------------------------------------------------
 

@@ -115,7 +115,7 @@
         return "value" in recorded ? decode(recorded.value) : undefined;
       }
       if (typeof callback !== "function") {
-        await this.#ask("wf.fatal", { error: { name: "Error", message: `Step "${name}" requires a callback function` } });
+        await this.#ask("wf.fatal", { name });
       }
       const { config, dynamic } = wireConfig(rawConfig);
       let decision = await this.#ask("wf.do", { name, count, ordinal, config, dynamic });
@@ -154,10 +154,15 @@
             report.delay = await withTimeout(
               Promise.resolve().then(() => delay({ ctx: structuredClone(context), error })),
               DELAY_FUNCTION_TIMEOUT_MS,
-              () => new Error(`did not return within ${DELAY_FUNCTION_TIMEOUT_MS / 1000} seconds`),
+              () => {
+                const error = new Error("the delay function timed out");
+                error.delayTimedOut = true;
+                return error;
+              },
             );
           } catch (delayError) {
-            report.delayError = host.describeError(delayError);
+            if (delayError && delayError.delayTimedOut) report.delayTimedOut = true;
+            else report.delayError = host.describeError(delayError);
           }
         }
         return report;
