@@ -99,7 +99,8 @@ def test_entry_namespace_is_frozen_null_prototype() -> None:
     assert (
         js(
             ctx,
-            "(() => { 'use strict'; try { __celld_main.results = 1 } catch (e) { return e.name } })()",
+            "(() => { 'use strict'; try { __celld_main.results = 1 } "
+            "catch (e) { return e.name } })()",
         )
         == "TypeError"
     )
@@ -232,8 +233,8 @@ def test_modules_are_strict_and_private(tmp_path: Path) -> None:
         write(
             tmp_path,
             {
-                "index.js": "export const strict = (function () { return this; })() === undefined;\n"
-                "const hidden = 1;\nexport const top = this;\n"
+                "index.js": "export const strict = (function () { return this; })() === undefined;"
+                "\nconst hidden = 1;\nexport const top = this;\n"
             },
         )
     )
@@ -401,3 +402,17 @@ def test_module_evaluation_error_propagates(tmp_path: Path) -> None:
     bundle = bundle_worker(entry)
     with pytest.raises(quickjs.JSException, match="TypeError: x"):
         quickjs.Context().eval(bundle.source)
+
+
+def test_star_export_of_builtin_and_hashbang(tmp_path: Path) -> None:
+    entry = write(
+        tmp_path,
+        {
+            "index.js": '#!/usr/bin/env node\nimport { env } from "./barrel.js";\n'
+            'export * from "./barrel.js";\nexport const seen = env;\n',
+            "barrel.js": 'export * from "cloudflare:workers";\nexport const own = 1;\n',
+        },
+    )
+    ctx, _ = evaluate(entry)
+    assert js(ctx, "Object.keys(__celld_main)") == ["WorkflowEntrypoint", "env", "own", "seen"]
+    assert main(ctx)["seen"] == {"FROM": "builtin"}

@@ -19,12 +19,13 @@ every position, so one mapping serves both languages.
 from __future__ import annotations
 
 import json
+from bisect import bisect_right
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import tree_sitter_javascript
-from tree_sitter import Language, Node, Parser
+from tree_sitter import Language, Node, Parser, Query, QueryCursor
 
 BUILTIN_MODULES: frozenset[str] = frozenset({"cloudflare:workers", "cloudflare:workflows"})
 
@@ -50,6 +51,24 @@ _FUNCTIONS = frozenset(
 _BLOCKS = frozenset(
     {"statement_block", "for_statement", "for_in_statement", "switch_body", "catch_clause"}
 )
+
+_MISC_QUERY = Query(
+    _JS,
+    """
+    (await_expression) @await
+    (for_in_statement "await") @for_await
+    (return_statement) @return
+    (meta_property) @meta
+    (call_expression function: (import)) @dynamic
+    (decorator) @decorator
+    """,
+)
+_PROBLEMS = {
+    "top-level await": "top-level await is not supported (celld runs modules as scripts); "
+    "move it into a function",
+    "return": "return outside of a function",
+    "decorator": "decorators are not supported",
+}
 
 
 class ModuleError(Exception):
@@ -404,56 +423,73 @@ class _Analyzer:
     # ---- whole-tree walk: references, dynamic import, import.meta, top-level checks
 
     def walk(self) -> None:
-        imported = {k: v for k, v in self.m.imports.items() if v.name != "*"}
-        declared: dict[int, set[str]] = {}
-        references: list[Node] = []
-        stack = [self.root]
-        while stack:
-            node = stack.pop()
-            kind = node.type
-            if kind in ("import_statement",) or (
-                kind == "export_statement"
-                and node.child_by_field_name("declaration") is None
-                and not any(c.type == "default" for c in node.children)
-            ):
-                continue
-            if kind in ("identifier", "shorthand_property_identifier"):
-                if _text(self.data, node) in imported:
-                    references.append(node)
-                continue
-            if kind == "await_expression" or (
-                kind == "for_in_statement" and any(c.type == "await" for c in node.children)
-            ):
-                if _enclosing(node, _FUNCTIONS) is None:
-                    raise ModuleError(
-                        f"{self.where(node)}top-level await is not supported "
-                        "(celld runs modules as scripts); move it into a function"
-                    )
-            elif kind == "return_statement" and _enclosing(node, _FUNCTIONS) is None:
-                raise ModuleError(f"{self.where(node)}return outside of a function")
-            elif kind == "meta_property" and _text(self.data, node).startswith("import"):
+        """Rewrite what can appear anywhere in a module, found with tree-sitter queries.
+
+        Queries run in C and return only the few nodes of interest, which keeps large
+        (pre-bundled) Workers fast to load.
+        """
+        captures = QueryCursor(_MISC_QUERY).captures(self.root)
+        problems = [(n, "top-level await") for n in captures.get("await", [])]
+        problems += [(n, "top-level await") for n in captures.get("for_await", [])]
+        problems += [(n, "return") for n in captures.get("return", [])]
+        problems = [(n, what) for n, what in problems if _enclosing(n, _FUNCTIONS) is None]
+        problems += [(n, "decorator") for n in captures.get("decorator", [])]
+        if problems:
+            node, what = min(problems, key=lambda item: item[0].start_byte)
+            raise ModuleError(self.where(node) + _PROBLEMS[what])
+        for node in captures.get("meta", []):
+            if _text(self.data, node).startswith("import"):
                 self.m.uses_meta = True
                 self.splice(node, None, "__celld_meta")
+        replaced: list[tuple[int, int]] = [
+            (n.start_byte, n.end_byte)
+            for n in self.root.named_children
+            if n.type == "import_statement"
+            or (
+                n.type == "export_statement"
+                and any(c.type in ("export_clause", "namespace_export", "*") for c in n.children)
+            )
+        ]
+        for node in captures.get("dynamic", []):
+            function = node.child_by_field_name("function")
+            if function is not None and self.dynamic_import(node, function):
+                replaced.append((node.start_byte, node.end_byte))
+        self.rewrite_references(sorted(replaced))
+
+    def rewrite_references(self, replaced: list[tuple[int, int]]) -> None:
+        """Turn every use of an imported name into a read of the exporter's namespace."""
+        imported = {k: v for k, v in self.m.imports.items() if v.name != "*"}
+        if not imported:
+            return
+        names = " ".join(json.dumps(name) for name in imported)
+        query = Query(
+            _JS,
+            f"((identifier) @id (#any-of? @id {names}))\n"
+            f"((shorthand_property_identifier) @id (#any-of? @id {names}))\n"
+            f"((shorthand_property_identifier_pattern) @id (#any-of? @id {names}))",
+        )
+        starts = [start for start, _ in replaced]
+        occurrences = []
+        declared: dict[int, set[str]] = {}
+        for node in QueryCursor(query).captures(self.root).get("id", []):
+            at = bisect_right(starts, node.start_byte) - 1
+            if at >= 0 and node.start_byte < replaced[at][1]:
                 continue
-            elif kind == "call_expression":
-                function = node.child_by_field_name("function")
-                is_import = function is not None and function.type == "import"
-                if is_import and self.dynamic_import(node, function):
-                    continue
-            elif kind == "decorator":
-                raise ModuleError(f"{self.where(node)}decorators are not supported")
-            if imported:
-                _collect_declarations(node, self.data, imported, declared)
-            stack.extend(reversed(node.children))
-        for ref in references:
-            self.reference(ref, declared)
+            scope = _declaration_scope(node)
+            if scope is not None:
+                if scope.type != "program":
+                    declared.setdefault(scope.id, set()).add(_text(self.data, node))
+            elif node.type != "shorthand_property_identifier_pattern":
+                occurrences.append(node)
+        for node in occurrences:
+            self.reference(node, declared)
 
     def reference(self, node: Node, declared: dict[int, set[str]]) -> None:
         name = _text(self.data, node)
-        scope = node.parent
+        scope = node.parent if declared else None
         while scope is not None and scope.type != "program":
             if name in declared.get(scope.id, ()):
-                return
+                return  # a local declaration shadows the import here
             scope = scope.parent
         binding = self.m.imports[name]
         binding.used = True
@@ -566,53 +602,62 @@ def _declared_names(declaration: Node) -> list[Node]:
     return [name] if name is not None else []
 
 
-def _collect_declarations(
-    node: Node, data: bytes, names: dict[str, _Import], declared: dict[int, set[str]]
-) -> None:
-    """Record declarations that could shadow an imported name, keyed by their scope node."""
+_PATTERNS = frozenset(
+    {
+        "object_pattern",
+        "array_pattern",
+        "pair_pattern",
+        "assignment_pattern",
+        "object_assignment_pattern",
+        "rest_pattern",
+    }
+)
 
-    def add(scope: Node | None, idents: list[Node]) -> None:
-        if scope is None or scope.type == "program":
-            return
-        for ident in idents:
-            text = _text(data, ident)
-            if text in names:
-                declared.setdefault(scope.id, set()).add(text)
 
-    kind = node.type
-    if kind == "variable_declarator":
-        parent = node.parent
-        idents = _pattern_names(node.child_by_field_name("name"))
-        if parent is not None and parent.type == "variable_declaration":
-            add(_enclosing(node, _FUNCTIONS), idents)
-        else:
-            add(_enclosing(node, _BLOCKS | _FUNCTIONS), idents)
-    elif kind in ("function_declaration", "generator_function_declaration", "class_declaration"):
-        name = node.child_by_field_name("name")
-        add(_enclosing(node, _BLOCKS | _FUNCTIONS), [name] if name else [])
+def _declaration_scope(ident: Node) -> Node | None:
+    """The scope an identifier declares a binding in, or None when it is not a declaration.
+
+    Only occurrences of imported names are asked about, so this climbs from the name
+    instead of tracking every scope in the module.
+    """
+    node = ident
+    parent = node.parent
+    while parent is not None and parent.type in _PATTERNS:
+        if parent.type == "pair_pattern" and parent.child_by_field_name("value") != node:
+            return None
+        if parent.type in ("assignment_pattern", "object_assignment_pattern") and (
+            parent.child_by_field_name("left") != node
+        ):
+            return None  # part of a default value: a use, not a declaration
+        node, parent = parent, parent.parent
+    if parent is None:
+        return None
+    kind = parent.type
+    if kind == "variable_declarator" and parent.child_by_field_name("name") == node:
+        declaration = parent.parent
+        if declaration is not None and declaration.type == "variable_declaration":
+            return _enclosing(parent, _FUNCTIONS | {"program"})
+        return _enclosing(parent, _BLOCKS | _FUNCTIONS | {"program"})
+    if kind == "formal_parameters":
+        return parent.parent
+    if kind in ("arrow_function", "catch_clause") and (
+        parent.child_by_field_name("parameter") == node
+    ):
+        return parent
+    if kind == "for_in_statement" and parent.child_by_field_name("left") == node:
+        declares = parent.child_by_field_name("kind")
+        if declares is None:
+            return None
+        if declares.type == "var":
+            return _enclosing(parent, _FUNCTIONS | {"program"})
+        return parent
+    if parent.child_by_field_name("name") != node:
+        return None
+    if kind in ("function_declaration", "generator_function_declaration", "class_declaration"):
+        return _enclosing(parent, _BLOCKS | _FUNCTIONS | {"program"})
     if kind in ("function_expression", "function", "generator_function", "class"):
-        name = node.child_by_field_name("name")
-        add(node, [name] if name else [])
-    if kind in _FUNCTIONS:
-        params = node.child_by_field_name("parameters")
-        single = node.child_by_field_name("parameter")
-        idents: list[Node] = []
-        if params is not None:
-            for param in params.named_children:
-                idents.extend(_pattern_names(param))
-        if single is not None:
-            idents.extend(_pattern_names(single))
-        add(node, idents)
-    elif kind == "catch_clause":
-        add(node, _pattern_names(node.child_by_field_name("parameter")))
-    elif kind == "for_in_statement":
-        declares = node.child_by_field_name("kind")
-        if declares is not None:
-            left = _pattern_names(node.child_by_field_name("left"))
-            if declares.type == "var":
-                add(_enclosing(node, _FUNCTIONS), left)
-            else:
-                add(node, left)
+        return parent
+    return None
 
 
 # --------------------------------------------------------------------------- loading
