@@ -1,3 +1,4 @@
+# ruff: noqa: E501 - the JS snippets read better unwrapped
 """TextEncoder/TextDecoder, atob/btoa and the base64 helpers, in a real isolate."""
 
 from __future__ import annotations

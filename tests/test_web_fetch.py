@@ -1,3 +1,4 @@
+# ruff: noqa: E501 - the JS snippets read better unwrapped
 """fetch() against a real HTTP server on 127.0.0.1, through the isolate and httpx."""
 
 from __future__ import annotations
@@ -26,8 +27,11 @@ async def _handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) ->
     status, reason, extra, payload = 200, "OK", [("Content-Type", "text/plain")], b"hello"
     if target == "/echo":
         payload = json.dumps(
-            {"method": method, "headers": [[k.lower(), v] for k, v in headers],
-             "body": body.decode()}
+            {
+                "method": method,
+                "headers": [[k.lower(), v] for k, v in headers],
+                "body": body.decode(),
+            }
         ).encode()
         extra = [("Content-Type", "application/json"), ("Set-Cookie", "a=1"), ("Set-Cookie", "b=2")]
     elif target == "/redirect":

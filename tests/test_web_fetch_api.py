@@ -1,3 +1,4 @@
+# ruff: noqa: E501 - the JS snippets read better unwrapped
 """Headers, Request, Response, the small ReadableStream and the wire helpers."""
 
 from __future__ import annotations

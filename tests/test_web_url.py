@@ -1,3 +1,4 @@
+# ruff: noqa: E501 - the JS snippets read better unwrapped
 """URL and URLSearchParams against cases from the WHATWG URL spec and its tests."""
 
 from __future__ import annotations

@@ -4,8 +4,8 @@ Binary data crosses the bridge as base64 inside JSON messages.
 
 Entropy contract (see js/web/crypto.js): the runtime keeps a ChaCha20 DRBG in JS.
 `entropy_script()` returns a tiny script that hands it its first 32-byte key; evaluate
-it right after the runtime scripts and before user code. Later re-keys are `entropy`
-requests answered by `op_entropy`.
+a fresh one per isolate, before the runtime or right after it, and before user code.
+Later re-keys are `entropy` requests answered by `op_entropy`.
 """
 
 from __future__ import annotations
@@ -43,8 +43,19 @@ def fresh_key() -> str:
 
 
 def entropy_script() -> Script:
-    """The script that gives an isolate its first DRBG key; evaluate it after the runtime."""
-    return Script("celld-entropy.js", f'__celld_entropy_seed("{fresh_key()}");')
+    """The script that gives one isolate its first DRBG key.
+
+    Evaluate a fresh one in every isolate (never share it: isolates would share a
+    random stream), either before the runtime scripts or right after them, and in
+    both cases before any user code.
+    """
+    key = fresh_key()
+    source = (
+        '(function (k) { if (typeof __celld_entropy_seed === "function") __celld_entropy_seed(k);'
+        ' else Object.defineProperty(globalThis, "__celld_entropy_initial",'
+        f' {{ value: k, configurable: true }}); }})("{key}");'
+    )
+    return Script("celld-entropy.js", source)
 
 
 def op_entropy(message: dict[str, Any]) -> str:
@@ -116,7 +127,9 @@ async def op_fetch(message: dict[str, Any]) -> dict[str, Any]:
     if encoding not in ("", "identity") and method.upper() != "HEAD":
         # httpx decoded the body; the length and encoding headers no longer describe it.
         response_headers = [
-            (k, v) for k, v in response_headers if k.lower() not in ("content-encoding", "content-length")
+            (k, v)
+            for k, v in response_headers
+            if k.lower() not in ("content-encoding", "content-length")
         ]
     return {
         "status": response.status_code,

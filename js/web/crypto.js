@@ -3,8 +3,8 @@
 // getRandomValues must be synchronous, but JS cannot call the host synchronously.
 // So randomness comes from a ChaCha20 DRBG in JS (RFC 8439 block function) keyed by
 // OS entropy the host supplies:
-//   * first key: the host evaluates `__celld_entropy_seed("<base64 32 bytes>")`
-//     right after the runtime and before user code (webops.entropy_script());
+//   * first key: the host evaluates webops.entropy_script() in each isolate, before
+//     the runtime or right after it, and in any case before user code;
 //   * at load, and again after every RESEED_BYTES of output or RESEED_CALLS calls,
 //     JS sends an `entropy` request; the host answers with 32 fresh bytes (base64)
 //     that are XORed into the key;
@@ -119,17 +119,25 @@
     return out;
   }
 
-  // The first key, delivered by a tiny script right after the runtime. It removes
-  // itself so that user code cannot inject a key.
-  Object.defineProperty(globalThis, "__celld_entropy_seed", {
-    configurable: true,
-    enumerable: false,
-    writable: false,
-    value: (base64) => {
-      mixEntropy(base64);
-      delete globalThis.__celld_entropy_seed;
-    },
-  });
+  // The first key, from webops.entropy_script(). That script may run before the
+  // runtime (it then leaves the key in `__celld_entropy_initial`, taken here) or
+  // after it (it then calls `__celld_entropy_seed`). Both are removed once used so
+  // that user code cannot inject a key.
+  if (typeof globalThis.__celld_entropy_initial === "string") {
+    mixEntropy(globalThis.__celld_entropy_initial);
+    delete globalThis.__celld_entropy_initial;
+  } else {
+    Object.defineProperty(globalThis, "__celld_entropy_seed", {
+      configurable: true,
+      enumerable: false,
+      writable: false,
+      value: (base64) => {
+        mixEntropy(base64);
+        delete globalThis.__celld_entropy_seed;
+      },
+    });
+  }
+  // Fresh entropy as soon as the host answers, whatever the first key was.
   requestEntropy();
 
   const INTEGER_ARRAYS = [
