@@ -103,8 +103,8 @@ class IsolateHost:
         finally:
             self._pumping = False
             self._idle.set()
-        if not self._tasks and self.idle_callback is not None:
-            self.idle_callback()
+            if not self._tasks and self.idle_callback is not None:
+                self.idle_callback()
 
     def _dispatch(self, message: dict[str, Any]) -> None:
         op = message.get("op")

@@ -19,12 +19,17 @@ class Program:
     bundle: Bundle | None
 
 
-def build_program(entry: Path | None, extra: tuple[Script, ...] = ()) -> Program:
-    """Bundle the Worker at `entry` (None: runtime only) behind the runtime files."""
+def build_program(
+    entry: Path | None, extra: tuple[Script, ...] = (), *, root: Path | None = None
+) -> Program:
+    """Bundle the Worker at `entry` (None: runtime only) behind the runtime files.
+
+    File names in errors and stack traces are shown relative to `root` (the project).
+    """
     parts = [(s.name, s.source, None) for s in runtime_scripts() + extra]
     bundle = None
     if entry is not None:
-        bundle = bundle_worker(entry)
+        bundle = bundle_worker(entry, root=root)
         parts.append((str(entry), bundle.source, bundle.locate))
     source, lines = join_scripts(parts)
     return Program(Script("celld program", source), lines, bundle)

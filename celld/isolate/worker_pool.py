@@ -73,10 +73,12 @@ class WorkerPool:
         self.size = size or len(threads.threads)
         self.limits = limits or Limits()
         self._slots: list[_Slot] = []
+        self._slot_ready = asyncio.Event()
         self._next_id = 0
 
     async def start(self) -> None:
         self._slots = [await self._new_slot() for _ in range(self.size)]
+        self._slot_ready.set()
 
     async def _new_slot(self) -> _Slot:
         isolate = Isolate(self.threads.pick(), self.limits)
@@ -94,6 +96,9 @@ class WorkerPool:
     async def handle(
         self, method: str, url: str, headers: list[tuple[str, str]], body: bytes
     ) -> WireResponse:
+        while not self._slots:  # every isolate faulted at once: wait for a replacement
+            self._slot_ready.clear()
+            await self._slot_ready.wait()
         slot = min(self._slots, key=lambda s: len(s.pending))
         self._next_id += 1
         request_id = self._next_id
@@ -146,6 +151,8 @@ class WorkerPool:
     def _on_fault(self, slot: _Slot, fault: IsolateFault) -> None:
         detail = self.program.lines.rewrite(fault.detail)
         log.error("Worker isolate stopped (%s); replacing it\n%s", fault.reason, detail)
+        if slot in self._slots:
+            self._slots.remove(slot)
         for future in slot.pending.values():
             if not future.done():
                 future.set_exception(
@@ -168,8 +175,8 @@ class WorkerPool:
         except Exception:
             log.exception("could not start a replacement Worker isolate")
             return
-        index = self._slots.index(slot)
-        self._slots[index] = fresh
+        self._slots.append(fresh)
+        self._slot_ready.set()
         await slot.host.close()
 
     async def close(self) -> None:

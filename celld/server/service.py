@@ -52,7 +52,7 @@ class Service:
     def __post_init__(self) -> None:
         # Bundling happens before the server listens, so a broken project fails
         # `celld run` at once with the file and line at fault.
-        self.program = build_program(self.project.main)
+        self.program = build_program(self.project.main, root=self.project.root)
 
     def env_message(self) -> dict[str, object]:
         workflows = [{"binding": w.binding, "name": w.name} for w in self.project.workflows]

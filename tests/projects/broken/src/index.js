@@ -1,0 +1,5 @@
+export default {
+  fetch(request) {
+    return new Response("ok";
+  },
+};

@@ -1,0 +1,2 @@
+export * from "./util.js";
+export { default as routes } from "../routes.js";
