@@ -113,7 +113,6 @@ def test_concurrent_requests_do_not_wait_for_each_other(worker_server: CelldServ
         slow_ones = [pool.submit(slow) for _ in range(3)]
         # While three requests sleep, quick ones are answered.
         quick = [worker_server.get("/hello").text for _ in range(5)]
-        assert all(not f.done() for f in slow_ones) or True
         assert quick == ["hello, celld"] * 5
         assert [f.result() for f in slow_ones] == ["slept 1500"] * 3
 
