@@ -25,10 +25,6 @@
   let sinceSeedCalls = 0;
   let reseeding = false;
 
-  function rotl(x, n) {
-    return (x << n) | (x >>> (32 - n));
-  }
-
   /** One ChaCha20 block (key words, 32-bit counter, zero nonce), little-endian into out. */
   function chachaBlock(key, counter, out, offset) {
     const j0 = 0x61707865, j1 = 0x3320646e, j2 = 0x79622d32, j3 = 0x6b206574;
@@ -37,25 +33,26 @@
     const j12 = counter, j13 = 0, j14 = 0, j15 = 0;
     let x0 = j0, x1 = j1, x2 = j2, x3 = j3, x4 = j4, x5 = j5, x6 = j6, x7 = j7;
     let x8 = j8, x9 = j9, x10 = j10, x11 = j11, x12 = j12, x13 = j13, x14 = j14, x15 = j15;
+    let t; // rotations are inlined: a function call per rotation halves the speed
     for (let i = 0; i < 10; i++) {
       // Column rounds.
-      x0 = (x0 + x4) | 0; x12 = rotl(x12 ^ x0, 16); x8 = (x8 + x12) | 0; x4 = rotl(x4 ^ x8, 12);
-      x0 = (x0 + x4) | 0; x12 = rotl(x12 ^ x0, 8); x8 = (x8 + x12) | 0; x4 = rotl(x4 ^ x8, 7);
-      x1 = (x1 + x5) | 0; x13 = rotl(x13 ^ x1, 16); x9 = (x9 + x13) | 0; x5 = rotl(x5 ^ x9, 12);
-      x1 = (x1 + x5) | 0; x13 = rotl(x13 ^ x1, 8); x9 = (x9 + x13) | 0; x5 = rotl(x5 ^ x9, 7);
-      x2 = (x2 + x6) | 0; x14 = rotl(x14 ^ x2, 16); x10 = (x10 + x14) | 0; x6 = rotl(x6 ^ x10, 12);
-      x2 = (x2 + x6) | 0; x14 = rotl(x14 ^ x2, 8); x10 = (x10 + x14) | 0; x6 = rotl(x6 ^ x10, 7);
-      x3 = (x3 + x7) | 0; x15 = rotl(x15 ^ x3, 16); x11 = (x11 + x15) | 0; x7 = rotl(x7 ^ x11, 12);
-      x3 = (x3 + x7) | 0; x15 = rotl(x15 ^ x3, 8); x11 = (x11 + x15) | 0; x7 = rotl(x7 ^ x11, 7);
+      x0 = (x0 + x4) | 0; t = x12 ^ x0; x12 = (t << 16) | (t >>> 16); x8 = (x8 + x12) | 0; t = x4 ^ x8; x4 = (t << 12) | (t >>> 20);
+      x0 = (x0 + x4) | 0; t = x12 ^ x0; x12 = (t << 8) | (t >>> 24); x8 = (x8 + x12) | 0; t = x4 ^ x8; x4 = (t << 7) | (t >>> 25);
+      x1 = (x1 + x5) | 0; t = x13 ^ x1; x13 = (t << 16) | (t >>> 16); x9 = (x9 + x13) | 0; t = x5 ^ x9; x5 = (t << 12) | (t >>> 20);
+      x1 = (x1 + x5) | 0; t = x13 ^ x1; x13 = (t << 8) | (t >>> 24); x9 = (x9 + x13) | 0; t = x5 ^ x9; x5 = (t << 7) | (t >>> 25);
+      x2 = (x2 + x6) | 0; t = x14 ^ x2; x14 = (t << 16) | (t >>> 16); x10 = (x10 + x14) | 0; t = x6 ^ x10; x6 = (t << 12) | (t >>> 20);
+      x2 = (x2 + x6) | 0; t = x14 ^ x2; x14 = (t << 8) | (t >>> 24); x10 = (x10 + x14) | 0; t = x6 ^ x10; x6 = (t << 7) | (t >>> 25);
+      x3 = (x3 + x7) | 0; t = x15 ^ x3; x15 = (t << 16) | (t >>> 16); x11 = (x11 + x15) | 0; t = x7 ^ x11; x7 = (t << 12) | (t >>> 20);
+      x3 = (x3 + x7) | 0; t = x15 ^ x3; x15 = (t << 8) | (t >>> 24); x11 = (x11 + x15) | 0; t = x7 ^ x11; x7 = (t << 7) | (t >>> 25);
       // Diagonal rounds.
-      x0 = (x0 + x5) | 0; x15 = rotl(x15 ^ x0, 16); x10 = (x10 + x15) | 0; x5 = rotl(x5 ^ x10, 12);
-      x0 = (x0 + x5) | 0; x15 = rotl(x15 ^ x0, 8); x10 = (x10 + x15) | 0; x5 = rotl(x5 ^ x10, 7);
-      x1 = (x1 + x6) | 0; x12 = rotl(x12 ^ x1, 16); x11 = (x11 + x12) | 0; x6 = rotl(x6 ^ x11, 12);
-      x1 = (x1 + x6) | 0; x12 = rotl(x12 ^ x1, 8); x11 = (x11 + x12) | 0; x6 = rotl(x6 ^ x11, 7);
-      x2 = (x2 + x7) | 0; x13 = rotl(x13 ^ x2, 16); x8 = (x8 + x13) | 0; x7 = rotl(x7 ^ x8, 12);
-      x2 = (x2 + x7) | 0; x13 = rotl(x13 ^ x2, 8); x8 = (x8 + x13) | 0; x7 = rotl(x7 ^ x8, 7);
-      x3 = (x3 + x4) | 0; x14 = rotl(x14 ^ x3, 16); x9 = (x9 + x14) | 0; x4 = rotl(x4 ^ x9, 12);
-      x3 = (x3 + x4) | 0; x14 = rotl(x14 ^ x3, 8); x9 = (x9 + x14) | 0; x4 = rotl(x4 ^ x9, 7);
+      x0 = (x0 + x5) | 0; t = x15 ^ x0; x15 = (t << 16) | (t >>> 16); x10 = (x10 + x15) | 0; t = x5 ^ x10; x5 = (t << 12) | (t >>> 20);
+      x0 = (x0 + x5) | 0; t = x15 ^ x0; x15 = (t << 8) | (t >>> 24); x10 = (x10 + x15) | 0; t = x5 ^ x10; x5 = (t << 7) | (t >>> 25);
+      x1 = (x1 + x6) | 0; t = x12 ^ x1; x12 = (t << 16) | (t >>> 16); x11 = (x11 + x12) | 0; t = x6 ^ x11; x6 = (t << 12) | (t >>> 20);
+      x1 = (x1 + x6) | 0; t = x12 ^ x1; x12 = (t << 8) | (t >>> 24); x11 = (x11 + x12) | 0; t = x6 ^ x11; x6 = (t << 7) | (t >>> 25);
+      x2 = (x2 + x7) | 0; t = x13 ^ x2; x13 = (t << 16) | (t >>> 16); x8 = (x8 + x13) | 0; t = x7 ^ x8; x7 = (t << 12) | (t >>> 20);
+      x2 = (x2 + x7) | 0; t = x13 ^ x2; x13 = (t << 8) | (t >>> 24); x8 = (x8 + x13) | 0; t = x7 ^ x8; x7 = (t << 7) | (t >>> 25);
+      x3 = (x3 + x4) | 0; t = x14 ^ x3; x14 = (t << 16) | (t >>> 16); x9 = (x9 + x14) | 0; t = x4 ^ x9; x4 = (t << 12) | (t >>> 20);
+      x3 = (x3 + x4) | 0; t = x14 ^ x3; x14 = (t << 8) | (t >>> 24); x9 = (x9 + x14) | 0; t = x4 ^ x9; x4 = (t << 7) | (t >>> 25);
     }
     const words = [
       x0 + j0, x1 + j1, x2 + j2, x3 + j3, x4 + j4, x5 + j5, x6 + j6, x7 + j7,
@@ -85,6 +82,8 @@
     const words = new Uint32Array(8);
     readWordsLE(bytes, words);
     for (let i = 0; i < 8; i++) key[i] ^= words[i];
+    pool.fill(0);
+    poolAt = pool.length; // the next small request refills from the new key
     keyed = true;
     sinceSeedBytes = 0;
     sinceSeedCalls = 0;
@@ -102,17 +101,40 @@
     });
   }
 
-  /** `n` random bytes: the first 32 bytes of keystream become the next key. */
-  function randomBytes(n) {
-    if (!keyed) {
-      throw new Error("celld: crypto has no entropy yet (the host must evaluate webops.entropy_script() after the runtime)");
-    }
+  /** `n` bytes of keystream after rekeying from its first 32 bytes (fast key erasure). */
+  function generate(n) {
     const blocks = Math.ceil((n + 32) / 64);
     const buffer = new Uint8Array(blocks * 64);
     for (let i = 0; i < blocks; i++) chachaBlock(key, i, buffer, i * 64);
     readWordsLE(buffer, key);
     const out = buffer.slice(32, 32 + n);
     buffer.fill(0);
+    return out;
+  }
+
+  // Small requests (UUIDs, a few words) are served from a pool so that each does
+  // not pay a whole block; served bytes are wiped so the pool never holds past output.
+  const POOL_BYTES = 1024;
+  let pool = new Uint8Array(0);
+  let poolAt = 0;
+
+  function randomBytes(n) {
+    if (!keyed) {
+      throw new Error("celld: crypto has no entropy yet (the host must evaluate webops.entropy_script() in each isolate before user code)");
+    }
+    let out;
+    if (n > POOL_BYTES / 4) {
+      out = generate(n);
+    } else {
+      if (poolAt + n > pool.length) {
+        pool.fill(0);
+        pool = generate(POOL_BYTES);
+        poolAt = 0;
+      }
+      out = pool.slice(poolAt, poolAt + n);
+      pool.fill(0, poolAt, poolAt + n);
+      poolAt += n;
+    }
     sinceSeedBytes += n;
     sinceSeedCalls++;
     if (sinceSeedBytes >= RESEED_BYTES || sinceSeedCalls >= RESEED_CALLS) requestEntropy();
