@@ -30,13 +30,15 @@ class CelldServer:
         *,
         env: dict[str, str] | None = None,
         args: tuple[str, ...] = (),
-        manual_clock: bool = False,
+        manual_clock: bool | int = False,
     ) -> None:
         self.project = project
         self.state = state
         self.env = dict(env or {})
-        if manual_clock:
+        if manual_clock is True:
             self.env["CELLD_TEST_CLOCK"] = "manual"
+        elif manual_clock:
+            self.env["CELLD_TEST_CLOCK"] = f"manual:{manual_clock}"  # start at this epoch ms
         self.args = args
         self.port = 0
         self.process: subprocess.Popen[bytes] | None = None
@@ -111,6 +113,9 @@ class CelldServer:
         response = self.post("/cdn-cgi/celld/clock", params={"advance": ms})
         response.raise_for_status()
         return int(response.json()["now"])
+
+    def clock_now(self) -> int:
+        return int(self.get("/cdn-cgi/celld/clock").json()["now"])
 
     def wait_for(self, predicate: Any, timeout: float = 20, interval: float = 0.02) -> Any:
         deadline = time.monotonic() + timeout

@@ -87,9 +87,12 @@ def run(
             js_threads=threads,
             synchronous=os.environ.get("CELLD_SQLITE_SYNC", "FULL"),
         )
-        if os.environ.get("CELLD_TEST_CLOCK") == "manual":
-            # Tests drive time over HTTP (POST /cdn-cgi/celld/clock?advance=MS).
-            options.clock = ManualClock()
+        test_clock = os.environ.get("CELLD_TEST_CLOCK", "")
+        if test_clock.startswith("manual"):
+            # Tests drive time over HTTP (POST /cdn-cgi/celld/clock?advance=MS);
+            # "manual:<epoch ms>" starts it at a given time (a restart resuming a test).
+            _, _, start = test_clock.partition(":")
+            options.clock = ManualClock(int(start) if start else None)
         service = Service(config, options)
     except (ConfigError, ModuleError, ValueError) as error:
         raise click.ClickException(str(error)) from None

@@ -58,6 +58,7 @@ class IsolateHost:
         self.idle_callback: Callable[[], None] | None = None
         #: Called after each turn's outbox has been dispatched.
         self.turn_callback: Callable[[], None] | None = None
+        self._closed = False
 
     @property
     def busy(self) -> bool:
@@ -70,6 +71,8 @@ class IsolateHost:
 
     def post(self, message: dict[str, Any]) -> None:
         """Queue an inbound message and make sure a turn will deliver it."""
+        if self._closed:
+            return
         self._inbox.append(message)
         self.kick()
 
@@ -152,10 +155,20 @@ class IsolateHost:
             self.post({"k": "settle", "t": ticket, "e": error_shape(error)})
 
     async def close(self) -> None:
+        """Stop serving the isolate and free it. Safe to call from one of its own op tasks:
+        that task is left to finish (its answer is dropped)."""
+        self._closed = True
         self.idle_callback = None
+        self.turn_callback = None
+        current = asyncio.current_task()
         for task in list(self._tasks):
-            task.cancel()
-        if self._pump_task is not None and not self._pump_task.done():
+            if task is not current:
+                task.cancel()
+        if (
+            self._pump_task is not None
+            and self._pump_task is not current
+            and not self._pump_task.done()
+        ):
             try:
                 await self._pump_task
             except Exception:  # noqa: BLE001 - the isolate is going away either way

@@ -17,6 +17,7 @@ from typing import Any
 import orjson
 import quickjs
 
+from celld.isolate.entropy import entropy_script
 from celld.isolate.runtime import Script
 from celld.isolate.threads import JS_STACK_LIMIT_BYTES, JsThread
 
@@ -86,6 +87,8 @@ class Isolate:
         context.set_max_stack_size(JS_STACK_LIMIT_BYTES)
         context.set_memory_limit(self.limits.memory_bytes)
         context.set_time_limit(self.limits.cpu_ms / 1000)
+        # A fresh random key for this isolate alone, before any user code can draw on it.
+        context.eval(entropy_script().source)
         for script in scripts:
             try:
                 context.eval(script.source)

@@ -13,16 +13,13 @@ from __future__ import annotations
 import asyncio
 import base64
 import hashlib
-import secrets
 import weakref
 from typing import Any
 
 import httpx
 
+from celld.isolate.entropy import fresh_key
 from celld.isolate.host import HostError, OpHandler
-from celld.isolate.runtime import Script
-
-ENTROPY_BYTES = 32
 
 _DIGESTS = {
     "SHA-1": "sha1",
@@ -35,27 +32,6 @@ _DIGESTS = {
 #: Redirects a `follow` fetch takes before failing (the fetch spec's limit).
 MAX_REDIRECTS = 20
 _REDIRECT_STATUSES = {301, 302, 303, 307, 308}
-
-
-def fresh_key() -> str:
-    """32 bytes from the OS CSPRNG, base64."""
-    return base64.b64encode(secrets.token_bytes(ENTROPY_BYTES)).decode("ascii")
-
-
-def entropy_script() -> Script:
-    """The script that gives one isolate its first DRBG key.
-
-    Evaluate a fresh one in every isolate (never share it: isolates would share a
-    random stream), either before the runtime scripts or right after them, and in
-    both cases before any user code.
-    """
-    key = fresh_key()
-    source = (
-        '(function (k) { if (typeof __celld_entropy_seed === "function") __celld_entropy_seed(k);'
-        ' else Object.defineProperty(globalThis, "__celld_entropy_initial",'
-        f' {{ value: k, configurable: true }}); }})("{key}");'
-    )
-    return Script("celld-entropy.js", source)
 
 
 def op_entropy(message: dict[str, Any]) -> str:
