@@ -114,6 +114,19 @@ class CelldServer:
         response.raise_for_status()
         return int(response.json()["now"])
 
+    def describe(self, workflow: str, instance_id: str) -> dict[str, Any]:
+        """celld's operator view of an instance (steps, attempts, deadlines)."""
+        response = self.get(f"/cdn-cgi/celld/workflows/{workflow}/instances/{instance_id}")
+        response.raise_for_status()
+        return dict(response.json())
+
+    def step(self, workflow: str, instance_id: str, name: str, count: int = 1) -> dict[str, Any]:
+        """One step row of an instance ({} until the step is first reached)."""
+        for row in self.describe(workflow, instance_id)["steps"]:
+            if row["name"] == name and row["count"] == count:
+                return dict(row)
+        return {}
+
     def clock_now(self) -> int:
         return int(self.get("/cdn-cgi/celld/clock").json()["now"])
 
@@ -125,4 +138,6 @@ class CelldServer:
             if last:
                 return last
             time.sleep(interval)
-        raise AssertionError(f"condition not met in {timeout}s (last: {last!r})\n{self.log()[-4000:]}")
+        raise AssertionError(
+            f"condition not met in {timeout}s (last: {last!r})\n{self.log()[-4000:]}"
+        )

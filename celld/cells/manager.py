@@ -493,6 +493,45 @@ class CellManager:
 
     # -- observability -----------------------------------------------------------------
 
+    async def describe(self, workflow: str, instance_id: str) -> dict[str, Any] | None:
+        """An operator's view of one instance: status, deadlines and every step row."""
+        ref = InstanceRef(workflow, instance_id)
+        async with self.using(ref) as cell:
+            if cell is None:
+                return None
+            machine = cell.machine
+            state = machine.state
+            return {
+                "id": state.id,
+                "workflow": state.workflow,
+                **cell.snapshot,
+                "created_at": state.created_at,
+                "started_at": state.started_at,
+                "finished_at": state.finished_at,
+                "next_wake": machine.next_wake(),
+                "resident": cell.resident,
+                "steps": [
+                    {
+                        "type": row.type,
+                        "name": row.name,
+                        "count": row.count,
+                        "state": row.state,
+                        "attempts": row.attempts,
+                        "wake_at": row.wake_at,
+                        "error": row.error.to_dict() if row.error else None,
+                    }
+                    for row in machine.steps()
+                ],
+                "events": [
+                    {
+                        "type": e.type,
+                        "timestamp": e.timestamp,
+                        "consumed": e.consumed_by is not None,
+                    }
+                    for e in machine.events()
+                ],
+            }
+
     def gauges(self) -> dict[str, float]:
         return {
             "celld_cells_loaded": len(self.cells),

@@ -117,8 +117,24 @@ class Service:
             get_pool,
             startup=self.start,
             shutdown=self.stop,
-            internal_routes=self._clock_routes(),
+            internal_routes=self._clock_routes() + self._instance_routes(),
         )
+
+    def _instance_routes(self) -> list[Route]:
+        """GET /cdn-cgi/celld/workflows/{workflow}/instances/{id}: one instance's steps."""
+
+        async def describe(request: Request) -> Response:
+            if self.cells is None:
+                return JSONResponse({"error": "this project has no workflows"}, status_code=404)
+            found = await self.cells.describe(
+                request.path_params["workflow"], request.path_params["instance"]
+            )
+            if found is None:
+                return JSONResponse({"error": "instance not found"}, status_code=404)
+            return JSONResponse(found)
+
+        path = f"{INTERNAL_PREFIX}/workflows/{{workflow}}/instances/{{instance}}"
+        return [Route(path, describe, methods=["GET"])]
 
     def _clock_routes(self) -> list[Route]:
         """With a manual clock (tests), POST /cdn-cgi/celld/clock?advance=MS moves it."""

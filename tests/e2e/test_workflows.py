@@ -100,12 +100,19 @@ def test_events_buffered_before_the_wait_are_consumed_oldest_first(server: Celld
 def test_retry_delay_is_waited_on_the_engine_clock(server: CelldServer) -> None:
     config = {"retries": {"limit": 3, "delay": "10 seconds", "backoff": "exponential"}}
     create(server, "retrier", [{"do": "flaky", "fail": 2, "config": config}])
-    wait_status(server, "retrier", "waiting")  # first attempt failed; retry due in 10 s
-    server.advance(9_000)
+
+    def attempts() -> int:
+        return int(server.step("script-workflow", "retrier", "flaky").get("attempts", 0))
+
+    server.wait_for(lambda: attempts() == 1)  # first attempt failed; retry due in 10 s
     assert status(server, "retrier")["status"] == "waiting"
-    server.advance(1_000)  # second attempt fails; next retry in 20 s
-    server.wait_for(lambda: status(server, "retrier")["status"] == "waiting")
-    server.advance(20_000)
+    server.advance(9_000)
+    assert attempts() == 1
+    server.advance(1_000)
+    server.wait_for(lambda: attempts() == 2)  # second attempt failed; next retry in 20 s
+    server.advance(19_000)
+    assert attempts() == 2 and status(server, "retrier")["status"] == "waiting"
+    server.advance(1_000)
     out = wait_status(server, "retrier", "complete")["output"]["results"][0]
     assert out == {"step": "flaky", "attempt": 3}
 
