@@ -509,6 +509,7 @@ class CellManager:
                 "started_at": state.started_at,
                 "finished_at": state.finished_at,
                 "next_wake": machine.next_wake(),
+                "stall_deadline": machine.stall_deadline(),
                 "resident": cell.resident,
                 "steps": [
                     {

@@ -68,6 +68,7 @@ def build_app(
             await shutdown()
 
     methods = ["GET", "HEAD", "POST", "PUT", "DELETE", "PATCH", "OPTIONS"]
+
     async def health(request: Request) -> Response:
         return PlainTextResponse("ok")
 

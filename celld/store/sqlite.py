@@ -2,11 +2,18 @@
 
 Every change the engine acknowledges is committed first (WAL, synchronous=FULL).
 One fsync costs about 240 us here, so writes from many instances are gathered
-into one transaction: a writer task takes everything queued while the previous
+into one transaction: a writer thread takes everything queued while the previous
 commit ran and commits it together. Cells keep at most one write of their own in
 flight, so a batch never holds two writes for one instance and the statements
 can be grouped by kind (one executemany each) without reordering anything that
 matters.
+
+The writer is a plain thread with its own sqlite3 connection rather than an
+aiosqlite connection: aiosqlite hops back to the event loop after every
+statement, so a commit of k statement kinds took k+1 trips through a busy loop
+(about 5 ms a commit under load, which capped the whole engine; see
+bench/PROFILE.md). The thread runs a whole batch in one go and settles all its
+writers with one call back into the loop. Reads stay on aiosqlite.
 """
 
 from __future__ import annotations
@@ -14,6 +21,10 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import queue
+import sqlite3
+import threading
+from concurrent.futures import Future
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -57,44 +68,42 @@ class _Pending:
 
 
 class SqliteStore:
-    """The embedded default store: one file, one writer connection, one reader."""
+    """The embedded default store: one file, one writer thread, one reader connection."""
 
     def __init__(self, path: Path, *, synchronous: str = "FULL") -> None:
         if synchronous.upper() not in SYNC_MODES:
             raise ValueError(f"synchronous must be one of {', '.join(SYNC_MODES)}")
         self.path = path
         self.synchronous = synchronous.upper()
-        self._writer: aiosqlite.Connection | None = None
         self._reader: aiosqlite.Connection | None = None
-        self._queue: asyncio.Queue[_Pending] = asyncio.Queue()
-        self._writer_task: asyncio.Task[None] | None = None
+        #: Pending writes for the writer thread; None tells it to stop.
+        self._jobs: queue.SimpleQueue[_Pending | None] = queue.SimpleQueue()
+        self._writer_thread: threading.Thread | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None
         self.commits = 0  # transactions committed (for metrics and benchmarks)
         self.rows_written = 0
 
     async def open(self) -> None:
         self.path.parent.mkdir(parents=True, exist_ok=True)
-        self._writer = await aiosqlite.connect(self.path)
-        await self._writer.execute("PRAGMA journal_mode=WAL")
-        await self._writer.execute(f"PRAGMA synchronous={self.synchronous}")
-        await self._writer.execute("PRAGMA busy_timeout=10000")
-        await self._writer.executescript(SCHEMA)
-        await self._writer.commit()
+        self._loop = asyncio.get_running_loop()
+        ready: Future[None] = Future()
+        self._writer_thread = threading.Thread(
+            target=self._writer_main, args=(ready,), name="celld-sqlite-writer", daemon=True
+        )
+        self._writer_thread.start()
+        await asyncio.wrap_future(ready)
         self._reader = await aiosqlite.connect(self.path)
         self._reader.row_factory = aiosqlite.Row
         await self._reader.execute("PRAGMA busy_timeout=10000")
-        self._writer_task = asyncio.get_running_loop().create_task(self._write_loop())
 
     async def close(self) -> None:
-        if self._writer_task is not None:
-            await self._queue.join()
-            self._writer_task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._writer_task
-            self._writer_task = None
-        for connection in (self._reader, self._writer):
-            if connection is not None:
-                await connection.close()
-        self._reader = self._writer = None
+        thread, self._writer_thread = self._writer_thread, None
+        if thread is not None:
+            self._jobs.put(None)  # after every write queued so far: they commit first
+            await asyncio.to_thread(thread.join)
+        if self._reader is not None:
+            await self._reader.close()
+        self._reader = None
 
     # -- writes ----------------------------------------------------------------------
 
@@ -109,45 +118,77 @@ class SqliteStore:
         await self._submit(_Pending(deletes=list(refs)))
 
     async def _submit(self, pending: _Pending) -> None:
-        if self._writer_task is None:
+        if self._writer_thread is None:
             raise RuntimeError("the store is not open")
         pending.future = asyncio.get_running_loop().create_future()
-        self._queue.put_nowait(pending)
+        self._jobs.put(pending)
         await pending.future
 
-    async def _write_loop(self) -> None:
-        while True:
-            batch = [await self._queue.get()]
-            while len(batch) < MAX_BATCH and not self._queue.empty():
-                batch.append(self._queue.get_nowait())
-            try:
-                await self._commit(batch)
-            except Exception as error:  # noqa: BLE001 - every waiter learns the commit failed
-                log.exception("commit of %d writes failed", len(batch))
-                await self._rollback()
-                for pending in batch:
-                    assert pending.future is not None
-                    if not pending.future.done():
-                        pending.future.set_exception(error)
-            else:
-                for pending in batch:
-                    assert pending.future is not None
-                    if not pending.future.done():
-                        pending.future.set_result(None)
-            finally:
-                for _ in batch:
-                    self._queue.task_done()
+    # -- the writer thread -------------------------------------------------------------
 
-    async def _rollback(self) -> None:
-        assert self._writer is not None
+    def _writer_main(self, ready: Future[None]) -> None:
+        """Open the write connection, then commit batches until told to stop."""
         try:
-            await self._writer.rollback()
+            connection = sqlite3.connect(self.path)
+            connection.execute("PRAGMA journal_mode=WAL")
+            connection.execute(f"PRAGMA synchronous={self.synchronous}")
+            connection.execute("PRAGMA busy_timeout=10000")
+            connection.executescript(SCHEMA)
+            connection.commit()
+        except BaseException as error:  # noqa: BLE001 - open() reports it
+            ready.set_exception(error)
+            return
+        ready.set_result(None)
+        try:
+            stopping = False
+            while not stopping:
+                first = self._jobs.get()
+                if first is None:
+                    break
+                batch = [first]
+                while len(batch) < MAX_BATCH:
+                    try:
+                        item = self._jobs.get_nowait()
+                    except queue.Empty:
+                        break
+                    if item is None:
+                        stopping = True
+                        break
+                    batch.append(item)
+                error: Exception | None = None
+                try:
+                    self._commit(connection, batch)
+                except Exception as failure:  # noqa: BLE001 - every waiter learns it failed
+                    log.exception("commit of %d writes failed", len(batch))
+                    self._rollback(connection)
+                    error = failure
+                assert self._loop is not None
+                # RuntimeError: the loop is closed, nobody is waiting any more
+                with contextlib.suppress(RuntimeError):
+                    self._loop.call_soon_threadsafe(self._settle, batch, error)
+        finally:
+            connection.close()
+
+    @staticmethod
+    def _settle(batch: list[_Pending], error: Exception | None) -> None:
+        """On the event loop: tell every writer of `batch` how its commit went."""
+        for pending in batch:
+            future = pending.future
+            if future is None or future.done():
+                continue
+            if error is None:
+                future.set_result(None)
+            else:
+                future.set_exception(error)
+
+    @staticmethod
+    def _rollback(connection: sqlite3.Connection) -> None:
+        try:
+            connection.rollback()
         except Exception:  # noqa: BLE001 - the original error is what gets reported
             log.exception("rollback failed")
 
-    async def _commit(self, batch: list[_Pending]) -> None:
-        connection = self._writer
-        assert connection is not None
+    def _commit(self, connection: sqlite3.Connection, batch: list[_Pending]) -> None:
         wipes: list[tuple[str, str]] = []
         deleted_instances: list[tuple[str, str]] = []
         deleted_steps: list[tuple[Any, ...]] = []
@@ -185,8 +226,8 @@ class SqliteStore:
             (UPSERT_EVENT, events),
         ):
             if rows:
-                await connection.executemany(sql, rows)
-        await connection.commit()
+                connection.executemany(sql, rows)
+        connection.commit()
         self.commits += 1
         self.rows_written += len(instances) + len(steps) + len(events)
 

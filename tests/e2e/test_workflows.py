@@ -233,8 +233,11 @@ def test_step_limit(server: CelldServer) -> None:
 
 def test_run_pending_without_steps_fails_after_60_seconds(server: CelldServer) -> None:
     server.post("/create", params={"id": "stuck", "wf": "STUCK"})
-    server.wait_for(lambda: status(server, "stuck", "STUCK")["status"] == "running")
-    server.advance(59_000)
+    deadline = server.wait_for(
+        lambda: server.describe("stuck-workflow", "stuck")["stall_deadline"]
+    )
+    assert status(server, "stuck", "STUCK")["status"] == "running"
+    server.advance(deadline - server.clock_now() - 1_000)
     assert status(server, "stuck", "STUCK")["status"] == "running"
     server.advance(1_000)
     error = wait_status(server, "stuck", "errored", wf="STUCK")["error"]

@@ -58,7 +58,20 @@ function produce(kind, size) {
   }
 }
 
+// Step callbacks this isolate has run, by instance and step: a replayed run must not run a
+// finished step's callback again (`once` ops check it).
+const executed = new Set();
+
 async function runOp(op, step, event, results) {
+  if (op.race) {
+    const winner = await Promise.race(op.race.map(async (inner) => {
+      const out = [];
+      await runOp(inner, step, event, out);
+      return out[0];
+    }));
+    results.push(winner);
+    return;
+  }
   if (op.parallel) {
     const branch = await Promise.all(op.parallel.map(async (inner) => {
       const out = [];
@@ -72,6 +85,16 @@ async function runOp(op, step, event, results) {
   try {
     if (op.do !== undefined) {
       const callback = async (ctx) => {
+        if (op.once) {
+          const key = `${event.instanceId}:${op.do}:${ctx.step.count}`;
+          if (executed.has(key)) throw new NonRetryableError(`${op.do} ran again after it finished`);
+          if (!op.fail || ctx.attempt > op.fail) executed.add(key);
+        }
+        if (op.echo) return event.payload.data;
+        if (op.nonretryableFrom) {
+          const kind = ctx.attempt >= op.nonretryableFrom ? "nonretryable" : op.error;
+          throw makeError(kind, `${op.do} failed on attempt ${ctx.attempt}`);
+        }
         if (op.fail && ctx.attempt <= op.fail) {
           throw makeError(op.error, `${op.do} failed on attempt ${ctx.attempt}`);
         }
@@ -88,9 +111,11 @@ async function runOp(op, step, event, results) {
         if (op.returns !== undefined) return produce(op.returns, op.size);
         return op.value === undefined ? { step: op.do, attempt: ctx.attempt } : op.value;
       };
-      const value = op.config
-        ? await step.do(op.do, withDelay(op.config), callback)
-        : await step.do(op.do, callback);
+      const value = op.noCallback
+        ? await (op.config ? step.do(op.do, op.config) : step.do(op.do))
+        : op.config
+          ? await step.do(op.do, withDelay(op.config), callback)
+          : await step.do(op.do, callback);
       results.push(op.returns !== undefined ? describe(value) : value);
     } else if (op.sleep !== undefined) {
       await step.sleep(op.sleep, op.duration);
