@@ -1,0 +1,1 @@
+"""celld's compatibility suite: the same Worker projects against celld and `wrangler dev`."""

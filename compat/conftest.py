@@ -1,0 +1,103 @@
+"""pytest wiring for the compatibility suite.
+
+* ``CELLD_COMPAT_TARGET`` picks the target: ``celld`` (default; the suite starts ``celld run``
+  with a manual clock) or ``wrangler`` (the suite installs and starts ``wrangler dev``).
+  ``CELLD_COMPAT_URL`` reuses a server already running instead.
+* ``CELLD_COMPAT_RESULTS=FILE`` writes one JSON record per scenario (outcome, declared
+  differences, summary) for ``python -m compat.report``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from compat.scenario import Scenario
+from compat.targets import Target, connect
+
+_results: dict[str, dict[str, Any]] = {}
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line(
+        "markers", "difference(wrangler=reason): wrangler dev differs from celld on purpose"
+    )
+
+
+def target_kind() -> str:
+    return os.environ.get("CELLD_COMPAT_TARGET", "celld")
+
+
+@pytest.fixture(scope="session")
+def target(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Target]:
+    """One server for the whole session (scenarios use unique instance ids)."""
+    server = connect(target_kind(), tmp_path_factory.mktemp("compat") / "state")
+    try:
+        yield server
+    finally:
+        server.close()
+
+
+@pytest.fixture
+def sc(target: Target, request: pytest.FixtureRequest) -> Scenario:
+    """The scenario's handle on the target."""
+    return Scenario(target, request.node)
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Iterator[None]:
+    outcome = yield
+    report = outcome.get_result()
+    if not item.nodeid.startswith("compat/"):
+        return
+    record = _results.setdefault(
+        item.nodeid,
+        {
+            "id": item.nodeid.split("::", 1)[-1],
+            "module": Path(str(item.fspath)).stem,
+            "doc": _summary(item),
+            "difference": _difference(item),
+            "outcome": "passed",
+            "detail": "",
+        },
+    )
+    xfail = item.get_closest_marker("xfail")
+    if xfail is not None:
+        record["xfail"] = str(xfail.kwargs.get("reason", ""))
+    if report.failed:
+        record["outcome"] = "failed" if report.when == "call" else "error"
+        record["detail"] = _first_line(report.longreprtext)
+    elif report.skipped and report.when in ("setup", "call"):
+        record["outcome"] = "xfailed" if hasattr(report, "wasxfail") else "skipped"
+        record["detail"] = _first_line(str(getattr(report, "wasxfail", "")))
+
+
+def pytest_sessionfinish(session: pytest.Session) -> None:
+    path = os.environ.get("CELLD_COMPAT_RESULTS")
+    if not path or not _results:
+        return
+    payload = {"target": target_kind(), "scenarios": list(_results.values())}
+    Path(path).write_text(json.dumps(payload, indent=1) + "\n")
+
+
+def _summary(item: pytest.Item) -> str:
+    function = getattr(item, "function", None)
+    doc = (function.__doc__ or "").strip().splitlines() if function else []
+    return doc[0] if doc else ""
+
+
+def _difference(item: pytest.Item) -> str:
+    marker = item.get_closest_marker("difference")
+    return str(marker.kwargs.get("wrangler", "")) if marker else ""
+
+
+def _first_line(text: str) -> str:
+    for line in text.splitlines():
+        if line.startswith("E "):
+            return line[1:].strip()[:300]
+    return text.strip().splitlines()[-1][:300] if text.strip() else ""

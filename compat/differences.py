@@ -1,0 +1,50 @@
+"""Declared differences: where celld follows production on purpose and `wrangler dev` does not.
+
+A scenario that expects the targets to differ carries ``@difference(wrangler=REASON)``; its
+assertions then pick each target's own value with ``scenario.pick(celld=..., wrangler=...)``,
+which refuses to run when the values differ and no difference is declared. The reasons below
+are the rows of DESIGN.md's table "celld semantics where sources differ" (and the spec's notes
+on the local engine), phrased so the report explains itself.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+WAITING = (
+    "`waiting` status: production reports it while an instance sleeps, waits for an event or "
+    "waits to retry (DESIGN.md); wrangler dev's engine never sets it and says `running`"
+)
+RETRY_DELAY = (
+    "default retry delay: production documents 10 s (DESIGN.md follows it); wrangler dev uses 1 s"
+)
+ERROR_STRINGS = (
+    "binding error strings: celld uses production's `(instance.<code>) ...` messages (spec "
+    "section 2 [OBS]); wrangler dev words them differently"
+)
+EVENT_TYPE = (
+    "sendEvent type validation: production rejects types outside ^[a-zA-Z0-9_][a-zA-Z0-9-_]*$ "
+    "or longer than 100 chars (workflow.invalid_event_type); wrangler dev accepts and ignores them"
+)
+NON_RETRYABLE = (
+    "NonRetryableError in status().error: since compat date 2026-05-14 production keeps "
+    "{name: NonRetryableError, message} (flag workflows_preserve_non_retryable_error_message); "
+    "wrangler dev still reports a WorkflowFatalError with a generic message"
+)
+OUTPUT_NULL = (
+    "status().output before completion: absent in production's types (celld); wrangler dev "
+    "sets it to null"
+)
+PAYLOAD_LIMIT = (
+    "1 MiB limit on params and event payloads: production enforces it (spec section 3); "
+    "wrangler dev does not check"
+)
+DUPLICATE_BATCH = (
+    "createBatch array form: celld skips ids already in use, as production documents; "
+    "wrangler dev's behaviour is recorded here as observed"
+)
+
+
+def difference(*, wrangler: str) -> pytest.MarkDecorator:
+    """Declare that `wrangler dev` differs from celld in this scenario, and why."""
+    return pytest.mark.difference(wrangler=wrangler)

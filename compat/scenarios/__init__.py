@@ -1,0 +1,1 @@
+"""Scenario modules; each test is one row of compat/REPORT.md."""

@@ -1,0 +1,189 @@
+"""The servers a scenario runs against, behind one small HTTP-level interface.
+
+A *target* is a running Worker (``compat/projects/core``) reached by its base URL:
+
+* ``celld``: a ``celld run`` subprocess with the manual test clock, so a scenario's
+  ``wait(ms)`` moves the engine clock at once instead of sleeping;
+* ``wrangler``: ``wrangler dev`` (Cloudflare's local engine on workerd), installed with npm into
+  a cache folder by the oracle's ``start.sh``; ``wait(ms)`` sleeps real time there.
+
+The scenario code is the same for both; only :meth:`Target.wait` and :meth:`Target.idle`
+differ, because only celld's clock can be moved.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import time
+from collections.abc import Iterable
+from pathlib import Path
+from typing import Any
+
+import httpx
+
+REPO = Path(__file__).resolve().parent.parent
+PROJECTS = REPO / "compat" / "projects"
+CORE = PROJECTS / "core"
+
+#: Statuses in which an instance is doing work right now (its state may still change without
+#: any outside help and without time passing).
+BUSY = frozenset({"queued", "running", "waitingForPause"})
+FINAL = frozenset({"complete", "errored", "terminated"})
+
+
+class Target:
+    """A running Worker under test, reached over HTTP."""
+
+    name = "?"
+    #: How long (real seconds) a poll waits for an expected status before failing.
+    poll_timeout = 15.0
+
+    def __init__(self, base_url: str) -> None:
+        self.base_url = base_url
+        self.client = httpx.Client(base_url=base_url, timeout=60)
+
+    def close(self) -> None:
+        self.client.close()
+
+    # -- time ------------------------------------------------------------------------------
+
+    def wait(self, ms: int) -> None:
+        """Let `ms` of workflow time pass."""
+        raise NotImplementedError
+
+    def idle(self, ids: Iterable[str], wf: str = "SCRIPT", limit: float = 3.0) -> None:
+        """Return once none of `ids` is doing work (where the target can tell)."""
+
+    # -- HTTP --------------------------------------------------------------------------------
+
+    def request(self, method: str, path: str, **kwargs: Any) -> httpx.Response:
+        return self.client.request(method, path, **kwargs)
+
+
+class CelldTarget(Target):
+    """celld with a manual clock: time moves only when a scenario waits."""
+
+    name = "celld"
+    poll_timeout = 10.0
+    #: Real time for woken work to begin after the clock moved (alarm task, wake, commit).
+    settle_s = 0.08
+
+    def __init__(self, base_url: str, server: Any = None) -> None:
+        super().__init__(base_url)
+        self.server = server
+        clock = self.client.get("/cdn-cgi/celld/clock")
+        if clock.status_code != 200:
+            raise RuntimeError(
+                f"{base_url} has no manual clock: start celld with CELLD_TEST_CLOCK=manual"
+            )
+
+    def now(self) -> int:
+        return int(self.client.get("/cdn-cgi/celld/clock").json()["now"])
+
+    def idle(self, ids: Iterable[str], wf: str = "SCRIPT", limit: float = 3.0) -> None:
+        ids = list(ids)
+        if not ids:
+            return
+        deadline = time.monotonic() + limit
+        while time.monotonic() < deadline:
+            statuses = self.client.post("/statuses", params={"wf": wf}, json=ids).json()
+            if all(s.get("status") not in BUSY for s in statuses.values()):
+                return
+            time.sleep(0.02)
+
+    def wait(self, ms: int) -> None:
+        response = self.client.post("/cdn-cgi/celld/clock", params={"advance": int(ms)})
+        response.raise_for_status()
+        time.sleep(self.settle_s)
+
+    def close(self) -> None:
+        super().close()
+        if self.server is not None:
+            self.server.stop()
+
+
+class WranglerTarget(Target):
+    """`wrangler dev`: real time, so waits sleep."""
+
+    name = "wrangler"
+    poll_timeout = 20.0
+
+    def __init__(self, base_url: str, stop: Any = None) -> None:
+        super().__init__(base_url)
+        self._stop = stop
+
+    def wait(self, ms: int) -> None:
+        time.sleep(ms / 1000)
+
+    def close(self) -> None:
+        super().close()
+        if self._stop is not None:
+            self._stop()
+
+
+# -- starting servers --------------------------------------------------------------------------
+
+
+def start_celld(state_dir: Path) -> CelldTarget:
+    """Start `celld run compat/projects/core` with the manual clock on a free port."""
+    from tests.celld_server import CelldServer
+
+    server = CelldServer(CORE, state_dir, manual_clock=True).start(timeout=60)
+    return CelldTarget(server.url, server)
+
+
+def oracle_scripts() -> Path:
+    """The folder holding the oracle's start.sh/stop.sh (the shared checkout beside this one)."""
+    candidates = [
+        os.environ.get("CELLD_COMPAT_ORACLE_SCRIPTS", ""),
+        str(REPO.parent / "shared" / "oracle"),
+        "/work/shared/oracle",
+    ]
+    for candidate in candidates:
+        if candidate and (Path(candidate) / "start.sh").is_file():
+            return Path(candidate)
+    raise RuntimeError(
+        "cannot find the oracle's start.sh; set CELLD_COMPAT_ORACLE_SCRIPTS to its folder"
+    )
+
+
+def start_wrangler(state_dir: Path) -> WranglerTarget:
+    """Install (first time only) and start `wrangler dev` on the core project."""
+    from tests.celld_server import free_port
+
+    scripts = oracle_scripts()
+    oracle_dir = Path(
+        os.environ.get("CELLD_COMPAT_ORACLE_DIR", Path.home() / ".cache/celld-compat/oracle")
+    )
+    port = free_port()
+    env = {**os.environ, "ORACLE_DIR": str(oracle_dir), "FRESH": "1", "LOG_LEVEL": "warn"}
+    if state_dir.exists():
+        shutil.rmtree(state_dir)
+    completed = subprocess.run(
+        ["bash", str(scripts / "start.sh"), str(CORE), str(port), str(state_dir)],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    if completed.returncode != 0:
+        raise RuntimeError(f"wrangler dev did not start:\n{completed.stderr[-4000:]}")
+
+    def stop() -> None:
+        subprocess.run(
+            ["bash", str(scripts / "stop.sh"), str(port)], env=env, capture_output=True, timeout=60
+        )
+
+    return WranglerTarget(f"http://127.0.0.1:{port}", stop)
+
+
+def connect(kind: str, state_dir: Path) -> Target:
+    """The target named by CELLD_COMPAT_TARGET (started here unless CELLD_COMPAT_URL is set)."""
+    url = os.environ.get("CELLD_COMPAT_URL")
+    if kind == "celld":
+        return CelldTarget(url) if url else start_celld(state_dir)
+    if kind == "wrangler":
+        return WranglerTarget(url) if url else start_wrangler(state_dir)
+    raise RuntimeError(f"CELLD_COMPAT_TARGET must be celld or wrangler, not {kind!r}")
