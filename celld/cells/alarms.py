@@ -32,7 +32,8 @@ class AlarmQueue:
         self._order = itertools.count()
         self._changed = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
-        self.lags_ms: list[int] = []  # how late each alarm fired (for metrics)
+        self.lags_ms: list[int] = []  # how late recent alarms fired (for metrics)
+        self.fired = 0
 
     def __len__(self) -> int:
         return len(self._when)
@@ -78,6 +79,7 @@ class AlarmQueue:
             if self._when.get(ref) != when:
                 continue
             del self._when[ref]
+            self.fired += 1
             self.lags_ms.append(max(0, self.clock.now() - when))
             if len(self.lags_ms) > 100_000:
                 del self.lags_ms[:50_000]

@@ -533,10 +533,19 @@ class CellManager:
                 ],
             }
 
-    def gauges(self) -> dict[str, float]:
-        return {
-            "celld_cells_loaded": len(self.cells),
-            "celld_cells_resident": self.resident_count,
-            "celld_cells_run_queue": len(self._run_queue),
-            "celld_alarms_pending": len(self.alarms),
-        }
+    @property
+    def run_queue_length(self) -> int:
+        return len(self._run_queue)
+
+    async def isolate_memory(self) -> int:
+        """Bytes used by every resident workflow isolate (asked on each one's thread)."""
+        total = 0
+        for cell in list(self.cells.values()):
+            host = cell.host
+            if host is None or host.isolate.fault is not None:
+                continue
+            try:
+                total += int((await host.isolate.memory()).get("memory_used_size", 0))
+            except Exception:  # noqa: BLE001 - an isolate closing meanwhile counts as zero
+                continue
+        return total

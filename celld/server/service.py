@@ -18,9 +18,11 @@ from celld.isolate.isolate import Limits
 from celld.isolate.ops import isolate_ops
 from celld.isolate.program import Program, build_program
 from celld.isolate.threads import JsThreadPool
+from celld.isolate.webops import close_fetch_client
 from celld.isolate.worker_pool import WorkerPool
 from celld.project.config import ProjectConfig
 from celld.server.app import INTERNAL_PREFIX, build_app
+from celld.server.metrics import render_metrics
 from celld.store.sqlite import SqliteStore
 
 log = logging.getLogger("celld")
@@ -106,6 +108,7 @@ class Service:
             await self.cells.stop()
         if self.store is not None:
             await self.store.close()
+        await close_fetch_client()
         self.threads.shutdown()
 
     def app(self) -> Starlette:
@@ -117,6 +120,7 @@ class Service:
             get_pool,
             startup=self.start,
             shutdown=self.stop,
+            metrics=lambda: render_metrics(self),
             internal_routes=self._clock_routes() + self._instance_routes(),
         )
 

@@ -255,3 +255,20 @@ def test_retention_frees_the_id(server: CelldServer) -> None:
     server.wait_for(lambda: "error" in status(server, "short-lived"))
     create(server, "short-lived", [{"do": "again", "value": 2}])
     assert wait_status(server, "short-lived", "complete")["output"] == {"results": [2]}
+
+
+def test_metrics_report_cells_alarms_and_store(server: CelldServer) -> None:
+    create(server, "metered", [{"sleep": "nap", "duration": "30 minutes"}])
+    wait_status(server, "metered", "waiting")
+    text = server.get("/cdn-cgi/celld/metrics").text
+    samples = {
+        line.split(" ")[0]: float(line.split(" ")[1])
+        for line in text.splitlines()
+        if line and not line.startswith("#")
+    }
+    assert samples["celld_cells_resident"] >= 1  # inside the residency window: kept resident
+    assert samples["celld_alarms_pending"] >= 1
+    assert samples['celld_instances{status="waiting"}'] >= 1
+    assert samples["celld_store_commits_total"] > 0
+    assert samples["celld_isolate_memory_bytes"] > 0
+    assert 'celld_alarm_wake_lag_ms{quantile="0.99"}' in samples

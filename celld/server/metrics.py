@@ -1,0 +1,103 @@
+"""Prometheus text exposition of celld's own state (GET /cdn-cgi/celld/metrics).
+
+Written by hand rather than with prometheus_client: a dozen gauges rendered on demand
+from live objects need none of that library's registries or background collectors.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from celld.server.service import Service
+
+
+def _quantile(sorted_values: list[int], q: float) -> float:
+    if not sorted_values:
+        return 0.0
+    index = min(len(sorted_values) - 1, int(q * len(sorted_values)))
+    return float(sorted_values[index])
+
+
+class MetricsText:
+    def __init__(self) -> None:
+        self._lines: list[str] = []
+
+    def add(self, name: str, kind: str, help_text: str, samples: dict[str, float] | float) -> None:
+        self._lines.append(f"# HELP {name} {help_text}")
+        self._lines.append(f"# TYPE {name} {kind}")
+        if isinstance(samples, dict):
+            for labels, value in samples.items():
+                self._lines.append(f"{name}{{{labels}}} {value:g}")
+        else:
+            self._lines.append(f"{name} {samples:g}")
+
+    def render(self) -> str:
+        return "\n".join(self._lines) + "\n"
+
+
+async def render_metrics(service: Service) -> str:
+    text = MetricsText()
+    pool = service.pool
+    if pool is not None:
+        text.add("celld_worker_isolates", "gauge", "Isolates serving HTTP requests.", pool.size)
+    cells = service.cells
+    store = service.store
+    if cells is None or store is None:
+        return text.render()
+    counts = await store.counts()
+    text.add(
+        "celld_instances",
+        "gauge",
+        "Workflow instances in the store, by status.",
+        {f'status="{status}"': n for status, n in sorted(counts.items())},
+    )
+    unfinished = sum(n for s, n in counts.items() if s not in ("complete", "errored", "terminated"))
+    text.add("celld_cells_resident", "gauge", "Cells holding an isolate.", cells.resident_count)
+    text.add(
+        "celld_cells_loaded",
+        "gauge",
+        "Cells loaded in memory (resident or in use).",
+        len(cells.cells),
+    )
+    text.add(
+        "celld_cells_hibernated",
+        "gauge",
+        "Unfinished instances with no isolate (rows in the store only).",
+        max(0, unfinished - cells.resident_count),
+    )
+    text.add(
+        "celld_cells_run_queue",
+        "gauge",
+        "Runs waiting for an isolate slot.",
+        cells.run_queue_length,
+    )
+    text.add("celld_cells_max_resident", "gauge", "Cap on resident isolates.", cells.max_resident)
+    text.add(
+        "celld_alarms_pending",
+        "gauge",
+        "Alarms held in memory (inside the residency window).",
+        len(cells.alarms),
+    )
+    lags = sorted(cells.alarms.lags_ms)
+    text.add(
+        "celld_alarm_wake_lag_ms",
+        "summary",
+        "How late deadlines fired, in milliseconds (recent alarms).",
+        {'quantile="0.5"': _quantile(lags, 0.5), 'quantile="0.99"': _quantile(lags, 0.99)},
+    )
+    text.add("celld_alarm_wake_lag_ms_count", "counter", "Alarms fired.", cells.alarms.fired)
+    memory = await cells.isolate_memory()
+    text.add(
+        "celld_isolate_memory_bytes", "gauge", "Memory used by resident workflow isolates.", memory
+    )
+    text.add(
+        "celld_store_commits_total", "counter", "SQLite transactions committed.", store.commits
+    )
+    text.add(
+        "celld_store_rows_written_total",
+        "counter",
+        "Rows written by those commits.",
+        store.rows_written,
+    )
+    return text.render()
