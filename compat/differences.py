@@ -39,6 +39,19 @@ PAYLOAD_LIMIT = (
     "1 MiB limit on params and event payloads: production enforces it (spec section 3); "
     "wrangler dev does not check"
 )
+STEP_RESULT_LIMIT = (
+    "1 MiB limit on step results: production documents it (spec section 3) and celld fails the "
+    "attempt; wrangler dev accepts a result of 1 MiB and more"
+)
+SYMBOL_RESULT = (
+    "a Symbol returned by a step: production documents that it cannot be serialized and the "
+    "instance throws (celld errors it at once); wrangler dev never settles the step and the "
+    "instance stays running"
+)
+WAIT_TIMEOUT_RANGE = (
+    "waitForEvent timeout range 1 s to 365 days: production documents it (spec 1.5, DESIGN.md) "
+    "and celld refuses a shorter timeout; wrangler dev accepts 500 ms"
+)
 DUPLICATE_BATCH = (
     "createBatch array form: celld skips ids already in use, as production documents; "
     "wrangler dev's behaviour is recorded here as observed"

@@ -132,7 +132,7 @@ class Scenario:
         """Let `ms` of workflow time pass (settle: let this scenario's instances finish work)."""
         if settle:
             self.settle()
-        self.target.wait(ms)
+        self.target.wait(ms, settled=settle)
         if settle:
             self.settle()
 
@@ -167,7 +167,7 @@ class Scenario:
             if last.get("status") in FINAL and not callable(want):
                 break
             time.sleep(0.03)
-        raise AssertionError(f"{instance_id}: wanted {want!r}, last status {last!r}")
+        raise AssertionError(f"{instance_id}: wanted {want!r}, last status {_short(last)}")
 
     def finished(self, instance_id: str, wf: str = "SCRIPT") -> dict[str, Any]:
         """Poll until the instance is complete, errored or terminated."""
@@ -176,7 +176,7 @@ class Scenario:
     def output(self, instance_id: str, wf: str = "SCRIPT") -> Any:
         """The output of an instance that must complete."""
         s = self.finished(instance_id, wf)
-        assert s["status"] == "complete", s
+        assert s["status"] == "complete", _short(s)
         return s["output"]
 
     def results(self, instance_id: str, wf: str = "SCRIPT") -> list[Any]:
@@ -186,12 +186,18 @@ class Scenario:
     def failure(self, instance_id: str, wf: str = "SCRIPT") -> dict[str, str]:
         """The status().error of an instance that must error."""
         s = self.finished(instance_id, wf)
-        assert s["status"] == "errored", s
+        assert s["status"] == "errored", _short(s)
         return dict(s["error"])
 
     def running_status(self) -> str:
         """What status() says while an instance sleeps, waits or waits to retry."""
         return str(self.pick(celld="waiting", wrangler="running"))
+
+
+def _short(value: Any, limit: int = 600) -> str:
+    """repr() cut to a readable length (some scenarios carry megabyte strings)."""
+    text = repr(value)
+    return text if len(text) <= limit else f"{text[:limit]}... ({len(text)} chars)"
 
 
 def _json(value: Any) -> str:

@@ -25,7 +25,7 @@ from celld.engine import (
     StepKey,
     Suspend,
 )
-from celld.engine.errors import missing_callback
+from celld.engine.errors import missing_callback, status_error
 from celld.isolate.host import IsolateHost
 from celld.isolate.isolate import Isolate, IsolateFault
 from celld.store.base import InstanceRef, Write
@@ -114,8 +114,18 @@ class Cell:
         )
 
     async def start_run(self) -> None:
-        """Replay run() from the top in a fresh isolate (the manager gave us a slot)."""
-        self.starting = False
+        """Replay run() from the top in a fresh isolate (the manager gave us a slot).
+
+        `starting` stays set until the isolate is in place, so the manager never unloads
+        this cell halfway (a second cell for the same instance would be a second writer).
+        """
+        try:
+            await self._start_run()
+        finally:
+            self.starting = False
+            self.manager.cell_settled(self)
+
+    async def _start_run(self) -> None:
         await self.drop_isolate(release=False)
         if self.machine.status not in (Status.QUEUED, Status.RUNNING, Status.WAITING):
             self.manager.release_slot(self)
@@ -129,13 +139,14 @@ class Cell:
             await isolate.close()
             self.manager.release_slot(self)
             self.machine.start_run(self.clock_now)
-            self.machine.run_failed(
+            self.machine.fail(
                 ErrorInfo("Error", f"could not load the Worker: {error}"), self.clock_now
             )
             await self.persist()
             return
         if token != self._run_token:  # replaced while loading
             await isolate.close()
+            self.manager.release_slot(self)
             return
         host = IsolateHost(isolate, self._ops(token), on_fault=lambda f: self._on_fault(token, f))
         host.turn_callback = lambda: self._after_turn(token)
@@ -297,10 +308,10 @@ class Cell:
         return self._settle_run(token)
 
     def _on_fatal(self, token: int, m: dict[str, Any]) -> Any:
+        """step.do without a callback: thrown into run() (catchable), as wrangler dev does."""
         if not self._current(token, m):
             return self._never()
-        self.machine.fail(missing_callback(str(m.get("name"))), self.clock_now)
-        return self._chain(self._settle_run(token), self._never())
+        return decision_wire(Reject(status_error(missing_callback(str(m.get("name"))))))
 
     def _on_runtime_fault(self, m: dict[str, Any]) -> None:
         shape = m.get("error", {})

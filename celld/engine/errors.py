@@ -82,6 +82,11 @@ def status_error(error: ErrorInfo) -> ErrorInfo:
     any other name becomes ``Error`` with ``"<Name>: <message>"`` as the message, which is what
     ``wrangler dev`` shows for custom errors and for a ``WorkflowTimeoutError``.
     """
+    prefix = f"{NON_RETRYABLE_ERROR}: "
+    if error.name == "Error" and error.message.startswith(prefix):
+        # a NonRetryableError that crossed into run() folded (as a caught step error does) and
+        # was rethrown: the status keeps its own name and message, as the compat flag says
+        return ErrorInfo(NON_RETRYABLE_ERROR, error.message[len(prefix) :])
     if error.name in BUILTIN_ERROR_NAMES or error.name == NON_RETRYABLE_ERROR:
         return error
     message = f"{error.name}: {error.message}" if error.message else error.name

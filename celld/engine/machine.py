@@ -446,9 +446,9 @@ class Machine:
         self._js_active()
         self._ordinal += 1
         if (ordinal if ordinal is not None else self._ordinal) > self.step_limit:
-            return self._fail(step_limit_reached(self.step_limit), now)
+            return _thrown(step_limit_reached(self.step_limit))
         if not step_name_ok(name):
-            return self._fail(invalid_step_name(name), now)
+            return _thrown(invalid_step_name(name))
         return self._decide_do(StepKey("do", name, count), raw_config, dynamic_delay, now)
 
     def _decide_do(
@@ -475,7 +475,7 @@ class Machine:
             try:
                 config = resolve_step_config(key.name, raw_config, dynamic_delay=dynamic_delay)
             except StepConfigError:
-                return self._fail(invalid_step_config(key.name), now)
+                return _thrown(invalid_step_config(key.name))
             row = StepRecord(
                 type="do",
                 name=key.name,
@@ -646,25 +646,25 @@ class Machine:
             return None
         self._js_active()
         if not step_name_ok(name):
-            return self._fail(invalid_step_name(name), now)
+            return _thrown(invalid_step_name(name))
         key = StepKey("sleep", name, count)
         row = self._steps.get(key)
         if row is None:
             if until_ms is not None:
                 if not _is_finite_number(until_ms):
-                    return self._fail(invalid_sleep(name, f"invalid time {until_ms!r}"), now)
+                    return _thrown(invalid_sleep(name, f"invalid time {until_ms!r}"))
                 target = int(until_ms)
                 if target < now:
                     return Reject(SLEEP_IN_PAST)
             else:
                 if duration_ms is None:
-                    return self._fail(invalid_sleep(name, "a duration is required"), now)
+                    return _thrown(invalid_sleep(name, "a duration is required"))
                 try:
                     target = now + parse_duration(duration_ms)
                 except DurationError as exc:
-                    return self._fail(invalid_sleep(name, str(exc)), now)
+                    return _thrown(invalid_sleep(name, str(exc)))
             if target - now > MAX_SLEEP_MS:
-                return self._fail(sleep_too_long(name, target - now, MAX_SLEEP_MS), now)
+                return _thrown(sleep_too_long(name, target - now, MAX_SLEEP_MS))
             row = StepRecord(
                 type="sleep",
                 name=name,
@@ -701,22 +701,22 @@ class Machine:
             return None
         self._js_active()
         if not step_name_ok(name):
-            return self._fail(invalid_step_name(name), now)
+            return _thrown(invalid_step_name(name))
         key = StepKey("waitForEvent", name, count)
         row = self._steps.get(key)
         if row is None:
             try:
                 validate_event_type(event_type)
             except InvalidEventTypeError as exc:
-                return self._fail(fatal(exc.message), now)
+                return _thrown(fatal(exc.message))
             try:
                 timeout = parse_duration(
                     DEFAULT_WAIT_TIMEOUT_MS if timeout_ms is None else timeout_ms
                 )
             except DurationError:
-                return self._fail(invalid_step_config(name), now)
+                return _thrown(invalid_step_config(name))
             if not MIN_WAIT_TIMEOUT_MS <= timeout <= MAX_WAIT_TIMEOUT_MS:
-                return self._fail(invalid_step_config(name), now)
+                return _thrown(invalid_step_config(name))
             row = StepRecord(
                 type="waitForEvent",
                 name=name,
@@ -950,6 +950,14 @@ class Machine:
                 del self._events[seq]
                 self._dirty_events.pop(seq, None)
                 self._deleted_events.add(seq)
+
+
+def _thrown(error: ErrorInfo) -> Reject:
+    """A step call the engine refuses (bad name, config, duration, event type; over the step
+    limit): thrown into ``run()``, which may catch it. As in wrangler dev, where the step call
+    is an RPC to the engine, it arrives folded: ``Error`` with ``"WorkflowFatalError: ..."``.
+    Not recorded: the same call gets the same answer on every replay."""
+    return Reject(status_error(error))
 
 
 def _wait_timeout_ms(row: StepRecord) -> int:

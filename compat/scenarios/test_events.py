@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from compat.differences import EVENT_TYPE, WAITING, difference
+from compat.differences import EVENT_TYPE, WAIT_TIMEOUT_RANGE, WAITING, difference
 from compat.scenario import Scenario
 
 
@@ -59,13 +59,13 @@ def test_events_matched_by_type(sc: Scenario) -> None:
 
 
 def test_event_without_payload(sc: Scenario) -> None:
-    """An event with no payload gives payload undefined."""
+    """An event with no payload gives payload undefined (dropped from the JSON output)."""
     i = sc.create([{"wait": "w", "type": "bare"}])
     sc.settle()
     sc.event(i, "bare")
     (r,) = sc.results(i)
     assert r["type"] == "bare"
-    assert r["payload"] == {"type": "undefined"}
+    assert "payload" not in r
 
 
 def test_event_payload_types(sc: Scenario) -> None:
@@ -173,8 +173,28 @@ def test_event_type_101_chars_rejected(sc: Scenario) -> None:
     assert sc.results(i)[0]["payload"] == "hundred"
 
 
+@difference(wrangler=WAIT_TIMEOUT_RANGE)
 def test_wait_timeout_below_one_second_invalid(sc: Scenario) -> None:
-    """A waitForEvent timeout under 1 s is invalid."""
+    """A waitForEvent timeout under 1 s is an invalid config (thrown into run())."""
     i = sc.create([{"wait": "w", "type": "x", "timeout": 500}])
-    err = sc.failure(i)
-    assert "WorkflowFatalError" in err["name"] + err["message"]
+    sc.wait(600)
+    assert sc.failure(i) == sc.pick(
+        celld={
+            "name": "Error",
+            "message": 'WorkflowFatalError: Step config for "w" is in a invalid format. '
+            "See https://developers.cloudflare.com/workflows/build/sleeping-and-retrying/",
+        },
+        wrangler={
+            "name": "Error",
+            "message": "WorkflowTimeoutError: Execution timed out after 500ms",
+        },
+    )
+
+
+def test_wait_default_timeout_is_long(sc: Scenario) -> None:
+    """With no timeout, a wait is still pending after 2 s and takes a late event."""
+    i = sc.create([{"wait": "w", "type": "slow"}])
+    sc.wait(2000)
+    assert sc.status(i)["status"] not in ("errored", "complete")
+    sc.event(i, "slow", "finally")
+    assert sc.results(i)[0]["payload"] == "finally"

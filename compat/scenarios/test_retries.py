@@ -176,12 +176,12 @@ def test_non_retryable_error_stops_retries(sc: Scenario) -> None:
 
 
 def test_non_retryable_error_is_catchable(sc: Scenario) -> None:
-    """A NonRetryableError can be caught in run(); it keeps its name and message."""
+    """A NonRetryableError can be caught in run(); it arrives folded as the step RPC folds it."""
     i = sc.create(
         [{"do": "nr", "always": True, "error": "nonretryable", "catch": True}, {"do": "next"}]
     )
     assert sc.results(i) == [
-        {"caught": {"name": "NonRetryableError", "message": "nr failed on attempt 1"}},
+        {"caught": {"name": "Error", "message": "NonRetryableError: nr failed on attempt 1"}},
         {"step": "next", "attempt": 1},
     ]
 
@@ -189,12 +189,13 @@ def test_non_retryable_error_is_catchable(sc: Scenario) -> None:
 def test_non_retryable_after_retries(sc: Scenario) -> None:
     """A NonRetryableError on a later attempt stops the remaining retries."""
     config = retries(5, 200)
-    i = sc.create(
-        [{"do": "late", "fail": 2, "error": "nonretryable", "config": config, "catch": True}]
-    )  # noqa: E501
+    op = {"do": "late", "always": True, "nonretryableFrom": 2, "config": config, "catch": True}
+    i = sc.create([op])
     sc.wait(200)
     res = sc.results(i)
-    assert res == [{"caught": {"name": "NonRetryableError", "message": "late failed on attempt 2"}}]
+    assert res == [
+        {"caught": {"name": "Error", "message": "NonRetryableError: late failed on attempt 2"}}
+    ]
 
 
 def test_type_error_keeps_name(sc: Scenario) -> None:
@@ -249,6 +250,14 @@ def test_type_error_thrown_in_run(sc: Scenario) -> None:
     """A TypeError thrown by run() keeps its name."""
     i = sc.create([{"throw": "wrong type", "error": "type"}])
     assert sc.failure(i) == {"name": "TypeError", "message": "wrong type"}
+
+
+@difference(wrangler=NON_RETRYABLE)
+def test_non_retryable_error_rethrown_from_run(sc: Scenario) -> None:
+    """A caught NonRetryableError rethrown by run() is reported as a NonRetryableError."""
+    i = sc.create([{"do": "nr", "always": True, "error": "nonretryable"}, {"do": "never"}])
+    err = sc.failure(i)
+    assert err["name"] == sc.pick(celld="NonRetryableError", wrangler="WorkflowFatalError")
 
 
 def test_failed_step_is_not_rerun_after_catch(sc: Scenario) -> None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import pytest
 
+from compat.differences import STEP_RESULT_LIMIT, SYMBOL_RESULT, difference
 from compat.scenario import Scenario
 
 CLONED = {
@@ -42,11 +43,27 @@ def test_step_result_type_survives_replay(sc: Scenario, kind: str) -> None:
     assert sc.results(i) == [CLONED[kind], {"slept": "s"}]
 
 
-@pytest.mark.parametrize("kind", ["date", "map", "set", "bigint", "undefined"])
-def test_run_output_structured_clone(sc: Scenario, kind: str) -> None:
-    """run() may return a structured-cloneable value; status().output has its type."""
+#: What status().output shows for run()'s value: its JSON form (Date as an ISO string, Map,
+#: Set and RegExp as {}, undefined as null) with markers for BigInt and typed arrays.
+OUTPUT_JSON = {
+    "date": "2026-01-02T03:04:05.000Z",
+    "map": {},
+    "set": {},
+    "regexp": {},
+    "bigint": "[BigInt(12345678901234567890)]",
+    "u8": "[Uint8Array(3 bytes)]",
+    "undefined": None,
+    "nested": {"when": "1970-01-01T00:00:00.000Z", "tags": {}, "list": [1, None, None]},
+}
+
+
+@pytest.mark.parametrize("kind", sorted(OUTPUT_JSON))
+def test_run_output_as_json(sc: Scenario, kind: str) -> None:
+    """run()'s value reaches status().output in its JSON form."""
     i = sc.create([{"do": "a"}], returns=kind)
-    assert sc.output(i) == CLONED[kind]
+    s = sc.finished(i)
+    assert s["status"] == "complete"
+    assert s["output"] == OUTPUT_JSON[kind]
 
 
 NOT_SERIALISABLE = (
@@ -55,38 +72,56 @@ NOT_SERIALISABLE = (
 )
 
 
-@pytest.mark.parametrize("kind", ["function", "symbol"])
-def test_step_result_not_serialisable(sc: Scenario, kind: str) -> None:
-    """A step returning a function or a symbol errors the instance at once, without retries."""
-    i = sc.create(
-        [{"do": "bad", "returns": kind, "config": {"retries": {"limit": 3, "delay": 60000}}}]
-    )
+def test_step_result_function_not_serialisable(sc: Scenario) -> None:
+    """A step returning a function errors the instance at once, without retries."""
+    config = {"retries": {"limit": 3, "delay": 60000}}
+    i = sc.create([{"do": "bad", "returns": "function", "config": config}])
     err = sc.failure(i)
     assert err["message"].endswith(NOT_SERIALISABLE.format("bad"))
 
 
+@difference(wrangler=SYMBOL_RESULT)
+def test_step_result_symbol_not_serialisable(sc: Scenario) -> None:
+    """A step returning a Symbol errors the instance (production: symbols cannot be kept)."""
+    config = {"retries": {"limit": 3, "delay": 60000}}
+    i = sc.create([{"do": "bad", "returns": "symbol", "config": config}])
+    if sc.pick(celld=True, wrangler=False):
+        assert sc.failure(i)["message"].endswith(NOT_SERIALISABLE.format("bad"))
+    else:
+        sc.wait(1500)
+        assert sc.status(i)["status"] == "running"
+        sc.terminate(i)
+
+
+TOO_LARGE = "Step huge-1 output is too large. Maximum allowed size is 1MiB."
+
+
+@difference(wrangler=STEP_RESULT_LIMIT)
 def test_step_result_too_large(sc: Scenario) -> None:
     """A step result over 1 MiB fails the attempt; with no retries left the instance errors."""
-    i = sc.create(
-        [{"do": "huge", "returns": "big", "config": {"retries": {"limit": 0, "delay": 0}}}]
-    )
-    err = sc.failure(i)
-    assert err == {
-        "name": "Error",
-        "message": "WorkflowInternalError: Step huge-1 output is too large. "
-        "Maximum allowed size is 1MiB.",
-    }
+    config = {"retries": {"limit": 0, "delay": 0}}
+    i = sc.create([{"do": "huge", "returns": "big", "config": config}, {"do": "after"}])
+    s = sc.finished(i)
+    assert s["status"] == sc.pick(celld="errored", wrangler="complete")
+    if s["status"] == "errored":
+        assert s["error"] == {"name": "Error", "message": "WorkflowInternalError: " + TOO_LARGE}
 
 
+@difference(wrangler=STEP_RESULT_LIMIT)
 def test_step_result_too_large_is_retried(sc: Scenario) -> None:
     """An oversized result counts as a failed attempt, so it is retried."""
     config = {"retries": {"limit": 1, "delay": 300, "backoff": "constant"}}
     i = sc.create([{"do": "huge", "returns": "big", "config": config, "catch": True}])
     sc.wait(300)
-    (r,) = sc.results(i)
-    assert r["caught"]["message"].endswith(
-        "Step huge-1 output is too large. Maximum allowed size is 1MiB."
-    )  # noqa: E501
+    s = sc.finished(i)
+    assert s["status"] == "complete"
+    first = s["output"]["results"][0]
+    if sc.pick(celld=True, wrangler=False):
+        assert first == {
+            "caught": {"name": "Error", "message": "WorkflowInternalError: " + TOO_LARGE}
+        }
+    else:
+        assert isinstance(first, str) and len(first) > 1024 * 1024
 
 
 def test_step_result_just_under_limit(sc: Scenario) -> None:

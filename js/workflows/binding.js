@@ -74,10 +74,11 @@
         return ids.map((id) => new WorkflowInstance(this.#name, id));
       }
       if (batch && typeof batch === "object" && Array.isArray(batch.instances)) {
-        return call(this.#name, "createBatch", {
+        const { created, errors } = await call(this.#name, "createBatch", {
           instances: batch.instances.map(wireOptions),
           report: true,
         });
+        return { created: created.map((id) => new WorkflowInstance(this.#name, id)), errors };
       }
       throw new TypeError("createBatch() takes an array of instance options or {instances: [...]}");
     }

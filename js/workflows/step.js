@@ -14,10 +14,19 @@
 
   const DELAY_FUNCTION_TIMEOUT_MS = 5000;
 
-  /** Errors the engine reports keep their name, as production's do. */
+  // Error classes workerd's RPC serialization keeps by name (celld/engine/errors.py).
+  const RPC_KEPT = new Set([
+    "Error", "TypeError", "RangeError", "SyntaxError", "ReferenceError", "EvalError",
+    "URIError", "AggregateError",
+  ]);
+
+  /** A step's error as run() sees it. On Cloudflare each step call is an RPC to the engine,
+   * so other names (NonRetryableError, custom classes, WorkflowTimeoutError) arrive folded:
+   * an Error whose message is "<Name>: <message>", as wrangler dev shows. */
   function engineError(shape) {
-    if (shape.name === "NonRetryableError") {
-      return new cloudflare.NonRetryableError(shape.message);
+    if (!RPC_KEPT.has(shape.name)) {
+      const message = shape.message ? `${shape.name}: ${shape.message}` : shape.name;
+      return host.reviveError({ name: "Error", message });
     }
     return host.reviveError(shape);
   }
@@ -115,7 +124,8 @@
         return "value" in recorded ? decode(recorded.value) : undefined;
       }
       if (typeof callback !== "function") {
-        await this.#ask("wf.fatal", { name });
+        const refused = await this.#ask("wf.fatal", { name });
+        throw engineError(refused.reject);
       }
       const { config, dynamic } = wireConfig(rawConfig);
       let decision = await this.#ask("wf.do", { name, count, ordinal, config, dynamic });
@@ -230,6 +240,18 @@
     }
   }
 
+  /** run()'s value as status().output reports it: JSON, as wrangler dev stores it (Date as
+   * its ISO string, Map and Set as {}, undefined as null), with wrangler dev's markers for
+   * BigInt and typed arrays. Step results, unlike the output, keep structured-clone types. */
+  function outputValue(value) {
+    const text = JSON.stringify(value, (key, v) => {
+      if (typeof v === "bigint") return `[BigInt(${v})]`;
+      if (ArrayBuffer.isView(v)) return `[${v.constructor.name}(${v.byteLength} bytes)]`;
+      return v;
+    });
+    return text === undefined ? null : JSON.parse(text);
+  }
+
   /** Start `run(event, step)` of the exported class for one instance. */
   host.on("wf.start", (message) => {
     run.generation = message.g;
@@ -255,7 +277,7 @@
         (output) => {
           let text;
           try {
-            text = serialize(output);
+            text = serialize(outputValue(output));
           } catch (error) {
             report({ error: { name: "Error", message: `The value returned from run() is not serialisable: ${error.message}` } });
             return;

@@ -70,7 +70,7 @@ def test_wait_for_event_default_timeout_is_24_hours(server: CelldServer) -> None
     assert status(server, "patient")["status"] == "waiting"
     server.advance(HOUR)
     out = wait_status(server, "patient", "complete")["output"]["results"][0]
-    assert out["caught"]["message"] == "Execution timed out after 86400000ms"
+    assert out["caught"]["message"] == "WorkflowTimeoutError: Execution timed out after 86400000ms"
 
 
 def test_events_buffered_before_the_wait_are_consumed_oldest_first(server: CelldServer) -> None:
@@ -233,9 +233,7 @@ def test_step_limit(server: CelldServer) -> None:
 
 def test_run_pending_without_steps_fails_after_60_seconds(server: CelldServer) -> None:
     server.post("/create", params={"id": "stuck", "wf": "STUCK"})
-    deadline = server.wait_for(
-        lambda: server.describe("stuck-workflow", "stuck")["stall_deadline"]
-    )
+    deadline = server.wait_for(lambda: server.describe("stuck-workflow", "stuck")["stall_deadline"])
     assert status(server, "stuck", "STUCK")["status"] == "running"
     server.advance(deadline - server.clock_now() - 1_000)
     assert status(server, "stuck", "STUCK")["status"] == "running"

@@ -100,25 +100,27 @@ def test_new_step_runs_attempt_one_with_context():
     assert m.attempts_in_flight() == {do_key("fetch"): 1}
 
 
-def test_invalid_step_name_is_fatal():
+def test_invalid_step_name_is_thrown_into_run():
+    # as wrangler dev: a catchable error, folded as it crosses RPC ("WorkflowFatalError: ...")
     m = new_machine()
     d = m.step_do("x" * 257, 1, 1, None, T0)
-    assert d == Fail(
+    assert d == Reject(
         ErrorInfo(
-            FATAL_ERROR,
-            f'Step name "{"x" * 257}" exceeds max length (256 chars) or invalid characters found',
+            "Error",
+            f'{FATAL_ERROR}: Step name "{"x" * 257}" exceeds max length (256 chars) or invalid '
+            "characters found",
         )
     )
-    assert m.status is Status.ERRORED
-    assert m.status_view()["error"] == d.error.to_dict()
+    assert m.status is Status.RUNNING
+    assert m.steps() == []
 
 
-def test_invalid_config_is_fatal():
+def test_invalid_config_is_thrown_into_run():
     m = new_machine()
     d = m.step_do("s", 1, 1, {"retries": {"limit": 1}}, T0)
-    assert isinstance(d, Fail)
-    assert d.error.message.startswith('Step config for "s" is in a invalid format.')
-    assert m.status is Status.ERRORED
+    assert isinstance(d, Reject)
+    assert d.error.message.startswith('WorkflowFatalError: Step config for "s" is in a invalid')
+    assert m.status is Status.RUNNING
     assert m.steps() == []
 
 
@@ -146,20 +148,20 @@ def test_step_limit_counts_do_calls_including_replayed():
     assert m.step_sleep("s", 1, T0, duration_ms=0) == Resolve(None)  # sleeps don't count
     assert isinstance(m.step_do("b", 1, 2, None, T0), Run)
     d = m.step_do("c", 1, 3, None, T0)
-    assert d == Fail(
+    assert d == Reject(
         ErrorInfo(
-            FATAL_ERROR,
-            "The limit of 2 steps has been reached. "
+            "Error",
+            f"{FATAL_ERROR}: The limit of 2 steps has been reached. "
             "This limit can be changed in your worker configuration.",
         )
     )
-    assert m.status is Status.ERRORED
+    assert m.status is Status.RUNNING  # run() may catch it; uncaught, run_failed() errors
 
 
 def test_step_limit_with_machine_counting():
     m = new_machine(step_limit=1)
     run_to_done(m, "a")
-    assert isinstance(m.step_do("a", 2, None, None, T0), Fail)
+    assert isinstance(m.step_do("a", 2, None, None, T0), Reject)
 
 
 # rule 5: success ----------------------------------------------------------------------------

@@ -7,7 +7,6 @@ from _engine_helpers import T0, FakeStore, new_machine
 
 from celld.engine import (
     ErrorInfo,
-    Fail,
     InvalidEventTypeError,
     PayloadTooLargeError,
     Reject,
@@ -81,7 +80,7 @@ def test_sleep_until_past_is_catchable_reject():
 def test_sleep_longer_than_365_days_is_fatal(kwargs):
     m = new_machine()
     d = m.step_sleep("nap", 1, T0, **kwargs)
-    assert isinstance(d, Fail) and "365 days" in d.error.message
+    assert isinstance(d, Reject) and "365 days" in d.error.message
 
 
 def test_sleep_365_days_is_fine():
@@ -92,7 +91,7 @@ def test_sleep_365_days_is_fine():
 def test_bad_sleep_duration_is_fatal():
     m = new_machine()
     d = m.step_sleep("nap", 1, T0, duration_ms="10s")
-    assert isinstance(d, Fail) and "'10s'" in d.error.message
+    assert isinstance(d, Reject) and "'10s'" in d.error.message
 
 
 # rule 9: waitForEvent ------------------------------------------------------------------------
@@ -191,8 +190,10 @@ def test_event_after_deadline_is_not_delivered_to_that_wait():
 def test_wait_timeout_range_is_fatal_config_error(timeout):
     m = new_machine()
     d = m.step_wait("approval", 1, "approve", timeout, T0)
-    assert isinstance(d, Fail)
-    assert d.error.message.startswith('Step config for "approval" is in a invalid format.')
+    assert isinstance(d, Reject)
+    assert d.error.message.startswith(
+        'WorkflowFatalError: Step config for "approval" is in a invalid format.'
+    )
 
 
 def test_wait_timeout_bounds_accepted():
@@ -203,7 +204,7 @@ def test_wait_timeout_bounds_accepted():
 
 def test_wait_invalid_type_is_fatal():
     m = new_machine()
-    assert isinstance(m.step_wait("a", 1, "bad type!", None, T0), Fail)
+    assert isinstance(m.step_wait("a", 1, "bad type!", None, T0), Reject)
 
 
 def test_send_event_validation():

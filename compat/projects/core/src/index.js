@@ -55,7 +55,7 @@ export default {
         case "/create-batch": {
           const result = await wf.createBatch(await readJson(request, []));
           if (Array.isArray(result)) return json({ ids: result.map((i) => i.id) });
-          return json(result);
+          return json({ created: result.created.map((i) => i.id), errors: result.errors });
         }
         case "/get":
           return json({ id: (await wf.get(id)).id });
