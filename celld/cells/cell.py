@@ -78,6 +78,9 @@ class Cell:
         self._flush_lock = asyncio.Lock()
         self._stall_task: asyncio.Task[None] | None = None
         self._run_token = 0  # bumps whenever the isolate is replaced
+        # Decisions taken but not yet in JS's hands (waiting for their commit): while any
+        # exist, JS is not idle even if its last turn ended with nothing to do.
+        self._delivering = 0
 
     # -- durability --------------------------------------------------------------------
 
@@ -350,6 +353,15 @@ class Cell:
         return self._deliver_now(token, decision, resumes)
 
     async def _deliver_now(self, token: int, decision: Decision, resumes: bool) -> dict[str, Any]:
+        self._delivering += 1
+        try:
+            return await self._commit_then_deliver(token, decision, resumes)
+        finally:
+            self._delivering -= 1
+
+    async def _commit_then_deliver(
+        self, token: int, decision: Decision, resumes: bool
+    ) -> dict[str, Any]:
         await self.persist()
         if token != self._run_token or not self._run_live():
             await self._settle_run(token)
@@ -448,7 +460,7 @@ class Cell:
     # -- after each turn ----------------------------------------------------------------
 
     def _after_turn(self, token: int) -> None:
-        if token != self._run_token or self.host is None:
+        if token != self._run_token or self.host is None or self._delivering:
             return
         now = self.clock_now
         self.machine.idle(now)
@@ -475,6 +487,10 @@ class Cell:
                 await self.manager.clock.sleep_until(when)
                 if token != self._run_token:
                     return
+                if self._delivering:
+                    # An answer is on its way to JS; look again once it has landed.
+                    await asyncio.sleep(0.01)
+                    continue
                 if self.machine.check_stalled(self.clock_now) is not None:
                     await self._settle_run(token)
                     return

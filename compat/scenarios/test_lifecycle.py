@@ -259,3 +259,49 @@ def test_restart_from_second_occurrence(sc: Scenario) -> None:
     assert res[0] == 1
     assert res[1]["ctx"]["step"] == {"name": "s", "count": 2}
     assert res[2]["payload"] == "again"
+
+
+def test_pause_during_running_attempt_waits_for_it(sc: Scenario) -> None:
+    """pause() while an attempt runs gives waitingForPause, then paused once it ends."""
+    config = {"retries": {"limit": 1, "delay": 100, "backoff": "constant"}, "timeout": 1500}
+    i = sc.create([{"do": "slow", "hang": 1, "config": config}, {"do": "after"}])
+    sc.wait(300, settle=False)
+    sc.pause(i)
+    assert sc.status(i)["status"] == "waitingForPause"
+    sc.wait(1400, settle=False)
+    sc.until(i, "paused")
+    sc.resume(i)
+    sc.wait(200)
+    assert sc.results(i) == [{"step": "slow", "attempt": 2}, {"step": "after", "attempt": 1}]
+
+
+def test_terminate_during_retry_delay(sc: Scenario) -> None:
+    """terminate() during a retry delay stops the retries for good."""
+    config = {"retries": {"limit": 3, "delay": 500, "backoff": "constant"}}
+    i = sc.create([{"do": "f", "fail": 1, "config": config}])
+    sc.wait(100)
+    sc.terminate(i)
+    sc.until(i, "terminated")
+    sc.wait(700)
+    assert sc.status(i)["status"] == "terminated"
+
+
+def test_event_to_errored_instance_is_ignored(sc: Scenario) -> None:
+    """sendEvent to an errored instance does not throw and the error stays."""
+    i = sc.create([{"throw": "boom"}])
+    sc.failure(i)
+    sc.event(i, "late", 1)
+    assert sc.status(i)["error"] == {"name": "Error", "message": "boom"}
+
+
+def test_restart_running_instance(sc: Scenario) -> None:
+    """restart() of an instance waiting for an event starts it over; it waits again."""
+    i = sc.create([{"do": "a", "ctx": True}, {"wait": "w", "type": "go"}])
+    sc.settle()
+    sc.restart(i)
+    sc.wait(100)
+    assert sc.status(i)["status"] not in ("complete", "errored")
+    sc.event(i, "go", "after restart")
+    res = sc.results(i)
+    assert res[0]["attempt"] == 1
+    assert res[1]["payload"] == "after restart"
