@@ -37,6 +37,53 @@ export class StuckWorkflow extends WorkflowEntrypoint {
   }
 }
 
+/** Runaway code, to show each limit fails only what it should. */
+export class RunawayWorkflow extends WorkflowEntrypoint {
+  async run(event, step) {
+    const { where } = event.payload;
+    if (where === "run") for (;;) {}
+    const spin = await step.do("spin", { retries: { limit: 1, delay: 1000, backoff: "constant" } }, async (ctx) => {
+      if (where === "step" && ctx.attempt === 1) for (;;) {}
+      if (where === "memory" && ctx.attempt === 1) {
+        const hoard = [];
+        for (;;) hoard.push(new Array(1e6).fill(ctx.attempt));
+      }
+      if (where === "recursion") {
+        const dive = (n) => dive(n + 1) + 1;
+        return dive(0);
+      }
+      return `survived on attempt ${ctx.attempt}`;
+    });
+    return { spin };
+  }
+}
+
+/** The crash harness's workflow: steps, a retry, a sleep, parallel steps and an event. */
+export class HarnessWorkflow extends WorkflowEntrypoint {
+  async run(event, step) {
+    const { upstream } = event.payload;
+    const id = event.instanceId;
+    const once = (name) => async (ctx) => {
+      const value = `${id}:${name}:${crypto.randomUUID()}`;
+      await report(upstream, `${id}/${name}#${ctx.attempt}`, value);
+      return value;
+    };
+    const out = {};
+    out.a = await step.do("a", once("a"));
+    out.b = await step.do("b", { retries: { limit: 3, delay: "1 second", backoff: "constant" } }, async (ctx) => {
+      const value = await once("b")(ctx);
+      if (ctx.attempt === 1) throw new Error("first attempt always fails");
+      return value;
+    });
+    await step.sleep("rest", "2 seconds");
+    out.c = await Promise.all([step.do("c1", once("c1")), step.do("c2", once("c2"))]);
+    const got = await step.waitForEvent("go", { type: "go", timeout: "1 hour" });
+    out.event = got.payload;
+    out.d = await step.do("d", once("d"));
+    return out;
+  }
+}
+
 export default {
   async fetch(request, env, ctx) {
     const url = new URL(request.url);
