@@ -52,10 +52,6 @@ WAIT_TIMEOUT_RANGE = (
     "waitForEvent timeout range 1 s to 365 days: production documents it (spec 1.5, DESIGN.md) "
     "and celld refuses a shorter timeout; wrangler dev accepts 500 ms"
 )
-DUPLICATE_BATCH = (
-    "createBatch array form: celld skips ids already in use, as production documents; "
-    "wrangler dev's behaviour is recorded here as observed"
-)
 
 
 def difference(*, wrangler: str) -> pytest.MarkDecorator:

@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 
 from compat.differences import (
-    DUPLICATE_BATCH,
     ERROR_STRINGS,
     OUTPUT_NULL,
     PAYLOAD_LIMIT,
@@ -141,7 +140,6 @@ def test_create_batch_array(sc: Scenario) -> None:
     assert [sc.results(x) for x in ids] == [[0], [1], [2]]
 
 
-@difference(wrangler=DUPLICATE_BATCH)
 def test_create_batch_skips_existing_ids(sc: Scenario) -> None:
     """createBatch([...]) skips an id already in use and a repeated id."""
     old = sc.create([{"do": "a"}])
