@@ -178,8 +178,7 @@ class Cell:
         """Forget the run in memory: the isolate, its waiters and timers (hibernate)."""
         self._run_token += 1
         for waiter in self.waiters.values():
-            if not waiter.done():
-                waiter.set_exception(RunStopped())
+            waiter.cancel()
         self.waiters.clear()
         for timer in self._timers.values():
             timer.cancel()
@@ -193,6 +192,9 @@ class Cell:
                 self.manager.release_slot(self)
             else:
                 self.manager.resident_count -= 1
+            # Whatever the run was waiting for in memory is forgotten: the alarm for its
+            # next deadline (possibly already due) brings it back by replay.
+            self.manager.after_commit(self, self.machine.next_wake())
             await host.close()
 
     def _ops(self, token: int) -> dict[str, Any]:
@@ -480,6 +482,8 @@ class Cell:
             if next_wake is None or next_wake - self.clock_now > self.manager.residency_ms:
                 await self.drop_isolate()
                 self.manager.cell_settled(self)
+            else:
+                self.manager.parked(self)  # may be hibernated for a queued run
 
     async def _watch_stall(self, token: int, when: int) -> None:
         try:

@@ -269,6 +269,11 @@ class CellManager:
         self._lru.pop(cell.ref, None)
         self._dispatch()
 
+    def parked(self, cell: Cell) -> None:
+        """A resident cell is only waiting now: runs queued for a slot may take its place."""
+        if self._run_queue:
+            self._dispatch()
+
     def touch(self, cell: Cell) -> None:
         if cell.ref in self._lru:
             self._lru.move_to_end(cell.ref)
