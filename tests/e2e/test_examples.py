@@ -1,0 +1,287 @@
+"""The example projects in examples/, each served by a real `celld run` and driven over HTTP.
+
+The engine clock is manual: sleeps, event timeouts and retry delays end only when a test moves
+it, so every wait below is exact. Step rows from celld's operator view (`server.step`) tell
+when an instance has reached a step, without racing it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from tests.celld_server import CelldServer
+from tests.e2e.conftest import REPO
+
+EXAMPLES = REPO / "examples"
+SECOND = 1_000
+MINUTE = 60 * SECOND
+DAY = 24 * 60 * MINUTE
+
+
+def serve(
+    factory: pytest.TempPathFactory, name: str, args: tuple[str, ...] = ()
+) -> Iterator[CelldServer]:
+    server = CelldServer(
+        EXAMPLES / name, factory.mktemp(name) / "state", manual_clock=True, args=args
+    )
+    server.start()
+    yield server
+    server.stop()
+
+
+def status(server: CelldServer, path: str) -> dict[str, Any]:
+    response = server.get(path)
+    assert response.status_code == 200, response.text
+    return dict(response.json())
+
+
+def wait_status(server: CelldServer, path: str, wanted: str) -> dict[str, Any]:
+    return server.wait_for(lambda: (s := status(server, path))["status"] == wanted and s)
+
+
+def wait_step(server: CelldServer, workflow: str, instance: str, name: str, state: str) -> None:
+    server.wait_for(lambda: server.step(workflow, instance, name).get("state") == state)
+
+
+# -- signup ------------------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def signup(tmp_path_factory: pytest.TempPathFactory) -> Iterator[CelldServer]:
+    yield from serve(tmp_path_factory, "signup")
+
+
+def start_signup(server: CelldServer, email: str) -> str:
+    response = server.post("/signup", json={"email": email})
+    assert response.status_code == 200, response.text
+    instance = str(response.json()["id"])
+    # account and welcome mail are done once the default 10 s sleep has begun
+    wait_step(server, "signup", instance, "give the mail time to arrive", "sleeping")
+    return instance
+
+
+def confirm(server: CelldServer, instance: str) -> None:
+    response = server.post(f"/signup/{instance}/confirm")
+    assert response.json() == {"id": instance, "sent": "email-confirmed"}
+
+
+def test_signup_confirmed_while_waiting_for_the_event(signup: CelldServer) -> None:
+    instance = start_signup(signup, "ada@example.com")
+    assert status(signup, f"/signup/{instance}") == {
+        "id": instance,
+        "status": "waiting",
+        "output": None,
+    }
+    signup.advance(10 * SECOND)
+    wait_step(signup, "signup", instance, "confirm email", "waiting")
+    confirm(signup, instance)
+
+    output = wait_status(signup, f"/signup/{instance}", "complete")["output"]
+    assert output["confirmed"] is True
+    assert output["account"]["email"] == "ada@example.com"
+    assert output["account"]["id"].startswith("acct_")
+    assert output["welcomeMail"].startswith("msg_")
+    assert "reminded" not in output
+
+
+def test_signup_confirmation_sent_during_the_sleep_is_kept(signup: CelldServer) -> None:
+    instance = start_signup(signup, "bob@example.com")
+    confirm(signup, instance)
+    # the event waits for the workflow: the sleep still runs its full length first
+    signup.advance(9 * SECOND)
+    assert status(signup, f"/signup/{instance}")["status"] == "waiting"
+    signup.advance(1 * SECOND)
+    assert wait_status(signup, f"/signup/{instance}", "complete")["output"]["confirmed"] is True
+
+
+def test_signup_not_confirmed_sends_a_reminder(signup: CelldServer) -> None:
+    instance = start_signup(signup, "eve@example.com")
+    signup.advance(10 * SECOND)
+    wait_step(signup, "signup", instance, "confirm email", "waiting")
+    signup.advance(MINUTE - 1)  # default confirmTimeout: 1 minute
+    assert status(signup, f"/signup/{instance}")["status"] == "waiting"
+    signup.advance(1)
+
+    result = wait_status(signup, f"/signup/{instance}", "complete")
+    output = result["output"]
+    assert output["confirmed"] is False and output["reminded"] is True
+    assert output["reminderMail"].startswith("msg_")
+    assert output["reminderMail"] != output["welcomeMail"]
+    assert "error" not in result  # the timeout was caught inside run()
+    assert signup.step("signup", instance, "send reminder")["state"] == "done"
+
+
+def test_signup_durations_come_from_params(signup: CelldServer) -> None:
+    body = {"email": "kim@example.com", "sleep": "1 second", "confirmTimeout": "5 seconds"}
+    instance = signup.post("/signup", json=body).json()["id"]
+    wait_step(signup, "signup", instance, "give the mail time to arrive", "sleeping")
+    signup.advance(1 * SECOND)
+    wait_step(signup, "signup", instance, "confirm email", "waiting")
+    signup.advance(5 * SECOND)
+    assert wait_status(signup, f"/signup/{instance}", "complete")["output"]["reminded"] is True
+
+
+def test_signup_rejects_bad_requests(signup: CelldServer) -> None:
+    response = signup.post("/signup", json={"name": "no email"})
+    assert response.status_code == 400
+    response = signup.get("/signup/no-such-instance")
+    assert response.status_code == 404
+    assert "instance.not_found" in response.json()["error"]
+
+
+# -- retry-fetch -------------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def retry_fetch(tmp_path_factory: pytest.TempPathFactory) -> Iterator[CelldServer]:
+    # The flaky endpoint counts requests in a module-level Map, which is per isolate; with one
+    # JS thread celld serves HTTP from one isolate (as wrangler dev does), so counts are exact.
+    yield from serve(tmp_path_factory, "retry-fetch", args=("--threads", "1"))
+
+
+def failed_attempts(server: CelldServer, instance: str) -> int:
+    return int(server.step("retry-fetch", instance, "fetch url").get("attempts", 0))
+
+
+def test_flaky_endpoint_fails_n_times_per_key(retry_fetch: CelldServer) -> None:
+    codes = [retry_fetch.get("/flaky", params={"key": "k", "fail": 2}).status_code for _ in "abc"]
+    assert codes == [503, 503, 200]
+    other = retry_fetch.get("/flaky", params={"key": "other", "fail": 1})
+    assert other.status_code == 503 and other.json()["call"] == 1
+
+
+def test_fetch_is_retried_with_exponential_backoff(retry_fetch: CelldServer) -> None:
+    created = retry_fetch.post("/fetch", json={"fail": 2}).json()
+    instance, url = created["id"], created["url"]
+    assert url == f"{retry_fetch.url}/flaky?key={instance}&fail=2"
+
+    retry_fetch.wait_for(lambda: failed_attempts(retry_fetch, instance) == 1)
+    assert status(retry_fetch, f"/fetch/{instance}")["status"] == "waiting"
+    retry_fetch.advance(SECOND - 1)  # first retry after delay: 1 s
+    assert failed_attempts(retry_fetch, instance) == 1
+    retry_fetch.advance(1)
+    retry_fetch.wait_for(lambda: failed_attempts(retry_fetch, instance) == 2)
+    retry_fetch.advance(2 * SECOND - 1)  # exponential: then 2 s
+    assert failed_attempts(retry_fetch, instance) == 2
+    retry_fetch.advance(1)
+
+    output = wait_status(retry_fetch, f"/fetch/{instance}", "complete")["output"]
+    assert output == {
+        "url": url,
+        "attempts": 3,
+        "status": 200,
+        "body": {"key": instance, "call": 3, "ok": True},
+    }
+
+
+def test_fetch_errors_once_retries_are_used_up(retry_fetch: CelldServer) -> None:
+    body = {"fail": 10, "retries": 2, "delay": "5 seconds"}
+    instance = retry_fetch.post("/fetch", json=body).json()["id"]
+    for attempt, delay in ((1, 5 * SECOND), (2, 10 * SECOND)):
+        retry_fetch.wait_for(lambda a=attempt: failed_attempts(retry_fetch, instance) == a)
+        retry_fetch.advance(delay)
+
+    result = wait_status(retry_fetch, f"/fetch/{instance}", "errored")
+    assert result["output"] is None
+    assert result["error"]["name"] == "Error"
+    assert result["error"]["message"].startswith(
+        f"attempt 3: {retry_fetch.url}/flaky?key={instance}&fail=10 answered 503 "
+    )
+    assert '"error":"failing 3 of 10"' in result["error"]["message"]
+
+
+# -- approval ----------------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def approval(tmp_path_factory: pytest.TempPathFactory) -> Iterator[CelldServer]:
+    yield from serve(tmp_path_factory, "approval")
+
+
+def file_request(server: CelldServer, **params: Any) -> str:
+    body = {"item": "laptop", "amount": 1800, "requestedBy": "ada", **params}
+    response = server.post("/requests", json=body)
+    assert response.status_code == 200, response.text
+    instance = str(response.json()["id"])
+    wait_step(server, "approval", instance, "manager approval", "waiting")
+    return instance
+
+
+def decide(server: CelldServer, instance: str, **decision: Any) -> None:
+    response = server.post(f"/requests/{instance}/approval", json=decision)
+    assert response.json() == {"id": instance, "sent": "approval"}
+
+
+def test_approved_request_is_fulfilled(approval: CelldServer) -> None:
+    instance = file_request(approval)
+    assert status(approval, f"/requests/{instance}")["status"] == "waiting"
+    decide(approval, instance, approved=True, by="grace")
+
+    output = wait_status(approval, f"/requests/{instance}", "complete")["output"]
+    assert output["ticket"].startswith("REQ-") and output["order"].startswith("PO-")
+    assert output | {"ticket": "", "order": ""} == {
+        "ticket": "",
+        "order": "",
+        "approvedBy": "grace",
+        "item": "laptop",
+        "amount": 1800,
+    }
+
+
+def test_rejected_request_errors_without_retries(approval: CelldServer) -> None:
+    instance = file_request(approval)
+    decide(approval, instance, approved=False, by="grace", reason="over budget")
+
+    result = wait_status(approval, f"/requests/{instance}", "errored")
+    ticket = result["error"]["message"].split(" ")[0]
+    assert ticket.startswith("REQ-")
+    assert result["error"] == {
+        "name": "NonRetryableError",
+        "message": f"{ticket} rejected by grace: over budget",
+    }
+    assert approval.step("approval", instance, "check decision")["attempts"] == 1
+    assert approval.step("approval", instance, "fulfil") == {}
+
+
+def test_approval_sent_while_paused_is_kept_until_resume(approval: CelldServer) -> None:
+    instance = file_request(approval)
+    paused = approval.post(f"/requests/{instance}/pause").json()
+    assert paused["pause"] is True
+    wait_status(approval, f"/requests/{instance}", "paused")
+
+    decide(approval, instance, approved=True, by="grace")
+    approval.wait_for(lambda: approval.describe("approval", instance)["events"])
+    assert status(approval, f"/requests/{instance}")["status"] == "paused"
+    assert approval.step("approval", instance, "manager approval")["state"] == "waiting"
+
+    assert approval.post(f"/requests/{instance}/resume").json()["resume"] is True
+    output = wait_status(approval, f"/requests/{instance}", "complete")["output"]
+    assert output["approvedBy"] == "grace"
+
+
+def test_terminated_request_stays_terminated(approval: CelldServer) -> None:
+    instance = file_request(approval)
+    response = approval.post(f"/requests/{instance}/terminate")
+    assert response.json() == {"id": instance, "terminate": True, "status": "terminated"}
+    decide(approval, instance, approved=True, by="grace")  # accepted, and ignored
+    assert status(approval, f"/requests/{instance}") == {
+        "id": instance,
+        "status": "terminated",
+        "output": None,
+    }
+    again = approval.post(f"/requests/{instance}/terminate")
+    assert again.status_code == 500
+    assert "instance.cannot_terminate" in again.json()["error"]
+
+
+def test_unanswered_request_times_out(approval: CelldServer) -> None:
+    instance = file_request(approval)  # default approvalTimeout: 7 days
+    approval.advance(7 * DAY)
+    result = wait_status(approval, f"/requests/{instance}", "errored")
+    assert result["error"] == {
+        "name": "Error",
+        "message": f"WorkflowTimeoutError: Execution timed out after {7 * DAY}ms",
+    }
