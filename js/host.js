@@ -60,6 +60,14 @@
     describeError,
   });
 
+  // An isolate is reused for another workflow run (as workerd reuses isolates):
+  // whatever the previous run still awaited will never be answered, so forget it and
+  // let its promises be collected.
+  host.on("reset", () => {
+    waiting.clear();
+    outbox.length = 0;
+  });
+
   host.on("settle", (message) => {
     const waiter = waiting.get(message.t);
     if (!waiter) return;

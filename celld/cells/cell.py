@@ -13,6 +13,7 @@ import asyncio
 import logging
 from typing import TYPE_CHECKING, Any
 
+from celld.cells.clock import Cancellable
 from celld.engine import (
     Decision,
     ErrorInfo,
@@ -74,7 +75,7 @@ class Cell:
         self.starting = False  # a run is queued for an isolate slot
         self.waiters: dict[StepKey, asyncio.Future[Decision]] = {}
         self.snapshot: dict[str, Any] = machine.status_view()
-        self._timers: dict[int, asyncio.Task[None]] = {}
+        self._timers: dict[int, Cancellable] = {}
         self._flush_lock = asyncio.Lock()
         self._stall_task: asyncio.Task[None] | None = None
         self._run_token = 0  # bumps whenever the isolate is replaced
@@ -135,9 +136,13 @@ class Cell:
             return
         self._run_token += 1
         token = self._run_token
-        isolate = Isolate(self.manager.threads.pick(), self.manager.limits)
+        isolate = self.manager.warm.take()
+        fresh = isolate is None
+        if isolate is None:
+            isolate = Isolate(self.manager.threads.pick(), self.manager.limits)
         try:
-            await isolate.load([self.manager.program.script])
+            if fresh:
+                await isolate.load([self.manager.program.script])
         except Exception as error:  # noqa: BLE001 - a broken isolate fails this instance only
             await isolate.close()
             self.manager.release_slot(self)
@@ -148,7 +153,7 @@ class Cell:
             await self.persist()
             return
         if token != self._run_token:  # replaced while loading
-            await isolate.close()
+            await self.manager.recycle(isolate)
             self.manager.release_slot(self)
             return
         host = IsolateHost(isolate, self._ops(token), on_fault=lambda f: self._on_fault(token, f))
@@ -157,7 +162,7 @@ class Cell:
         start = self.machine.start_run(self.clock_now)
         await self.persist()
         state = self.machine.state
-        host.post({"k": "env", **self.manager.env_message})
+        host.post({"k": "env", **self.manager.env_message} if fresh else {"k": "reset"})
         host.post(
             {
                 "k": "wf.start",
@@ -195,7 +200,7 @@ class Cell:
             # Whatever the run was waiting for in memory is forgotten: the alarm for its
             # next deadline (possibly already due) brings it back by replay.
             self.manager.after_commit(self, self.machine.next_wake())
-            await host.close()
+            await self.manager.recycle(await host.detach())
 
     def _ops(self, token: int) -> dict[str, Any]:
         ops = dict(self.manager.ops)
@@ -288,13 +293,14 @@ class Cell:
         when = self.clock_now + max(0, int(m.get("ms") or 0))
         future: asyncio.Future[None] = asyncio.get_running_loop().create_future()
 
-        async def ring() -> None:
-            await self.manager.clock.sleep_until(when)
+        def ring() -> None:
             self._timers.pop(timer_id, None)
             if not future.done():
                 future.set_result(None)
 
-        self._timers[timer_id] = asyncio.get_running_loop().create_task(ring())
+        # A timer handle, not a task: every step.do arms one (its timeout) and nearly all are
+        # cancelled at once, so a task per timer was a measurable share of a step's cost.
+        self._timers[timer_id] = self.manager.clock.call_at(when, ring)
         return future
 
     def _on_timer_cancel(self, m: dict[str, Any]) -> None:
@@ -364,7 +370,11 @@ class Cell:
     async def _commit_then_deliver(
         self, token: int, decision: Decision, resumes: bool
     ) -> dict[str, Any]:
-        await self.persist()
+        if resumes or not isinstance(decision, Run):
+            await self.persist()
+        # else: the first run of a step acknowledges nothing durable (attempt starts are not
+        # written, steps are at least once), so its row rides along with the commit of the
+        # attempt's report instead of costing a commit of its own before the callback runs.
         if token != self._run_token or not self._run_live():
             await self._settle_run(token)
             raise RunStopped()
@@ -426,7 +436,10 @@ class Cell:
             self._deliver_decisions(decisions)
         elif (
             self.machine.status in (Status.RUNNING, Status.WAITING)
-            and self.machine.waits_for(event_type)
+            # `decisions`: the event settled a wait of the run whose isolate was just dropped
+            # (hibernated while parked); the wait is recorded as received, so only a replay
+            # can hand it to run() (waits_for() no longer sees it)
+            and (decisions or self.machine.waits_for(event_type))
             and not self.starting
         ):
             self.manager.request_run(self, wake=True)
@@ -463,6 +476,9 @@ class Cell:
 
     def _after_turn(self, token: int) -> None:
         if token != self._run_token or self.host is None or self._delivering:
+            return
+        if self.machine.in_flight():
+            # Not idle (idle() would do nothing); the attempt's report commits what changed.
             return
         now = self.clock_now
         self.machine.idle(now)

@@ -11,7 +11,12 @@ import asyncio
 import heapq
 import itertools
 import time
-from typing import Protocol
+from collections.abc import Callable
+from typing import Any, Protocol
+
+
+class Cancellable(Protocol):
+    def cancel(self) -> Any: ...
 
 
 class Clock(Protocol):
@@ -20,6 +25,10 @@ class Clock(Protocol):
         ...
 
     async def sleep_until(self, when_ms: int) -> None: ...
+
+    def call_at(self, when_ms: int, callback: Callable[[], None]) -> Cancellable:
+        """Call `callback` on the event loop at `when_ms`; cheaper than a task that sleeps."""
+        ...
 
 
 class SystemClock:
@@ -30,6 +39,10 @@ class SystemClock:
         delay = (when_ms - self.now()) / 1000
         if delay > 0:
             await asyncio.sleep(delay)
+
+    def call_at(self, when_ms: int, callback: Callable[[], None]) -> Cancellable:
+        delay = max(0.0, (when_ms - self.now()) / 1000)
+        return asyncio.get_running_loop().call_later(delay, callback)
 
 
 class ManualClock:
@@ -50,6 +63,15 @@ class ManualClock:
         future: asyncio.Future[None] = asyncio.get_running_loop().create_future()
         heapq.heappush(self._sleepers, (when_ms, next(self._order), future))
         await future
+
+    def call_at(self, when_ms: int, callback: Callable[[], None]) -> Cancellable:
+        future: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        future.add_done_callback(lambda f: None if f.cancelled() else callback())
+        if when_ms <= self._now:
+            future.set_result(None)
+        else:
+            heapq.heappush(self._sleepers, (when_ms, next(self._order), future))
+        return future
 
     def set(self, now_ms: int) -> None:
         self._now = max(self._now, now_ms)

@@ -27,6 +27,7 @@ from typing import Any
 from celld.cells.alarms import AlarmQueue
 from celld.cells.cell import Cell
 from celld.cells.clock import Clock
+from celld.cells.warm import WarmIsolates
 from celld.engine import (
     AlreadyExistsError,
     BatchTooLargeError,
@@ -38,7 +39,7 @@ from celld.engine import (
     validate_instance_id,
 )
 from celld.isolate.host import HostError, OpHandler
-from celld.isolate.isolate import Limits
+from celld.isolate.isolate import Isolate, Limits
 from celld.isolate.program import Program
 from celld.isolate.threads import JsThreadPool
 from celld.store.base import InstanceRef, Store, Write
@@ -129,6 +130,7 @@ class CellManager:
         self._creating: set[InstanceRef] = set()
         self._tasks: set[asyncio.Task[Any]] = set()
         self.alarms = AlarmQueue(clock, self._on_alarm)
+        self.warm = WarmIsolates(capacity=4 * len(threads.threads))
         self._background: list[asyncio.Task[None]] = []
 
     # -- start and stop ------------------------------------------------------------------
@@ -154,6 +156,8 @@ class CellManager:
             task.cancel()
         for cell in list(self.cells.values()):
             await cell.drop_isolate()
+        for isolate in self.warm.drain():
+            await isolate.close()
 
     def _spawn(self, coroutine: Any) -> None:
         task = asyncio.get_running_loop().create_task(coroutine)
@@ -268,6 +272,12 @@ class CellManager:
         self.resident_count -= 1
         self._lru.pop(cell.ref, None)
         self._dispatch()
+
+    async def recycle(self, isolate: Isolate) -> None:
+        """Keep a finished run's isolate warm for the next run, or free it."""
+        surplus = self.warm.give(isolate)
+        if surplus is not None:
+            await surplus.close()
 
     def parked(self, cell: Cell) -> None:
         """A resident cell is only waiting now: runs queued for a slot may take its place."""

@@ -157,6 +157,11 @@ class IsolateHost:
     async def close(self) -> None:
         """Stop serving the isolate and free it. Safe to call from one of its own op tasks:
         that task is left to finish (its answer is dropped)."""
+        await self.detach()
+        await self.isolate.close()
+
+    async def detach(self) -> Isolate:
+        """Stop serving the isolate but keep it alive (to be reused by another host)."""
         self._closed = True
         self.idle_callback = None
         self.turn_callback = None
@@ -173,4 +178,4 @@ class IsolateHost:
                 await self._pump_task
             except Exception:  # noqa: BLE001 - the isolate is going away either way
                 log.debug("pump ended with an error while closing", exc_info=True)
-        await self.isolate.close()
+        return self.isolate
