@@ -198,3 +198,15 @@ def test_wait_default_timeout_is_long(sc: Scenario) -> None:
     assert sc.status(i)["status"] not in ("errored", "complete")
     sc.event(i, "slow", "finally")
     assert sc.results(i)[0]["payload"] == "finally"
+
+
+def test_parallel_waits_events_apart(sc: Scenario) -> None:
+    """Parallel waits whose events come one at a time, the instance idle in between."""
+    i = sc.create([{"parallel": [{"wait": "a", "type": "ta"}, {"wait": "b", "type": "tb"}]}])
+    sc.settle()
+    sc.event(i, "tb", 2)
+    sc.wait(100)
+    assert sc.status(i)["status"] != "complete"
+    sc.event(i, "ta", 1)
+    (pair,) = sc.results(i)
+    assert [p["payload"] for p in pair] == [1, 2]
