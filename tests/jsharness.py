@@ -37,18 +37,16 @@ class JsError(Exception):
 
 async def run_js_async(body: str, *, limits: Limits | None = None, timeout: float = 20) -> Any:
     isolate = Isolate(pool().pick(), limits)
-    harness = Script(
-        "harness.js",
-        """
-        __celld_host.on("run", (m) => {
-          (async () => { %s })().then(
-            (value) => __celld_host.notify("result", { json: JSON.stringify(value === undefined ? null : value) }),
-            (error) => __celld_host.notify("result", { error: __celld_host.describeError(error) }),
-          );
-        });
-        """
-        % body,
+    source = (
+        '__celld_host.on("run", (m) => {\n'
+        f"  (async () => {{ {body} }})().then(\n"
+        "    (value) => __celld_host.notify(\n"
+        '      "result", { json: JSON.stringify(value === undefined ? null : value) }),\n'
+        '    (error) => __celld_host.notify("result", { error: __celld_host.describeError(error) }),\n'
+        "  );\n"
+        "});\n"
     )
+    harness = Script("harness.js", source)
     await isolate.load(runtime_scripts() + (harness,))
     loop = asyncio.get_running_loop()
     done: asyncio.Future[dict[str, Any]] = loop.create_future()

@@ -8,8 +8,9 @@ import re
 
 import pytest
 
+from celld.isolate.entropy import entropy_script
 from celld.isolate.runtime import runtime_scripts
-from celld.isolate.webops import entropy_script, op_entropy
+from celld.isolate.webops import op_entropy
 from tests import jsharness
 from tests.jsharness import JsError, run_js_async
 
