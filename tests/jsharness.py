@@ -42,7 +42,8 @@ async def run_js_async(body: str, *, limits: Limits | None = None, timeout: floa
         f"  (async () => {{ {body} }})().then(\n"
         "    (value) => __celld_host.notify(\n"
         '      "result", { json: JSON.stringify(value === undefined ? null : value) }),\n'
-        '    (error) => __celld_host.notify("result", { error: __celld_host.describeError(error) }),\n'
+        "    (error) => __celld_host.notify(\n"
+        '      "result", { error: __celld_host.describeError(error) }),\n'
         "  );\n"
         "});\n"
     )
