@@ -1,0 +1,874 @@
+#!/usr/bin/env python3
+"""Benchmarks: celld against `wrangler dev`, same Worker project, same workloads, one table.
+
+    python bench/run.py                     # celld only
+    python bench/run.py --wrangler          # celld and wrangler dev side by side, with ratios
+    python bench/run.py --wrangler --quick  # smaller sizes (about 3 minutes)
+    python bench/run.py --only throughput_k10,replay --wrangler
+
+Every workload starts a fresh server on a fresh state folder (celld: `celld run`;
+wrangler dev: ../shared/oracle/start.sh with its own npm install in a cache folder)
+and drives bench/project over HTTP. Latencies come from timestamps the workflow
+takes inside the engine (`Date.now()` in a step or after the last step), never
+from polling, so the poll interval does not show up in them. Server CPU is the
+user+system time of every process in the server's process group (/proc), and
+RSS is summed over that group too (wrangler dev is node plus two workerd).
+
+The table goes to stdout; --out writes it as markdown with the machine, the
+versions and the command line (bench/RESULTS.md); --json keeps the raw figures.
+See bench/README.md for what each workload means.
+"""
+
+from __future__ import annotations
+
+import argparse
+import concurrent.futures
+import contextlib
+import json
+import math
+import os
+import platform
+import shlex
+import shutil
+import signal
+import socket
+import sqlite3
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from importlib import metadata
+from pathlib import Path
+from typing import Any
+
+import httpx
+
+HERE = Path(__file__).resolve().parent
+ROOT = HERE.parent
+PROJECT = HERE / "project"
+CLK_TCK = os.sysconf("SC_CLK_TCK")
+PAGE = os.sysconf("SC_PAGE_SIZE")
+
+
+def find_oracle() -> Path:
+    """../shared/oracle (the checkout's sibling), or /work/shared/oracle."""
+    for candidate in (ROOT.parent / "shared" / "oracle", Path("/work/shared/oracle")):
+        if (candidate / "start.sh").exists():
+            return candidate
+    raise SystemExit("cannot find ../shared/oracle/start.sh (needed for --wrangler)")
+
+
+# -- measuring a server from outside ------------------------------------------------------
+
+
+def group_pids(pgid: int) -> list[int]:
+    pids = []
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat") as f:
+                fields = f.read().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        if int(fields[2]) == pgid:  # fields[2] is the process group (stat field 5)
+            pids.append(int(entry))
+    return pids
+
+
+def group_cpu_seconds(pgid: int) -> float:
+    """user+system seconds of the live processes of a process group."""
+    total = 0
+    for pid in group_pids(pgid):
+        try:
+            with open(f"/proc/{pid}/stat") as f:
+                fields = f.read().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        total += int(fields[11]) + int(fields[12])
+    return total / CLK_TCK
+
+
+def group_rss_bytes(pgid: int) -> int:
+    total = 0
+    for pid in group_pids(pgid):
+        try:
+            with open(f"/proc/{pid}/statm") as f:
+                total += int(f.read().split()[1]) * PAGE
+        except OSError:
+            continue
+    return total
+
+
+class RssSampler:
+    """Samples a process group's RSS in a thread; `peak` is the highest seen."""
+
+    def __init__(self, pgid: int, interval: float = 0.2) -> None:
+        self.pgid = pgid
+        self.interval = interval
+        self.peak = 0
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def __enter__(self) -> RssSampler:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join()
+        self.peak = max(self.peak, group_rss_bytes(self.pgid))
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            self.peak = max(self.peak, group_rss_bytes(self.pgid))
+            self._stop.wait(self.interval)
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def pct(values: list[float], p: float) -> float | None:
+    """Nearest-rank percentile."""
+    if not values:
+        return None
+    ordered = sorted(values)
+    return ordered[max(0, min(len(ordered) - 1, math.ceil(p / 100 * len(ordered)) - 1))]
+
+
+def now_ms() -> float:
+    return time.time() * 1000
+
+
+# -- targets --------------------------------------------------------------------------------
+
+
+class Target:
+    """A server under test: started fresh on a state folder, stopped by process group."""
+
+    name = "?"
+
+    def __init__(self, workdir: Path) -> None:
+        self.workdir = workdir
+        self.port = 0
+        self.pgid = 0
+        self.state: Path | None = None
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    def start(self, state: Path | None = None, env: dict[str, str] | None = None) -> None:
+        raise NotImplementedError
+
+    def stop(self) -> None:
+        raise NotImplementedError
+
+    def restart(self) -> None:
+        """Stop and start again on the same state folder (and settings)."""
+        raise NotImplementedError
+
+    def fresh_state(self, label: str) -> Path:
+        path = Path(tempfile.mkdtemp(prefix=f"{self.name}-{label}-", dir=self.workdir))
+        return path
+
+    def wait_ready(self, timeout: float) -> None:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            with contextlib.suppress(httpx.HTTPError):
+                if httpx.get(f"{self.url}/health", timeout=5).status_code == 200:
+                    return
+            time.sleep(0.1)
+        raise RuntimeError(f"{self.name} did not answer on {self.url} in {timeout}s")
+
+
+class CelldTarget(Target):
+    name = "celld"
+
+    def __init__(self, workdir: Path, threads: int | None) -> None:
+        super().__init__(workdir)
+        self.threads = threads
+        self.process: subprocess.Popen[bytes] | None = None
+        self.env: dict[str, str] = {}
+
+    def start(self, state: Path | None = None, env: dict[str, str] | None = None) -> None:
+        self.state = state or self.state
+        self.env = dict(env or {})
+        assert self.state is not None
+        self.port = free_port()
+        command = [
+            sys.executable, "-m", "celld", "run", str(PROJECT), "--port", str(self.port),
+            "--persist-to", str(self.state), "--log-level", "warning",
+        ]  # fmt: skip
+        if self.threads:
+            command += ["--threads", str(self.threads)]
+        log = open(self.state.parent / f"{self.state.name}.log", "ab")  # noqa: SIM115
+        self.process = subprocess.Popen(
+            command,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            env={**os.environ, **self.env},
+            start_new_session=True,
+        )
+        self.pgid = self.process.pid
+        self.wait_ready(60)
+
+    def stop(self) -> None:
+        if self.process is None:
+            return
+        if self.process.poll() is None:
+            self.process.send_signal(signal.SIGTERM)
+            try:
+                self.process.wait(30)
+            except subprocess.TimeoutExpired:
+                os.killpg(self.pgid, signal.SIGKILL)
+                self.process.wait(10)
+        self.process = None
+
+    def restart(self) -> None:
+        self.stop()
+        self.start(self.state, self.env)
+
+
+class WranglerTarget(Target):
+    """wrangler dev through the oracle's start.sh, with its own install under `cache`."""
+
+    name = "wrangler"
+
+    def __init__(self, workdir: Path, cache: Path) -> None:
+        super().__init__(workdir)
+        self.oracle = find_oracle()
+        self.cache = cache
+
+    def _env(self) -> dict[str, str]:
+        return {**os.environ, "ORACLE_DIR": str(self.cache), "LOG_LEVEL": "warn"}
+
+    def start(self, state: Path | None = None, env: dict[str, str] | None = None) -> None:
+        self.state = state or self.state
+        assert self.state is not None
+        self.port = free_port()
+        result = subprocess.run(
+            [str(self.oracle / "start.sh"), str(PROJECT), str(self.port), str(self.state)],
+            env=self._env(),
+            capture_output=True,
+            text=True,
+            timeout=600,
+        )
+        if result.returncode != 0:
+            raise RuntimeError(f"start.sh failed:\n{result.stderr[-3000:]}")
+        self.pgid = int(result.stdout.strip().splitlines()[-1])
+        self.wait_ready(60)
+
+    def stop(self) -> None:
+        if not self.pgid:
+            return
+        subprocess.run(
+            [str(self.oracle / "stop.sh"), str(self.port)],
+            env=self._env(),
+            capture_output=True,
+            timeout=60,
+        )
+        self.pgid = 0
+
+    def restart(self) -> None:
+        self.stop()
+        self.start(self.state)
+
+    def version(self) -> str:
+        parts = []
+        for package in ("wrangler", "miniflare", "workerd"):
+            manifest = self.cache / "node_modules" / package / "package.json"
+            if manifest.exists():
+                parts.append(f"{package} {json.loads(manifest.read_text())['version']}")
+        return ", ".join(parts) or "unknown"
+
+
+# -- talking to the bench Worker --------------------------------------------------------------
+
+
+class Api:
+    """The bench Worker's HTTP API (bench/project/src/index.js); one client per thread."""
+
+    def __init__(self, base: str) -> None:
+        self.base = base
+        self._local = threading.local()
+
+    def _client(self) -> httpx.Client:
+        client = getattr(self._local, "client", None)
+        if client is None:
+            client = httpx.Client(base_url=self.base, timeout=600)
+            self._local.client = client
+        return client
+
+    def call(self, path: str, wf: str, body: Any = None, **params: Any) -> Any:
+        response = self._client().post(
+            path, params={"wf": wf, **params}, content=json.dumps(body) if body is not None else ""
+        )
+        data = response.json()
+        if response.status_code != 200:
+            raise RuntimeError(f"{path} {params}: {response.status_code} {data}")
+        return data
+
+    def create(self, wf: str, instance_id: str, params: dict[str, Any]) -> None:
+        self.call("/create", wf, params, id=instance_id)
+
+    def create_batch(self, wf: str, items: list[tuple[str, dict[str, Any]]]) -> None:
+        self.call("/create-batch", wf, [{"id": i, "params": p} for i, p in items])
+
+    def statuses(self, wf: str, ids: list[str]) -> dict[str, Any]:
+        out: dict[str, Any] = {}
+        for start in range(0, len(ids), 100):
+            out.update(self.call("/statuses", wf, ids[start : start + 100]))
+        return out
+
+    def event(self, wf: str, instance_id: str, payload: dict[str, Any]) -> None:
+        self.call("/event", wf, payload, id=instance_id, type="go")
+
+    def wait_all(
+        self,
+        wf: str,
+        ids: list[str],
+        done: Callable[[dict[str, Any]], bool],
+        timeout: float,
+        interval: float = 0.25,
+    ) -> dict[str, Any]:
+        """Poll (in batches) until done(status) holds for every id; returns the last statuses."""
+        pending = list(ids)
+        seen: dict[str, Any] = {}
+        deadline = time.monotonic() + timeout
+        while pending:
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"{len(pending)} of {len(ids)} {wf} instances not done")
+            time.sleep(interval)
+            got = self.statuses(wf, pending)
+            for instance_id, status in got.items():
+                if status.get("status") in ("errored", "terminated", "error"):
+                    raise RuntimeError(f"{wf} {instance_id}: {status}")
+                if done(status):
+                    seen[instance_id] = status
+            pending = [i for i in pending if i not in seen]
+        return seen
+
+    def close(self) -> None:
+        client = getattr(self._local, "client", None)
+        if client is not None:
+            client.close()
+            self._local.client = None
+
+
+def complete(status: dict[str, Any]) -> bool:
+    return status.get("status") == "complete"
+
+
+def settled_waiting(recorded: int) -> Callable[[dict[str, Any]], bool]:
+    """celld says "waiting"; wrangler dev never does (it stays "running"), so there count the
+    recorded step outputs it reports instead."""
+
+    def check(status: dict[str, Any]) -> bool:
+        if status.get("status") == "waiting":
+            return True
+        outputs = status.get("recorded")
+        return outputs is not None and outputs >= recorded
+
+    return check
+
+
+def create_many(
+    api: Api, wf: str, items: list[tuple[str, dict[str, Any]]], concurrency: int
+) -> float:
+    """createBatch in chunks of 100 on `concurrency` threads; returns seconds taken."""
+    chunks = [items[i : i + 100] for i in range(0, len(items), 100)]
+    started = time.monotonic()
+    with concurrent.futures.ThreadPoolExecutor(concurrency) as pool:
+        list(pool.map(lambda chunk: api.create_batch(wf, chunk), chunks))
+    return time.monotonic() - started
+
+
+# -- workloads ------------------------------------------------------------------------------
+
+
+@dataclass
+class Result:
+    """One workload on one target: figures by column name, or why it did not run."""
+
+    figures: dict[str, Any] = field(default_factory=dict)
+    skipped: str | None = None
+
+
+@dataclass
+class Workload:
+    key: str
+    title: str
+    run: Callable[[Target, Api], dict[str, Any]]
+    #: Shown instead of running on wrangler dev (None: it runs there too).
+    wrangler_skip: str | None = None
+    #: Extra environment for celld.
+    celld_env: dict[str, str] = field(default_factory=dict)
+    #: Columns, in order: (figure key, label, higher is better?)
+    columns: list[tuple[str, str, bool]] = field(default_factory=list)
+
+
+def throughput(n: int, k: int, c: int) -> Callable[[Target, Api], dict[str, Any]]:
+    """N BenchWorkflow instances of K steps, created by C concurrent clients."""
+
+    def run(target: Target, api: Api) -> dict[str, Any]:
+        ids = [f"t{k}-{i}" for i in range(n)]
+        sent: dict[str, float] = {}
+        cpu0 = group_cpu_seconds(target.pgid)
+        first = now_ms()
+
+        def create(instance_id: str) -> None:
+            sent[instance_id] = now_ms()
+            api.create("BENCH", instance_id, {"steps": k})
+
+        with concurrent.futures.ThreadPoolExecutor(c) as pool:
+            list(pool.map(create, ids))
+        done = api.wait_all("BENCH", ids, complete, timeout=max(120, n * k * 0.05))
+        cpu = group_cpu_seconds(target.pgid) - cpu0
+        finished = {i: done[i]["output"]["finished_at"] for i in ids}
+        span = (max(finished.values()) - first) / 1000
+        latencies = [(finished[i] - sent[i]) / 1000 for i in ids]
+        return {
+            "inst_s": n / span,
+            "steps_s": n * k / span,
+            "p50_s": pct(latencies, 50),
+            "p99_s": pct(latencies, 99),
+            "cpu_ms_step": cpu * 1000 / (n * k),
+            "wall_s": span,
+        }
+
+    return run
+
+
+def at_once(n: int, k: int) -> Callable[[Target, Api], dict[str, Any]]:
+    """N instances of K steps created together (createBatch): steps/s with N running at once."""
+
+    def run(target: Target, api: Api) -> dict[str, Any]:
+        ids = [f"a{n}-{i}" for i in range(n)]
+        cpu0 = group_cpu_seconds(target.pgid)
+        first = now_ms()
+        create_many(api, "BENCH", [(i, {"steps": k}) for i in ids], 4)
+        done = api.wait_all("BENCH", ids, complete, timeout=max(120, n * k * 0.05))
+        cpu = group_cpu_seconds(target.pgid) - cpu0
+        span = (max(d["output"]["finished_at"] for d in done.values()) - first) / 1000
+        return {"steps_s": n * k / span, "cpu_ms_step": cpu * 1000 / (n * k), "wall_s": span}
+
+    return run
+
+
+def long_workflow(k: int, timeout: float) -> Callable[[Target, Api], dict[str, Any]]:
+    """One instance of K steps: time from create to its last step."""
+
+    def run(target: Target, api: Api) -> dict[str, Any]:
+        cpu0 = group_cpu_seconds(target.pgid)
+        sent = now_ms()
+        api.create("BENCH", "long", {"steps": k})
+        done = api.wait_all("BENCH", ["long"], complete, timeout=timeout, interval=0.1)
+        cpu = group_cpu_seconds(target.pgid) - cpu0
+        seconds = (done["long"]["output"]["finished_at"] - sent) / 1000
+        return {
+            "wall_s": seconds,
+            "steps_s": k / seconds,
+            "ms_step": seconds * 1000 / k,
+            "cpu_ms_step": cpu * 1000 / k,
+        }
+
+    return run
+
+
+def replay(sizes: tuple[int, ...], timeout: float) -> Callable[[Target, Api], dict[str, Any]]:
+    """Instances with K recorded steps waiting for an event; the server restarts (celld hibernates
+    everything; wrangler dev reloads its Durable Objects), then each gets its event alone: the
+    time until the step after the wait runs, minus the same for K = 0, per recorded step."""
+
+    def run(target: Target, api: Api) -> dict[str, Any]:
+        plan = [(f"r0-{j}", 0) for j in range(3)] + [(f"r{k}", k) for k in sizes]
+        for instance_id, k in plan:
+            api.create("WAITER", instance_id, {"steps": k})
+        for instance_id, k in plan:
+            api.wait_all("WAITER", [instance_id], settled_waiting(k), timeout=timeout)
+        target.restart()
+        api.close()
+        api.base = target.url
+        took: dict[str, float] = {}
+        for instance_id, _ in plan:
+            api.event("WAITER", instance_id, {"sent_at": now_ms()})
+            done = api.wait_all("WAITER", [instance_id], complete, timeout=timeout, interval=0.02)
+            output = done[instance_id]["output"]
+            took[instance_id] = output["ran_at"] - output["sent_at"]
+        base = sorted(took[f"r0-{j}"] for j in range(3))[1]
+        out: dict[str, Any] = {"event_k0_ms": base}
+        for k in sizes:
+            out[f"ms_{k}"] = took[f"r{k}"]
+            out[f"us_step_{k}"] = (took[f"r{k}"] - base) * 1000 / k
+        return out
+
+    return run
+
+
+def wake_lag(n: int, sleep_ms: int) -> Callable[[Target, Api], dict[str, Any]]:
+    """N instances sleeping `sleep_ms`: how late the step after the sleep ran."""
+
+    def run(target: Target, api: Api) -> dict[str, Any]:
+        ids = [f"z{i}" for i in range(n)]
+        create_many(api, "SLEEPER", [(i, {"sleep_ms": sleep_ms}) for i in ids], 2)
+        done = api.wait_all("SLEEPER", ids, complete, timeout=max(120, n * 0.1))
+        late = [d["output"]["late_ms"] for d in done.values()]
+        return {"p50_ms": pct(late, 50), "p99_ms": pct(late, 99), "max_ms": max(late)}
+
+    return run
+
+
+def event_latency(n: int, timeout_text: str) -> Callable[[Target, Api], dict[str, Any]]:
+    """N instances waiting for an event (wait timeout `timeout_text`); events sent one at a time,
+    latency = when the step after the wait ran - when the event was sent."""
+
+    def run(target: Target, api: Api) -> dict[str, Any]:
+        ids = [f"e{i}" for i in range(n)]
+        create_many(api, "WAITER", [(i, {"steps": 0, "timeout": timeout_text}) for i in ids], 2)
+        api.wait_all("WAITER", ids, settled_waiting(0), timeout=max(120, n * 0.1))
+        time.sleep(1)
+        for instance_id in ids:
+            api.event("WAITER", instance_id, {"sent_at": now_ms()})
+            time.sleep(0.005)
+        done = api.wait_all("WAITER", ids, complete, timeout=max(120, n * 0.1))
+        lat = [d["output"]["ran_at"] - d["output"]["sent_at"] for d in done.values()]
+        return {"p50_ms": pct(lat, 50), "p99_ms": pct(lat, 99), "max_ms": max(lat)}
+
+    return run
+
+
+def memory(n: int, wf: str, params: dict[str, Any], settle: float) -> Callable[..., Any]:
+    """Server RSS before, at peak while creating N waiting instances, and once they settle."""
+
+    def run(target: Target, api: Api) -> dict[str, Any]:
+        time.sleep(1)
+        base = group_rss_bytes(target.pgid)
+        ids = [f"m{i}" for i in range(n)]
+        recorded = 1 if wf == "SLEEPER" else 0
+        with RssSampler(target.pgid) as sampler:
+            seconds = create_many(api, wf, [(i, params) for i in ids], 4)
+            # everything created: wait until the last ones have reached their wait
+            api.wait_all(wf, ids[-200:], settled_waiting(recorded), timeout=max(300, n * 0.05))
+            seconds_settled = time.monotonic()
+        time.sleep(settle)
+        after = group_rss_bytes(target.pgid)
+        mib = 1024 * 1024
+        return {
+            "create_s": seconds,
+            "inst_s": n / seconds,
+            "base_mib": base / mib,
+            "peak_mib": sampler.peak / mib,
+            "rss_mib": after / mib,
+            "kib_inst": (after - base) / 1024 / n,
+            "_settled": seconds_settled,
+        }
+
+    return run
+
+
+def workloads(quick: bool, big: bool) -> list[Workload]:
+    """The matrix. --quick shrinks sizes; --big adds 100,000 sleepers (celld only)."""
+    q = quick
+    tput_cols = [
+        ("inst_s", "inst/s", True),
+        ("steps_s", "steps/s", True),
+        ("p50_s", "p50 s", False),
+        ("p99_s", "p99 s", False),
+        ("cpu_ms_step", "CPU ms/step", False),
+    ]
+    n10, n100 = (100, 20) if q else (200, 50)
+    mem_n = 1_000 if q else 10_000
+    too_many = (
+        "not run on wrangler: every instance is a SQLite-backed Durable Object "
+        "(~0.5 MB on disk, all kept in memory, ~15-50 instances/s to create); "
+        "{n} would take too long for one run"
+    )
+    items = [
+        Workload("throughput_k1", f"throughput N={200 if not q else 100} K=1 C=20",
+                 throughput(200 if not q else 100, 1, 20), columns=tput_cols),
+        Workload("throughput_k10", f"throughput N={n10} K=10 C=20",
+                 throughput(n10, 10, 20), columns=tput_cols),
+        Workload("throughput_k100", f"throughput N={n100} K=100 C=20",
+                 throughput(n100, 100, 20), columns=tput_cols),
+        Workload("long_1000", "single workflow, 1,000 steps", long_workflow(1000, 300),
+                 columns=[("wall_s", "s", False), ("steps_s", "steps/s", True),
+                          ("cpu_ms_step", "CPU ms/step", False)]),
+        Workload("long_10000", "single workflow, 10,000 steps", long_workflow(10_000, 600),
+                 columns=[("wall_s", "s", False), ("steps_s", "steps/s", True),
+                          ("cpu_ms_step", "CPU ms/step", False)]),
+        Workload("at_once_100", "100 instances at once, K=50", at_once(100, 50),
+                 columns=[("steps_s", "steps/s", True), ("cpu_ms_step", "CPU ms/step", False)]),
+        Workload("at_once_1000", "1,000 instances at once, K=10", at_once(1000, 10),
+                 columns=[("steps_s", "steps/s", True), ("cpu_ms_step", "CPU ms/step", False)]),
+        Workload("replay", "replay after restart: 1,000 / 5,000 recorded steps",
+                 replay((1000, 5000), 600),
+                 columns=[("event_k0_ms", "K=0 ms", False), ("ms_1000", "1k ms", False),
+                          ("us_step_1000", "us/step 1k", False), ("ms_5000", "5k ms", False),
+                          ("us_step_5000", "us/step 5k", False)]),
+        Workload("wake_lag", f"sleep wake lag, {200 if q else 1000} x 2 s (resident)",
+                 wake_lag(200 if q else 1000, 2000),
+                 columns=[("p50_ms", "p50 ms", False), ("p99_ms", "p99 ms", False),
+                          ("max_ms", "max ms", False)]),
+        Workload("wake_lag_hibernated",
+                 f"sleep wake lag, {200 if q else 1000} x 2 s (hibernated: residency 500 ms)",
+                 wake_lag(200 if q else 1000, 2000),
+                 wrangler_skip="not run on wrangler: it never hibernates (same as the row above)",
+                 celld_env={"CELLD_ALARM_RESIDENT_MS": "500"},
+                 columns=[("p50_ms", "p50 ms", False), ("p99_ms", "p99 ms", False),
+                          ("max_ms", "max ms", False)]),
+        Workload("event_resident", "event latency, 200 waiting (resident, 10 min timeout)",
+                 event_latency(200, "10 minutes"),
+                 columns=[("p50_ms", "p50 ms", False), ("p99_ms", "p99 ms", False),
+                          ("max_ms", "max ms", False)]),
+        Workload("event_hibernated", "event latency, 200 waiting (hibernated, 1 day timeout)",
+                 event_latency(200, "1 day"),
+                 columns=[("p50_ms", "p50 ms", False), ("p99_ms", "p99 ms", False),
+                          ("max_ms", "max ms", False)]),
+        Workload("memory_resident_1k", "memory: 1,000 waiting, resident (30 min timeout)",
+                 memory(1000, "WAITER", {"steps": 0, "timeout": "30 minutes"}, 2),
+                 columns=[("inst_s", "created/s", True), ("peak_mib", "peak MiB", False),
+                          ("rss_mib", "RSS MiB", False), ("kib_inst", "KiB/inst", False)]),
+        Workload(f"memory_{mem_n // 1000}k",
+                 f"memory: {mem_n:,} sleeping 1 day (hibernated)",
+                 memory(mem_n, "SLEEPER", {"sleep_ms": 86_400_000}, 3),
+                 wrangler_skip=too_many.format(n=f"{mem_n:,}"),
+                 columns=[("inst_s", "created/s", True), ("peak_mib", "peak MiB", False),
+                          ("rss_mib", "RSS MiB", False), ("kib_inst", "KiB/inst", False)]),
+    ]  # fmt: skip
+    if big:
+        items.append(
+            Workload("memory_100k", "memory: 100,000 sleeping 1 day (hibernated)",
+                     memory(100_000, "SLEEPER", {"sleep_ms": 86_400_000}, 5),
+                     wrangler_skip=too_many.format(n="100,000"),
+                     columns=[("create_s", "create s", False), ("inst_s", "created/s", True),
+                              ("peak_mib", "peak MiB", False), ("rss_mib", "RSS MiB", False),
+                              ("kib_inst", "KiB/inst", False)])
+        )  # fmt: skip
+    return items
+
+
+# -- running and reporting ------------------------------------------------------------------
+
+
+def run_one(workload: Workload, target: Target) -> Result:
+    state = target.fresh_state(workload.key)
+    env = workload.celld_env if isinstance(target, CelldTarget) else {}
+    try:
+        target.start(state, env)
+    except Exception as error:  # noqa: BLE001 - reported in the table
+        return Result(skipped=f"server did not start: {error}")
+    api = Api(target.url)
+    try:
+        figures = workload.run(target, api)
+        return Result({k: v for k, v in figures.items() if not k.startswith("_")})
+    except Exception as error:  # noqa: BLE001 - one failed workload does not stop the rest
+        return Result(skipped=f"failed: {type(error).__name__}: {str(error)[:200]}")
+    finally:
+        api.close()
+        target.stop()
+        shutil.rmtree(state, ignore_errors=True)
+
+
+def fmt(value: Any) -> str:
+    if value is None:
+        return "-"
+    if isinstance(value, float):
+        if value >= 100:
+            return f"{value:,.0f}"
+        if value >= 10:
+            return f"{value:.1f}"
+        return f"{value:.2f}" if value >= 0.1 else f"{value:.3f}"
+    return str(value)
+
+
+def ratio(column: tuple[str, str, bool], celld: Result, wrangler: Result | None) -> str:
+    """How many times better celld is (>1: celld better), for this column."""
+    key, _, higher_better = column
+    if wrangler is None or wrangler.skipped or celld.skipped:
+        return ""
+    a, b = celld.figures.get(key), wrangler.figures.get(key)
+    if not isinstance(a, (int, float)) or not isinstance(b, (int, float)) or a <= 0 or b <= 0:
+        return ""
+    return f"{(a / b) if higher_better else (b / a):.1f}x"
+
+
+def table(results: list[tuple[Workload, Result, Result | None]], with_wrangler: bool) -> str:
+    lines = ["| workload | figure | celld | wrangler dev | celld advantage |",
+             "|---|---|---|---|---|"]  # fmt: skip
+    for workload, celld, wrangler in results:
+        first = True
+        for column in workload.columns:
+            key, label, _ = column
+            name = workload.title if first else ""
+            c = celld.skipped if celld.skipped else fmt(celld.figures.get(key))
+            if not with_wrangler:
+                w = "(not asked: --wrangler)"
+            elif wrangler is None or wrangler.skipped:
+                w = (wrangler.skipped if wrangler else workload.wrangler_skip) if first else ""
+            else:
+                w = fmt(wrangler.figures.get(key))
+            if celld.skipped and not first:
+                continue
+            lines.append(f"| {name} | {label} | {c} | {w} | {ratio(column, celld, wrangler)} |")
+            first = False
+    return "\n".join(lines)
+
+
+def machine() -> dict[str, str]:
+    model = "unknown"
+    with contextlib.suppress(OSError), open("/proc/cpuinfo") as f:
+        for line in f:
+            if line.startswith("model name"):
+                model = line.split(":", 1)[1].strip()
+                break
+    memory = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    return {
+        "cores": str(os.cpu_count()),
+        "memory": f"{memory / 1024**3:.1f} GiB",
+        "cpu": model,
+        "os": f"{platform.system()} {platform.release()} {platform.machine()}",
+        "disk under state": disk_of(Path(tempfile.gettempdir())),
+    }
+
+
+def disk_of(path: Path) -> str:
+    with contextlib.suppress(OSError):
+        best = ("", "")
+        with open("/proc/mounts") as f:
+            for line in f:
+                device, mount, fstype = line.split()[:3]
+                if str(path.resolve()).startswith(mount) and len(mount) > len(best[0]):
+                    best = (mount, f"{fstype} ({device}) at {mount}")
+        return best[1] or "unknown"
+    return "unknown"
+
+
+def versions(wrangler: WranglerTarget | None) -> dict[str, str]:
+    def version(dist: str) -> str:
+        try:
+            return metadata.version(dist)
+        except metadata.PackageNotFoundError:
+            return "not installed"
+
+    out = {
+        "celld": f"{version('celld')} (git {git_head()})",
+        "python": platform.python_version(),
+        "quickjs-ng": version("quickjs-ng"),
+        "sqlite": sqlite3.sqlite_version,
+        "uvicorn": version("uvicorn"),
+        "sqlite sync mode": os.environ.get("CELLD_SQLITE_SYNC", "FULL"),
+    }
+    if wrangler is not None:
+        out["wrangler dev"] = wrangler.version()
+    return out
+
+
+def git_head() -> str:
+    with contextlib.suppress(OSError, subprocess.SubprocessError):
+        result = subprocess.run(
+            ["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True, text=True
+        )
+        dirty = subprocess.run(
+            ["git", "status", "--porcelain", "--untracked-files=no"],
+            cwd=ROOT,
+            capture_output=True,
+            text=True,
+        ).stdout.strip()
+        return result.stdout.strip() + (" + uncommitted changes" if dirty else "")
+    return "unknown"
+
+
+def report(
+    results: list[tuple[Workload, Result, Result | None]],
+    wrangler: WranglerTarget | None,
+    command: str,
+    seconds: float,
+) -> str:
+    facts = {**machine(), **versions(wrangler)}
+    head = "\n".join(f"- {k}: {v}" for k, v in facts.items())
+    return (
+        f"Command: `{command}` ({seconds / 60:.1f} min)\n\n{head}\n\n"
+        f"{table(results, wrangler is not None)}\n"
+    )
+
+
+@contextlib.contextmanager
+def workdir(keep: bool) -> Iterator[Path]:
+    path = Path(tempfile.mkdtemp(prefix="celld-bench-"))
+    try:
+        yield path
+    finally:
+        if not keep:
+            shutil.rmtree(path, ignore_errors=True)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--wrangler", action="store_true", help="also run against wrangler dev")
+    parser.add_argument("--quick", action="store_true", help="smaller sizes")
+    parser.add_argument("--big", action="store_true", help="add 100,000 day-long sleepers")
+    parser.add_argument("--only", default="", help="comma-separated workload keys")
+    parser.add_argument("--list", action="store_true", help="list workload keys and exit")
+    parser.add_argument("--threads", type=int, default=None, help="celld run --threads")
+    parser.add_argument("--out", type=Path, help="write the markdown report here")
+    parser.add_argument("--json", type=Path, help="write raw figures here")
+    parser.add_argument(
+        "--wrangler-cache",
+        type=Path,
+        default=Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "celld-bench",
+        help="npm install folder for wrangler dev (start.sh's ORACLE_DIR)",
+    )
+    parser.add_argument("--keep", action="store_true", help="keep state folders and logs")
+    args = parser.parse_args()
+    chosen = workloads(args.quick, args.big)
+    if args.list:
+        for w in chosen:
+            print(f"{w.key:24s} {w.title}")
+        return
+    if args.only:
+        keys = set(args.only.split(","))
+        chosen = [w for w in chosen if w.key in keys]
+    command = "python bench/run.py " + " ".join(shlex.quote(a) for a in sys.argv[1:])
+    started = time.monotonic()
+    results: list[tuple[Workload, Result, Result | None]] = []
+    with workdir(args.keep) as work:
+        celld = CelldTarget(work, args.threads)
+        wrangler = WranglerTarget(work, args.wrangler_cache) if args.wrangler else None
+        for workload in chosen:
+            print(f"[{time.monotonic() - started:6.0f}s] {workload.key}: celld", file=sys.stderr)
+            c = run_one(workload, celld)
+            print(f"         {c.figures or c.skipped}", file=sys.stderr)
+            w: Result | None = None
+            if wrangler is not None:
+                if workload.wrangler_skip:
+                    w = Result(skipped=workload.wrangler_skip)
+                else:
+                    print(f"[{time.monotonic() - started:6.0f}s] {workload.key}: wrangler dev",
+                          file=sys.stderr)  # fmt: skip
+                    w = run_one(workload, wrangler)
+                    print(f"         {w.figures or w.skipped}", file=sys.stderr)
+            results.append((workload, c, w))
+        text = report(results, wrangler, command, time.monotonic() - started)
+    print(text)
+    if args.out:
+        args.out.write_text(
+            "# Benchmark results\n\nProduced by bench/run.py (see bench/README.md); "
+            "figures are from one run on the machine below.\n\n" + text
+        )
+    if args.json:
+        raw = {
+            w.key: {"title": w.title, "celld": vars(c), "wrangler": vars(x) if x else None}
+            for w, c, x in results
+        }
+        args.json.write_text(json.dumps(raw, indent=2))
+
+
+if __name__ == "__main__":
+    main()
