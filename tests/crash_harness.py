@@ -1,0 +1,200 @@
+"""Crash harness: SIGKILL `celld run` at random moments under load and check nothing is lost.
+
+It starts `celld run` on the durable test project, creates many HarnessWorkflow
+instances (steps, a failing first attempt with a retry, a sleep, parallel steps, an
+event wait), sends each its event at a random moment, and kills the server with
+SIGKILL several times, restarting it on the same state folder each time. An outside
+HTTP server counts every step callback execution. At the end:
+
+* every instance is complete with the output its code implies;
+* every recorded step result is the value its last execution reported (a result,
+  once recorded, is never produced again);
+* every event whose sendEvent was acknowledged was delivered;
+* each (step, attempt) callback ran at most once more per crash than without crashes.
+
+Short form in CI (tests/e2e/test_crash_harness.py); long form:
+
+    python -m tests.crash_harness --instances 500 --kills 8
+"""
+
+from __future__ import annotations
+
+import argparse
+import random
+import tempfile
+import threading
+import time
+from collections import Counter as Tally
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import httpx
+
+from tests.celld_server import CelldServer
+from tests.e2e.counter import Counter, counter_server
+
+PROJECT = Path(__file__).resolve().parent / "projects" / "durable"
+STEPS = ("a", "b", "c1", "c2", "d")
+
+
+@dataclass
+class Report:
+    instances: int
+    kills: int
+    executions: int
+    max_runs_per_attempt: int
+    problems: list[str] = field(default_factory=list)
+
+
+class Harness:
+    def __init__(self, state: Path, instances: int, kills: int, seed: int) -> None:
+        self.state = state
+        self.ids = [f"h{i}" for i in range(instances)]
+        self.kills = kills
+        self.random = random.Random(seed)
+        self.server: CelldServer | None = None
+        self.acked: dict[str, dict[str, Any]] = {}
+        self._lock = threading.Lock()
+        self._stop = threading.Event()
+
+    # -- server ----------------------------------------------------------------------
+
+    def start(self) -> CelldServer:
+        server = CelldServer(PROJECT, self.state)
+        server.start()
+        self.server = server
+        return server
+
+    def url(self) -> str | None:
+        server = self.server
+        return server.url if server is not None else None
+
+    # -- events, sent from a thread while the server dies and comes back ---------------
+
+    def send_events(self) -> None:
+        pending = list(self.ids)
+        self.random.shuffle(pending)
+        # One payload per instance: a send that got no answer may still have been
+        # committed, so its retry must carry the same event.
+        payloads = {i: {"for": i, "n": self.random.randrange(1_000_000)} for i in self.ids}
+        while pending and not self._stop.is_set():
+            instance = pending[0]
+            url = self.url()
+            payload = payloads[instance]
+            try:
+                response = httpx.post(
+                    f"{url}/event",
+                    params={"id": instance, "type": "go", "wf": "HARNESS"},
+                    json=payload,
+                    timeout=10,
+                )
+            except httpx.HTTPError:
+                time.sleep(0.05)  # the server is down: try again once it is back
+                continue
+            if response.status_code == 200:
+                with self._lock:
+                    self.acked[instance] = payload
+                pending.pop(0)
+            time.sleep(self.random.uniform(0, 0.02))
+
+    # -- the run -----------------------------------------------------------------------
+
+    def run(self, counter: Counter, timeout: float) -> Report:
+        server = self.start()
+        for start in range(0, len(self.ids), 100):
+            chunk = [
+                {"id": i, "params": {"upstream": counter.url}}
+                for i in self.ids[start : start + 100]
+            ]
+            response = server.post("/create-batch", params={"wf": "HARNESS"}, json=chunk)
+            response.raise_for_status()
+        sender = threading.Thread(target=self.send_events, daemon=True)
+        sender.start()
+        for _ in range(self.kills):
+            time.sleep(self.random.uniform(0.3, 2.0))
+            server.kill()
+            server = self.start()
+        sender.join(timeout)
+        self._stop.set()
+        deadline = time.monotonic() + timeout
+        statuses: dict[str, Any] = {}
+        while time.monotonic() < deadline:
+            statuses = server.post("/statuses", params={"wf": "HARNESS"}, json=self.ids).json()
+            if all(s.get("status") == "complete" for s in statuses.values()):
+                break
+            time.sleep(0.2)
+        server.stop()
+        return self.check(statuses, counter)
+
+    def check(self, statuses: dict[str, Any], counter: Counter) -> Report:
+        problems: list[str] = []
+        runs = Tally(step for step, _ in counter.hits)
+        last_value: dict[str, str] = {}
+        for step, value in counter.hits:
+            name = step.split("#", 1)[0]
+            last_value[name] = value
+        for instance in self.ids:
+            status = statuses.get(instance, {})
+            if status.get("status") != "complete":
+                problems.append(f"{instance}: not complete: {status}")
+                continue
+            output = status["output"]
+            recorded = {
+                "a": output["a"],
+                "b": output["b"],
+                "c1": output["c"][0],
+                "c2": output["c"][1],
+                "d": output["d"],
+            }
+            for step in STEPS:
+                expected = last_value.get(f"{instance}/{step}")
+                if recorded[step] != expected:
+                    problems.append(
+                        f"{instance}: step {step} returned {recorded[step]!r}, last execution reported {expected!r}"
+                    )
+            if output["event"] != self.acked.get(instance):
+                problems.append(
+                    f"{instance}: event {output['event']!r} but acknowledged {self.acked.get(instance)!r}"
+                )
+            if runs[f"{instance}/b#1"] < 1 or runs[f"{instance}/b#2"] < 1:
+                problems.append(f"{instance}: step b did not fail once and then succeed")
+        worst = max(runs.values(), default=0)
+        if worst > 1 + self.kills:
+            over = [key for key, n in runs.items() if n > 1 + self.kills]
+            problems.append(f"callbacks ran more than once per crash: {over[:5]}")
+        return Report(len(self.ids), self.kills, len(counter.hits), worst, problems)
+
+
+def run_harness(instances: int, kills: int, seed: int = 1, timeout: float = 120) -> Report:
+    with (
+        tempfile.TemporaryDirectory(prefix="celld-harness-") as folder,
+        counter_server() as counter,
+    ):
+        harness = Harness(Path(folder) / "state", instances, kills, seed)
+        return harness.run(counter, timeout)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--instances", type=int, default=500)
+    parser.add_argument("--kills", type=int, default=8)
+    parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument("--timeout", type=float, default=300)
+    args = parser.parse_args()
+    started = time.monotonic()
+    report = run_harness(args.instances, args.kills, args.seed, args.timeout)
+    print(
+        f"{report.instances} instances, {report.kills} SIGKILLs, {report.executions} step executions, "
+        f"at most {report.max_runs_per_attempt} runs of one (step, attempt), "
+        f"{time.monotonic() - started:.1f} s"
+    )
+    for problem in report.problems:
+        print("PROBLEM:", problem)
+    raise SystemExit(1 if report.problems else 0)
+
+
+if __name__ == "__main__":
+    main()
