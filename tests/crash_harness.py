@@ -151,11 +151,13 @@ class Harness:
                 expected = last_value.get(f"{instance}/{step}")
                 if recorded[step] != expected:
                     problems.append(
-                        f"{instance}: step {step} returned {recorded[step]!r}, last execution reported {expected!r}"
+                        f"{instance}: step {step} returned {recorded[step]!r}, "
+                        f"last execution reported {expected!r}"
                     )
             if output["event"] != self.acked.get(instance):
                 problems.append(
-                    f"{instance}: event {output['event']!r} but acknowledged {self.acked.get(instance)!r}"
+                    f"{instance}: event {output['event']!r} "
+                    f"but acknowledged {self.acked.get(instance)!r}"
                 )
             if runs[f"{instance}/b#1"] < 1 or runs[f"{instance}/b#2"] < 1:
                 problems.append(f"{instance}: step b did not fail once and then succeed")
@@ -187,7 +189,8 @@ def main() -> None:
     started = time.monotonic()
     report = run_harness(args.instances, args.kills, args.seed, args.timeout)
     print(
-        f"{report.instances} instances, {report.kills} SIGKILLs, {report.executions} step executions, "
+        f"{report.instances} instances, {report.kills} SIGKILLs, "
+        f"{report.executions} step executions, "
         f"at most {report.max_runs_per_attempt} runs of one (step, attempt), "
         f"{time.monotonic() - started:.1f} s"
     )
