@@ -191,6 +191,7 @@ class Cell:
         if self._stall_task is not None:
             self._stall_task.cancel()
             self._stall_task = None
+        self.machine.abandon_run()
         host, self.host = self.host, None
         if host is not None:
             if release:

@@ -295,6 +295,12 @@ class Machine:
         self._state.status = transition(self._state.status, event)
         self._touch()
 
+    def abandon_run(self) -> None:
+        """The run's isolate is gone (hibernated, evicted, stopped): forget its pending calls
+        and in-flight attempts so nothing is settled for a run no one listens to. Durable
+        rows are untouched; the next run replays from them."""
+        self._clear_run()
+
     def _clear_run(self) -> None:
         self._pending.clear()
         self._in_flight.clear()

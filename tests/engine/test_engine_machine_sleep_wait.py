@@ -229,3 +229,15 @@ def test_events_while_queued_are_stored():
     assert len(m.take_changes().events) == 1
     m.start_run(T0 + 1)
     assert m.step_wait("w", 1, "t", None, T0 + 1) == ev("1", "t", T0)
+
+
+def test_abandoned_run_buffers_events_for_the_next_replay():
+    m = new_machine()
+    assert isinstance(m.step_wait("approval", 1, "go", None, T0), Suspend)
+    m.abandon_run()  # the isolate hibernated: nobody listens for this run any more
+    assert m.send_event("go", '"yes"', T0 + 1) == []
+    assert m.waits_for("go")
+    m.take_changes()
+    start = m.start_run(T0 + 2)
+    assert str(WAIT) not in start.journal
+    assert m.step_wait("approval", 1, "go", None, T0 + 2) == ev('"yes"', "go", T0 + 1)
