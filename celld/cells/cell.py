@@ -437,10 +437,9 @@ class Cell:
             self._deliver_decisions(decisions)
         elif (
             self.machine.status in (Status.RUNNING, Status.WAITING)
-            # `decisions`: the event settled a wait of the run whose isolate was just dropped
-            # (hibernated while parked); the wait is recorded as received, so only a replay
-            # can hand it to run() (waits_for() no longer sees it)
-            and (decisions or self.machine.waits_for(event_type))
+            # Hibernated and waiting for this type: the event stays buffered and the
+            # replay's waitForEvent takes it.
+            and self.machine.waits_for(event_type)
             and not self.starting
         ):
             self.manager.request_run(self, wake=True)
