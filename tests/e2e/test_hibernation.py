@@ -87,3 +87,42 @@ def test_resident_cap_hibernates_least_recently_used(tmp_path: Path) -> None:
         assert [outputs[i]["output"]["results"][1] for i in ids] == ids
     finally:
         server.stop()
+
+
+def test_waking_instances_go_before_new_ones(tmp_path: Path) -> None:
+    from tests.e2e.counter import counter_server
+
+    with counter_server() as counter:
+        server = CelldServer(
+            PROJECTS / "durable",
+            tmp_path / "state",
+            manual_clock=True,
+            env={"CELLD_MAX_RESIDENT": "1"},
+        ).start()
+        try:
+
+            def create(instance_id: str, **params: object) -> None:
+                response = server.post(
+                    "/create",
+                    params={"id": instance_id, "wf": "ORDERED"},
+                    json={"upstream": counter.url, **params},
+                )
+                assert response.status_code == 200, response.text
+
+            create("sleeper", sleep="1 minute")
+            server.wait_for(lambda: server.step("ordered-workflow", "sleeper", "nap"))
+            create("holder", hold=1500)  # takes the only slot for 1.5 s of wall time
+            server.wait_for(lambda: ("work", "holder") in counter.hits)
+            server.advance(60_000)  # the sleeper is due while the slot is taken
+            server.wait_for(lambda: metrics(server)["celld_cells_run_queue"] == 1)
+            create("newcomer")
+            server.wait_for(lambda: metrics(server)["celld_cells_run_queue"] == 2)
+            server.wait_for(lambda: len(counter.hits) == 4, timeout=30)
+        finally:
+            server.stop()
+    assert counter.hits == [
+        ("work", "sleeper"),
+        ("work", "holder"),
+        ("after nap", "sleeper"),
+        ("work", "newcomer"),
+    ]

@@ -37,6 +37,23 @@ export class StuckWorkflow extends WorkflowEntrypoint {
   }
 }
 
+/** Reports each step to the counter, so a test can see the order instances ran in. */
+export class OrderedWorkflow extends WorkflowEntrypoint {
+  async run(event, step) {
+    const { upstream, hold, sleep } = event.payload;
+    const id = event.instanceId;
+    await step.do("work", async () => {
+      await report(upstream, "work", id);
+      if (hold) await new Promise((resolve) => setTimeout(resolve, hold));
+    });
+    if (sleep) {
+      await step.sleep("nap", sleep);
+      await step.do("after nap", async () => report(upstream, "after nap", id));
+    }
+    return id;
+  }
+}
+
 /** Runaway code, to show each limit fails only what it should. */
 export class RunawayWorkflow extends WorkflowEntrypoint {
   async run(event, step) {
