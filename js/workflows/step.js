@@ -193,20 +193,16 @@
       return { ok: true, value: text };
     }
 
-    async sleep(name, duration) {
-      name = String(name);
-      const count = this.#next("sleep", name);
-      const recorded = this.#recorded(`sleep:${count}:${name}`);
-      if (recorded !== undefined) {
-        if (recorded.error) throw engineError(recorded.error);
-        return undefined;
-      }
-      const decision = await this.#ask("wf.sleep", { name, count, duration });
-      if ("reject" in decision) throw engineError(decision.reject);
-      return undefined;
+    sleep(name, duration) {
+      return this.#sleep(name, { duration });
     }
 
-    async sleepUntil(name, timestamp) {
+    sleepUntil(name, timestamp) {
+      return this.#sleep(name, { until: timestamp instanceof Date ? timestamp.getTime() : timestamp });
+    }
+
+    /** Both sleeps share one counter per name: sleepUntil is a sleep with its end given. */
+    async #sleep(name, when) {
       name = String(name);
       const count = this.#next("sleep", name);
       const recorded = this.#recorded(`sleep:${count}:${name}`);
@@ -214,8 +210,7 @@
         if (recorded.error) throw engineError(recorded.error);
         return undefined;
       }
-      const until = timestamp instanceof Date ? timestamp.getTime() : timestamp;
-      const decision = await this.#ask("wf.sleep", { name, count, until });
+      const decision = await this.#ask("wf.sleep", Object.assign({ name, count }, when));
       if ("reject" in decision) throw engineError(decision.reject);
       return undefined;
     }
