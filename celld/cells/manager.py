@@ -27,6 +27,7 @@ from typing import Any
 from celld.cells.alarms import AlarmQueue
 from celld.cells.cell import Cell
 from celld.cells.clock import Clock
+from celld.cells.trim import trim_after_bursts
 from celld.cells.warm import WarmIsolates
 from celld.engine import (
     AlreadyExistsError,
@@ -54,12 +55,17 @@ NEW_PRIORITY = 1
 
 
 def default_max_resident() -> int:
-    """One resident isolate per 8 MiB of a quarter of physical memory, within [64, 4096]."""
+    """One resident isolate per 64 MiB of physical memory, within [64, 1024].
+
+    A resident isolate costs about 1 MiB (runtime, Worker, run state). More resident
+    isolates than this add no throughput on a few cores, and each raises the peak memory
+    of a burst (e.g. 24 GiB gives 384).
+    """
     try:
         memory = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
     except (ValueError, OSError):
         memory = 4 * 1024**3
-    return max(64, min(4096, memory // 4 // (8 * 1024 * 1024)))
+    return max(64, min(1024, memory // (64 * 1024 * 1024)))
 
 
 @dataclass(frozen=True)
@@ -146,6 +152,9 @@ class CellManager:
         self._background = [
             loop.create_task(self._horizon_loop()),
             loop.create_task(self._sweep_loop()),
+            loop.create_task(
+                trim_after_bursts(lambda: not self._run_queue, lambda: len(self.cells))
+            ),
         ]
 
     async def stop(self) -> None:

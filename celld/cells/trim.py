@@ -1,0 +1,49 @@
+"""Give freed memory back to the operating system after bursts of activity.
+
+A burst (thousands of instances created, run up to their first sleep, then
+hibernated) leaves glibc's malloc holding the freed memory in its arenas, so the
+process keeps its peak RSS although almost nothing is live. `malloc_trim` returns
+it; on other C libraries this is a no-op.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import ctypes
+import ctypes.util
+import logging
+from collections.abc import Callable
+
+log = logging.getLogger("celld.cells")
+
+TRIM_INTERVAL_S = 10.0
+
+
+def _load_trim() -> Callable[[int], int] | None:
+    name = ctypes.util.find_library("c")
+    if not name:
+        return None
+    try:
+        trim = ctypes.CDLL(name).malloc_trim
+    except (OSError, AttributeError):
+        return None
+    trim.argtypes = [ctypes.c_size_t]
+    trim.restype = ctypes.c_int
+    return trim  # type: ignore[no-any-return]
+
+
+_TRIM = _load_trim()
+
+
+async def trim_after_bursts(is_quiet: Callable[[], bool], busy_count: Callable[[], int]) -> None:
+    """Every few seconds of wall time: if activity dropped since the last look, trim."""
+    if _TRIM is None:
+        return
+    peak = 0
+    while True:
+        await asyncio.sleep(TRIM_INTERVAL_S)
+        current = busy_count()
+        peak = max(peak, current)
+        if is_quiet() and peak > current:
+            await asyncio.get_running_loop().run_in_executor(None, _TRIM, 0)
+            peak = current
