@@ -541,7 +541,7 @@ class CellManager:
                         "name": row.name,
                         "count": row.count,
                         "state": row.state,
-                        "attempts": row.attempts,
+                        "failed_attempts": row.attempts,
                         "wake_at": row.wake_at,
                         "error": row.error.to_dict() if row.error else None,
                     }

@@ -143,7 +143,7 @@ def retry_fetch(tmp_path_factory: pytest.TempPathFactory) -> Iterator[CelldServe
 
 
 def failed_attempts(server: CelldServer, instance: str) -> int:
-    return int(server.step("retry-fetch", instance, "fetch url").get("attempts", 0))
+    return int(server.step("retry-fetch", instance, "fetch url").get("failed_attempts", 0))
 
 
 def test_flaky_endpoint_fails_n_times_per_key(retry_fetch: CelldServer) -> None:
@@ -242,7 +242,7 @@ def test_rejected_request_errors_without_retries(approval: CelldServer) -> None:
         "name": "NonRetryableError",
         "message": f"{ticket} rejected by grace: over budget",
     }
-    assert approval.step("approval", instance, "check decision")["attempts"] == 1
+    assert approval.step("approval", instance, "check decision")["failed_attempts"] == 1
     assert approval.step("approval", instance, "fulfil") == {}
 
 

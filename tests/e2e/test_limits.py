@@ -49,7 +49,7 @@ def test_runaway_attempt_fails_then_retries(
     runaway(server, where)
     row = server.wait_for(
         lambda: (
-            server.step("runaway-workflow", where, "spin").get("attempts") == 1
+            server.step("runaway-workflow", where, "spin").get("failed_attempts") == 1
             and server.step("runaway-workflow", where, "spin")
         ),
         timeout=60,
@@ -81,7 +81,7 @@ def test_deep_recursion_is_an_ordinary_error(server: CelldServer) -> None:
     runaway(server, "recursion")
     row = server.wait_for(
         lambda: (
-            server.step("runaway-workflow", "recursion", "spin").get("attempts") == 1
+            server.step("runaway-workflow", "recursion", "spin").get("failed_attempts") == 1
             and server.step("runaway-workflow", "recursion", "spin")
         )
     )

@@ -42,11 +42,11 @@ def drive(server: CelldServer) -> dict[str, Any]:
     server.wait_for(lambda: step("nap"))
     server.advance(3_600_000)
     for failed, delay in ((1, 1_000), (2, 2_000)):  # linear backoff: 1 s, then 2 s
-        server.wait_for(lambda f=failed: step("flaky").get("attempts") == f)
+        server.wait_for(lambda f=failed: step("flaky").get("failed_attempts") == f)
         server.advance(delay)
     server.wait_for(lambda: step("approval"))
     server.post("/event", params={"id": "same", "type": "approve"}, json={"ok": True})
-    server.wait_for(lambda: step("doomed").get("attempts") == 1)
+    server.wait_for(lambda: step("doomed").get("failed_attempts") == 1)
     server.advance(1_000)
     return server.wait_for(lambda: (s := status())["status"] == "complete" and s)
 

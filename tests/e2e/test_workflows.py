@@ -102,7 +102,7 @@ def test_retry_delay_is_waited_on_the_engine_clock(server: CelldServer) -> None:
     create(server, "retrier", [{"do": "flaky", "fail": 2, "config": config}])
 
     def attempts() -> int:
-        return int(server.step("script-workflow", "retrier", "flaky").get("attempts", 0))
+        return int(server.step("script-workflow", "retrier", "flaky").get("failed_attempts", 0))
 
     server.wait_for(lambda: attempts() == 1)  # first attempt failed; retry due in 10 s
     assert status(server, "retrier")["status"] == "waiting"
