@@ -393,10 +393,9 @@ class CellManager:
         """True if `ref` can be created: unused, or retained no longer."""
         if ref in self.cells or ref in self._creating:
             return False
-        loaded = await self.store.load(ref)
-        if loaded is None:
+        exists, expires = await self.store.retained_until(ref)
+        if not exists:
             return True
-        expires = loaded.state.expires_at
         if expires is not None and expires <= self.clock.now():
             await self.store.delete([ref])
             return True

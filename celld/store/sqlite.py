@@ -264,6 +264,14 @@ class SqliteStore:
         )
         return bool(rows)
 
+    async def retained_until(self, ref: InstanceRef) -> tuple[bool, int | None]:
+        """(exists, expires_at): whether an id is taken and until when it is retained."""
+        rows = await self._fetch(
+            "SELECT expires_at FROM instances WHERE workflow = ? AND id = ?",
+            (ref.workflow, ref.id),
+        )
+        return (True, rows[0]["expires_at"]) if rows else (False, None)
+
     async def existing(self, workflow: str, ids: list[str]) -> set[str]:
         if not ids:
             return set()
