@@ -35,6 +35,7 @@ from celld.engine import (
     EmptyBatchError,
     Machine,
     NotFoundError,
+    Status,
     WorkflowError,
     status_error,
     validate_instance_id,
@@ -52,6 +53,9 @@ MAX_BATCH = 100
 SWEEP_INTERVAL_MS = 60_000
 WAKE_PRIORITY = 0
 NEW_PRIORITY = 1
+PRELOAD_PRIORITY = 2  # bringing an instance in before its deadline: after everything else
+SCAN_PAGE = 5_000
+MAX_ALARMS_IN_MEMORY = 500_000
 
 
 def default_max_resident() -> int:
@@ -241,14 +245,15 @@ class CellManager:
 
     # -- isolate slots and the run queue ---------------------------------------------------
 
-    def request_run(self, cell: Cell, *, wake: bool) -> None:
+    def request_run(self, cell: Cell, *, wake: bool, priority: int | None = None) -> None:
         """Queue a run (replay) of `cell`; wake-ups go before new instances."""
         if cell.ref in self._queued:
             return
         cell.starting = True
         self.cells[cell.ref] = cell
         self._queued.add(cell.ref)
-        priority = WAKE_PRIORITY if wake else NEW_PRIORITY
+        if priority is None:
+            priority = WAKE_PRIORITY if wake else NEW_PRIORITY
         heapq.heappush(self._run_queue, (priority, next(self._order), cell.ref))
         self._dispatch()
 
@@ -314,15 +319,33 @@ class CellManager:
                 await cell.on_alarm()
 
     async def _scan_horizon(self) -> None:
-        horizon = self.clock.now() + self.residency_ms
-        while True:
-            due = await self.store.due(horizon, 10_000)
-            for ref, when in due:
-                if ref.workflow in self.specs:
-                    self.alarms.schedule(ref, when)
-            if len(due) < 10_000:
+        """Load alarms for every deadline inside the window, and bring the earliest of those
+        instances in ahead of time (while slots are free) so that they are resident and
+        only resolve a promise when their deadline comes."""
+        now = self.clock.now()
+        horizon = now + self.residency_ms
+        after: tuple[int, str, str] | None = None
+        preload = max(0, (self.max_resident - self.resident_count - len(self._run_queue)) // 2)
+        while len(self.alarms) < MAX_ALARMS_IN_MEMORY:
+            page = await self.store.due(horizon, SCAN_PAGE, after)
+            for ref, when in page:
+                if ref.workflow not in self.specs:
+                    continue
+                self.alarms.schedule(ref, when)
+                if preload and when > now and ref not in self.cells:
+                    preload -= 1
+                    self._spawn(self._preload(ref))
+            if len(page) < SCAN_PAGE:
                 return
-            horizon = due[-1][1]  # the rest is further away; the next scan gets it
+            last_ref, last_when = page[-1]
+            after = (last_when, last_ref.workflow, last_ref.id)
+
+    async def _preload(self, ref: InstanceRef) -> None:
+        async with self.using(ref) as cell:
+            if cell is None or cell.host is not None or cell.starting:
+                return
+            if cell.machine.status is Status.WAITING:
+                self.request_run(cell, wake=False, priority=PRELOAD_PRIORITY)
 
     async def _horizon_loop(self) -> None:
         while True:

@@ -30,7 +30,7 @@ CREATE TABLE IF NOT EXISTS instances (
     runnable INTEGER NOT NULL,
     PRIMARY KEY (workflow, id)
 ) WITHOUT ROWID;
-CREATE INDEX IF NOT EXISTS instances_by_wake ON instances (next_wake)
+CREATE INDEX IF NOT EXISTS instances_by_wake_key ON instances (next_wake, workflow, id)
     WHERE next_wake IS NOT NULL;
 CREATE INDEX IF NOT EXISTS instances_by_expiry ON instances (expires_at)
     WHERE expires_at IS NOT NULL;

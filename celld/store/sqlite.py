@@ -282,11 +282,17 @@ class SqliteStore:
         )
         return {row["id"] for row in rows}
 
-    async def due(self, before_ms: int, limit: int) -> list[tuple[InstanceRef, int]]:
+    async def due(
+        self, before_ms: int, limit: int, after: tuple[int, str, str] | None = None
+    ) -> list[tuple[InstanceRef, int]]:
+        """Deadlines before `before_ms`, earliest first; `after` = (when, workflow, id) of
+        the last row of the previous page (keyset paging over the next_wake index)."""
+        start = after or (-(2**62), "", "")
         rows = await self._fetch(
             "SELECT workflow, id, next_wake FROM instances WHERE next_wake IS NOT NULL "
-            "AND next_wake < ? ORDER BY next_wake LIMIT ?",
-            (before_ms, limit),
+            "AND next_wake < ? AND (next_wake, workflow, id) > (?, ?, ?) "
+            "ORDER BY next_wake, workflow, id LIMIT ?",
+            (before_ms, *start, limit),
         )
         return [(InstanceRef(r["workflow"], r["id"]), r["next_wake"]) for r in rows]
 
