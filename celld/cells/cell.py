@@ -359,6 +359,11 @@ class Cell:
             waiter: asyncio.Future[Decision] = asyncio.get_running_loop().create_future()
             self.waiters[key] = waiter
             return self._deliver_later(token, waiter)
+        if isinstance(decision, Run) and not resumes and self._run_live():
+            # A step's first run acknowledges nothing durable (attempt starts are not
+            # written; steps are at least once), so it is answered in the same pass: the
+            # step's row rides along with the commit of the attempt's report.
+            return decision_wire(decision)
         return self._deliver_now(token, decision, resumes)
 
     async def _deliver_now(self, token: int, decision: Decision, resumes: bool) -> dict[str, Any]:
@@ -371,11 +376,7 @@ class Cell:
     async def _commit_then_deliver(
         self, token: int, decision: Decision, resumes: bool
     ) -> dict[str, Any]:
-        if resumes or not isinstance(decision, Run):
-            await self.persist()
-        # else: the first run of a step acknowledges nothing durable (attempt starts are not
-        # written, steps are at least once), so its row rides along with the commit of the
-        # attempt's report instead of costing a commit of its own before the callback runs.
+        await self.persist()
         if token != self._run_token or not self._run_live():
             await self._settle_run(token)
             raise RunStopped()
