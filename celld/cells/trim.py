@@ -35,15 +35,15 @@ def _load_trim() -> Callable[[int], int] | None:
 _TRIM = _load_trim()
 
 
-async def trim_after_bursts(is_quiet: Callable[[], bool], busy_count: Callable[[], int]) -> None:
-    """Every few seconds of wall time: if activity dropped since the last look, trim."""
+async def trim_after_bursts(is_quiet: Callable[[], bool], activity: Callable[[], int]) -> None:
+    """Every few seconds of wall time: if runs happened since the last trim and all is
+    quiet now, trim. `activity` is a counter that grows with every run started."""
     if _TRIM is None:
         return
-    peak = 0
+    trimmed_at = activity()
     while True:
         await asyncio.sleep(TRIM_INTERVAL_S)
-        current = busy_count()
-        peak = max(peak, current)
-        if is_quiet() and peak > current:
+        current = activity()
+        if current != trimmed_at and is_quiet():
             await asyncio.get_running_loop().run_in_executor(None, _TRIM, 0)
-            peak = current
+            trimmed_at = current
