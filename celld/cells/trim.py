@@ -16,7 +16,7 @@ from collections.abc import Callable
 
 log = logging.getLogger("celld.cells")
 
-TRIM_INTERVAL_S = 10.0
+TRIM_INTERVAL_S = 3.0
 
 
 def _load_trim() -> Callable[[int], int] | None:
