@@ -27,7 +27,7 @@ from celld.engine import (
     Suspend,
 )
 from celld.engine.errors import missing_callback, status_error
-from celld.isolate.host import IsolateHost
+from celld.isolate.host import AnswerWithdrawn, IsolateHost
 from celld.isolate.isolate import Isolate, IsolateFault
 from celld.store.base import InstanceRef, Write
 
@@ -58,7 +58,7 @@ def decision_wire(decision: Decision) -> dict[str, Any]:
     raise TypeError(f"{decision!r} is not delivered to JS")
 
 
-class RunStopped(Exception):
+class RunStopped(AnswerWithdrawn):
     """The run this request belonged to is over (paused, terminated, failed, evicted)."""
 
 

@@ -30,6 +30,11 @@ class HostError(Exception):
         self.js_name = js_name
 
 
+class AnswerWithdrawn(Exception):  # noqa: N818 - it is a signal, not an error
+    """Raised by an operation whose answer is no longer wanted (the run it served is
+    over): nothing is sent back and nothing is logged."""
+
+
 def error_shape(error: BaseException) -> dict[str, str]:
     """The {name, message} a host exception becomes in JS."""
     name = getattr(error, "js_name", None) or "Error"
@@ -142,6 +147,8 @@ class IsolateHost:
             value = await awaitable
         except asyncio.CancelledError:
             raise
+        except AnswerWithdrawn:
+            return
         except Exception as error:  # noqa: BLE001 - every failure is reported to JS
             self._settle_error(ticket, op, error)
             return
