@@ -73,6 +73,7 @@ class Cell:
         self.host: IsolateHost | None = None
         self.users = 0  # operations holding this cell loaded (see CellManager.using)
         self.starting = False  # a run is queued for an isolate slot
+        self.preloading = False  # that run only brings the instance in before its deadline
         self.waiters: dict[StepKey, asyncio.Future[Decision]] = {}
         self.snapshot: dict[str, Any] = machine.status_view()
         self._timers: dict[int, Cancellable] = {}
@@ -160,7 +161,14 @@ class Cell:
         host.turn_callback = lambda: self._after_turn(token)
         self.host = host
         start = self.machine.start_run(self.clock_now)
-        await self.persist()
+        if self.preloading:
+            # Brought in ahead of its deadline: the replay only rebuilds the pending
+            # promise, so the instance should go on reading `waiting`. What start_run
+            # changed is committed with the next commit, before anything reaches JS
+            # that depends on it.
+            self.preloading = False
+        else:
+            await self.persist()
         state = self.machine.state
         host.post({"k": "env", **self.manager.env_message} if fresh else {"k": "reset"})
         host.post(

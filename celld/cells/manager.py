@@ -350,6 +350,7 @@ class CellManager:
             if cell is None or cell.host is not None or cell.starting:
                 return
             if cell.machine.status is Status.WAITING:
+                cell.preloading = True
                 self.request_run(cell, wake=False, priority=PRELOAD_PRIORITY)
 
     async def _horizon_loop(self) -> None:

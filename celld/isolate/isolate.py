@@ -119,7 +119,7 @@ class Isolate:
             raise self.fault
         payload = orjson.dumps(inbox).decode()
         try:
-            outbox = await self.thread.run(lambda: self._turn_sync(payload))
+            outbox = await self.thread.run_batched(lambda: self._turn_sync(payload))
         except (quickjs.JSException, quickjs.StackOverflow) as error:
             self.fault = classify_fault(error)
             raise self.fault from None

@@ -14,7 +14,7 @@ import os
 import threading
 from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
-from typing import TypeVar
+from typing import Any, TypeVar
 
 T = TypeVar("T")
 
@@ -31,6 +31,8 @@ class JsThread:
     def __init__(self, name: str) -> None:
         self.name = name
         self.load = 0  # contexts placed on this thread; used to spread new ones
+        self._batch: list[tuple[Callable[[], Any], asyncio.Future[Any]]] = []
+        self._flush_scheduled = False
         old = threading.stack_size()
         threading.stack_size(THREAD_STACK_BYTES)
         try:
@@ -46,6 +48,46 @@ class JsThread:
     async def run(self, fn: Callable[[], T]) -> T:
         """Run `fn` on this thread and await its result from the event loop."""
         return await asyncio.wrap_future(self._executor.submit(fn))
+
+    async def run_batched(self, fn: Callable[[], T]) -> T:
+        """Like `run`, but calls queued in the same event-loop pass share one trip to the
+        thread and one wake-up back: with many isolates on a thread, each turn otherwise
+        pays an executor hand-off and a loop wake-up of its own."""
+        loop = asyncio.get_running_loop()
+        future: asyncio.Future[T] = loop.create_future()
+        self._batch.append((fn, future))
+        if not self._flush_scheduled:
+            self._flush_scheduled = True
+            loop.call_soon(self._flush, loop)
+        return await future
+
+    def _flush(self, loop: asyncio.AbstractEventLoop) -> None:
+        batch, self._batch = self._batch, []
+        self._flush_scheduled = False
+        self._executor.submit(self._run_batch, batch, loop)
+
+    @staticmethod
+    def _run_batch(
+        batch: list[tuple[Callable[[], Any], asyncio.Future[Any]]],
+        loop: asyncio.AbstractEventLoop,
+    ) -> None:
+        outcomes: list[tuple[asyncio.Future[Any], Any, BaseException | None]] = []
+        for fn, future in batch:
+            try:
+                outcomes.append((future, fn(), None))
+            except BaseException as error:  # noqa: BLE001 - handed to the awaiting caller
+                outcomes.append((future, None, error))
+        loop.call_soon_threadsafe(JsThread._settle, outcomes)
+
+    @staticmethod
+    def _settle(outcomes: list[tuple[asyncio.Future[Any], Any, BaseException | None]]) -> None:
+        for future, value, error in outcomes:
+            if future.done():
+                continue
+            if error is not None:
+                future.set_exception(error)
+            else:
+                future.set_result(value)
 
     def shutdown(self) -> None:
         self._executor.shutdown(wait=True, cancel_futures=False)
