@@ -483,7 +483,7 @@ class CellManager:
             ]
             writes = [Write(c.ref, c.machine.take_changes(), None, True) for c in cells]
             if writes:
-                await self.store.write_many(writes)  # type: ignore[attr-defined]
+                await self.store.write_many(writes)
         finally:
             self._creating.difference_update(refs)
         for cell in cells:
@@ -516,32 +516,34 @@ class CellManager:
                 raise NotFoundError()
             return loaded.snapshot
 
-    async def _with_cell(self, workflow: str, message: dict[str, Any], action: str) -> None:
+    @asynccontextmanager
+    async def _existing(self, workflow: str, message: dict[str, Any]) -> AsyncIterator[Cell]:
         ref = await self._instance(workflow, message)
         async with self.using(ref) as cell:
             if cell is None:
                 raise NotFoundError()
-            if action == "sendEvent":
-                await cell.send_event(message.get("type"), message.get("payload") or "")  # type: ignore[arg-type]
-            elif action == "restart":
-                await cell.restart(message.get("from"))
-            else:
-                await getattr(cell, action)()
+            yield cell
 
     async def _op_pause(self, workflow: str, message: dict[str, Any]) -> None:
-        await self._with_cell(workflow, message, "pause")
+        async with self._existing(workflow, message) as cell:
+            await cell.pause()
 
     async def _op_resume(self, workflow: str, message: dict[str, Any]) -> None:
-        await self._with_cell(workflow, message, "resume")
+        async with self._existing(workflow, message) as cell:
+            await cell.resume()
 
     async def _op_terminate(self, workflow: str, message: dict[str, Any]) -> None:
-        await self._with_cell(workflow, message, "terminate")
+        async with self._existing(workflow, message) as cell:
+            await cell.terminate()
 
     async def _op_restart(self, workflow: str, message: dict[str, Any]) -> None:
-        await self._with_cell(workflow, message, "restart")
+        async with self._existing(workflow, message) as cell:
+            await cell.restart(message.get("from"))
 
     async def _op_sendEvent(self, workflow: str, message: dict[str, Any]) -> None:  # noqa: N802
-        await self._with_cell(workflow, message, "sendEvent")
+        event_type: Any = message.get("type")  # validated by the engine
+        async with self._existing(workflow, message) as cell:
+            await cell.send_event(event_type, message.get("payload") or "")
 
     # -- observability -----------------------------------------------------------------
 
