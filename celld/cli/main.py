@@ -87,6 +87,13 @@ def run(
             js_threads=threads,
             synchronous=os.environ.get("CELLD_SQLITE_SYNC", "FULL"),
         )
+        memory_mb = os.environ.get("CELLD_ISOLATE_MEMORY_MB")
+        if memory_mb:
+            if not memory_mb.isdigit() or int(memory_mb) < 8:
+                raise ValueError(
+                    f"CELLD_ISOLATE_MEMORY_MB must be a whole number >= 8, not {memory_mb!r}"
+                )
+            options.memory_bytes = int(memory_mb) * 1024 * 1024
         test_clock = os.environ.get("CELLD_TEST_CLOCK", "")
         if test_clock.startswith("manual"):
             # Tests drive time over HTTP (POST /cdn-cgi/celld/clock?advance=MS);

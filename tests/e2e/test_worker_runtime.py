@@ -182,3 +182,17 @@ def test_invalid_config_names_file_and_key(tmp_path: Path) -> None:
     )
     assert result.returncode != 0
     assert "wrangler.toml" in result.stderr and "compat_date" in result.stderr
+
+
+def test_isolate_memory_limit_is_configurable(tmp_path: Path, worker_server: CelldServer) -> None:
+    assert worker_server.get("/alloc", params={"mb": 40}).status_code == 200  # default 128 MiB
+    small = CelldServer(
+        PROJECTS / "worker", tmp_path / "state", env={"CELLD_ISOLATE_MEMORY_MB": "24"}
+    ).start()
+    try:
+        response = small.get("/alloc", params={"mb": 40})
+        assert response.status_code == 500
+        assert "out of memory" in response.text
+        assert small.get("/alloc", params={"mb": 4}).status_code == 200
+    finally:
+        small.stop()

@@ -40,6 +40,11 @@ export default {
     const dive = (n) => dive(n + 1) + 1;
     return new Response(String(dive(0)));
   },
+  "/alloc": (request) => {
+    const mb = Number(new URL(request.url).searchParams.get("mb") || 1);
+    const block = new Uint8Array(mb * 1024 * 1024).fill(1);
+    return new Response(String(block.length));
+  },
   "/slow": async (request) => {
     const ms = Number(new URL(request.url).searchParams.get("ms") || 500);
     await new Promise((resolve) => setTimeout(resolve, ms));
