@@ -52,6 +52,19 @@
       outbox.push(Object.assign({ op, t: ticket }, fields));
       return new Promise((resolve, reject) => waiting.set(ticket, { resolve, reject }));
     },
+    /**
+     * A request whose answer can be withdrawn: `cancel()` forgets the answer and tells
+     * the host to stop the work (a cleared timer must not keep the host busy).
+     */
+    requestCancellable(op, fields) {
+      const ticket = nextTicket++;
+      outbox.push(Object.assign({ op, t: ticket }, fields));
+      const promise = new Promise((resolve, reject) => waiting.set(ticket, { resolve, reject }));
+      const cancel = () => {
+        if (waiting.delete(ticket)) outbox.push({ op: "cancel", of: ticket });
+      };
+      return { promise, cancel };
+    },
     /** Register the handler for one kind of inbound message. */
     on(kind, handler) {
       handlers[kind] = handler;

@@ -57,6 +57,7 @@ class IsolateHost:
         self._pumping = False
         self._pump_task: asyncio.Task[None] | None = None
         self._tasks: set[asyncio.Task[Any]] = set()
+        self._by_ticket: dict[int, tuple[asyncio.Task[Any], Awaitable[Any]]] = {}
         self._idle = asyncio.Event()
         self._idle.set()
         #: Called when the isolate has nothing to run and no host work outstanding.
@@ -117,6 +118,19 @@ class IsolateHost:
     def _dispatch(self, message: dict[str, Any]) -> None:
         op = message.get("op")
         ticket = message.get("t")
+        if op == "cancel":
+            # JS no longer wants the answer to request `of` (a cleared timer, say): stop
+            # the work so it neither runs on nor counts as pending host work.
+            pending = self._by_ticket.pop(message.get("of"), None)
+            if pending is not None:
+                task, work = pending
+                task.cancel()
+                # Cancelled before it started: the task never awaits the work, so close it.
+                if inspect.iscoroutine(work) and (
+                    inspect.getcoroutinestate(work) == inspect.CORO_CREATED
+                ):
+                    work.close()
+            return
         handler = self.ops.get(op) if isinstance(op, str) else None
         if handler is None:
             error = HostError(f"celld has no host operation named {op!r}")
@@ -134,6 +148,9 @@ class IsolateHost:
             task = asyncio.get_running_loop().create_task(self._await(ticket, op, result))
             self._tasks.add(task)
             task.add_done_callback(self._task_done)
+            if ticket is not None:
+                self._by_ticket[ticket] = (task, result)
+                task.add_done_callback(lambda _, t=ticket: self._by_ticket.pop(t, None))
         elif ticket is not None:
             self.post({"k": "settle", "t": ticket, "v": result})
 

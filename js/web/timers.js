@@ -1,8 +1,8 @@
 // Timers (setTimeout & co.), scheduler.wait, performance and navigator.
 //
 // A timer is a `timer` host request that resolves after `ms` of wall time. Clearing
-// a timer only forgets it on the JS side: the host's answer still arrives and is
-// ignored, which costs one message and keeps the host free of cancellation state.
+// a timer withdraws that request, so the host stops waiting for it (a long cleared
+// timer must not count as work still pending for the request that set it).
 "use strict";
 (() => {
   const web = globalThis.__celld_web;
@@ -18,7 +18,9 @@
   function arm(id) {
     const timer = active.get(id);
     const generation = ++timer.generation;
-    host.request("timer", { ms: timer.ms }).then(() => {
+    const request = host.requestCancellable("timer", { ms: timer.ms });
+    timer.cancel = request.cancel;
+    request.promise.then(() => {
       const current = active.get(id);
       if (current !== timer || timer.generation !== generation) return; // cleared
       if (timer.repeat) arm(id);
@@ -41,7 +43,11 @@
 
   function clear(id) {
     // Workers timers are plain numbers; accept objects with a numeric valueOf too.
-    active.delete(Number(id));
+    const key = Number(id);
+    const timer = active.get(key);
+    if (!timer) return;
+    active.delete(key);
+    timer.cancel();
   }
 
   web.defineGlobal("setTimeout", function setTimeout(fn, ms = 0, ...args) {

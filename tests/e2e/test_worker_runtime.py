@@ -85,6 +85,7 @@ def test_digest(worker_server: CelldServer) -> None:
         ("/bomb", "out of memory"),
         ("/recurse", "Maximum call stack size exceeded"),
         ("/hang", "hung"),
+        ("/hang-after-cleared-timer", "hung"),
         ("/not-a-response", "not a Response"),
     ],
 )

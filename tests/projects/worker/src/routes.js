@@ -51,6 +51,10 @@ export default {
     return new Response(`slept ${ms}`);
   },
   "/hang": () => new Promise(() => {}),
+  "/hang-after-cleared-timer": () => {
+    clearTimeout(setTimeout(() => {}, 600_000));
+    return new Promise(() => {});
+  },
   "/not-a-response": () => "just a string",
   "/wait-until": (request, env, ctx) => {
     ctx.waitUntil(new Promise((resolve) => setTimeout(() => { pending.push("done"); resolve(); }, 50)));
