@@ -91,17 +91,26 @@ class Cell:
         return self.manager.clock.now()
 
     async def persist(self) -> None:
-        """Return once every change made so far is committed."""
-        async with self._flush_lock:
-            changes = self.machine.take_changes()
-            if not changes:
-                return
-            next_wake = self.machine.next_wake()
-            await self.manager.store.write(
-                Write(self.ref, changes, next_wake, self.machine.status in RUNNABLE)
-            )
-            self.snapshot = self.machine.status_view()
-            self.manager.after_commit(self, next_wake)
+        """Return once every change made so far is committed.
+
+        A commit in flight holds the cell loaded: were it unloaded meanwhile, the next
+        operation would load a second cell for the same instance from stale rows.
+        """
+        self.users += 1
+        try:
+            async with self._flush_lock:
+                changes = self.machine.take_changes()
+                if not changes:
+                    return
+                next_wake = self.machine.next_wake()
+                await self.manager.store.write(
+                    Write(self.ref, changes, next_wake, self.machine.status in RUNNABLE)
+                )
+                self.snapshot = self.machine.status_view()
+                self.manager.after_commit(self, next_wake)
+        finally:
+            self.users -= 1
+            self.manager.cell_settled(self)
 
     # -- runs ---------------------------------------------------------------------------
 
