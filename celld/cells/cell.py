@@ -83,6 +83,8 @@ class Cell:
         # Decisions taken but not yet in JS's hands (waiting for their commit): while any
         # exist, JS is not idle even if its last turn ended with nothing to do.
         self._delivering = 0
+        # First attempts JS began on its own that the machine would not have started.
+        self._refused_starts: dict[StepKey, Decision | None] = {}
 
     # -- durability --------------------------------------------------------------------
 
@@ -192,6 +194,12 @@ class Cell:
                     "workflowName": state.workflow,
                 },
                 "journal": start.journal_json(),
+                "unfinished": [
+                    str(row.key)
+                    for row in self.machine.steps()
+                    if row.type == "do" and not row.finished
+                ],
+                "stepLimit": start.step_limit,
             }
         )
         self.manager.touch(self)
@@ -202,6 +210,7 @@ class Cell:
         for waiter in self.waiters.values():
             waiter.cancel()
         self.waiters.clear()
+        self._refused_starts.clear()
         for timer in self._timers.values():
             timer.cancel()
         self._timers.clear()
@@ -225,6 +234,7 @@ class Cell:
         ops.update(
             {
                 "wf.do": lambda m: self._on_do(token, m),
+                "wf.begin": lambda m: self._on_begin(token, m),
                 "wf.attempt": lambda m: self._on_attempt(token, m),
                 "wf.sleep": lambda m: self._on_sleep(token, m),
                 "wf.wait": lambda m: self._on_wait(token, m),
@@ -255,10 +265,33 @@ class Cell:
         )
         return self._answer(token, StepKey("do", str(m["name"]), int(m["count"])), decision, False)
 
+    def _on_begin(self, token: int, m: dict[str, Any]) -> None:
+        """JS started a step's first attempt without asking (its config was seen before).
+
+        The machine decides as for `wf.do`; when it would not have said "run attempt 1"
+        (a pause pending, the instance failing, ...), that decision stands and answers the
+        attempt's report instead (the callback ran anyway: steps are at least once).
+        """
+        if not self._current(token, m):
+            return
+        key = StepKey("do", str(m["name"]), int(m["count"]))
+        decision = self.machine.step_do(
+            key.name,
+            key.count,
+            m.get("ordinal"),
+            m.get("config"),
+            self.clock_now,
+            dynamic_delay=bool(m.get("dynamic")),
+        )
+        if not (isinstance(decision, Run) and decision.attempt == 1):
+            self._refused_starts[key] = decision
+
     def _on_attempt(self, token: int, m: dict[str, Any]) -> Any:
         if not self._current(token, m):
             return self._never()
         key = StepKey("do", str(m["name"]), int(m["count"]))
+        if key in self._refused_starts:
+            return self._answer(token, key, self._refused_starts.pop(key), False)
         attempt = int(m["attempt"])
         now = self.clock_now
         decision: Decision | None

@@ -87,15 +87,32 @@
     },
   };
 
+  // What the engine answers for a step's first attempt depends only on the step's
+  // config: its resolved form, timeout and whether a failure will be retried. Once seen,
+  // a step with the same config starts its first attempt at once and tells the engine
+  // in the same message batch (`wf.begin`), saving a round trip per step.
+  const firstAttempts = new Map();
+  const MAX_STEP_NAME = 256;
+
+  function plainStepName(name) {
+    if (name.length > MAX_STEP_NAME) return false;
+    for (let i = 0; i < name.length; i++) if (name.charCodeAt(i) < 0x20) return false;
+    return true;
+  }
+
   class WorkflowStep {
     #counts = new Map();
     #ordinal = 0;
     #generation;
     #journal;
+    #unfinished;
+    #stepLimit;
 
-    constructor(generation, journal) {
+    constructor(generation, journal, unfinished, stepLimit) {
       this.#generation = generation;
       this.#journal = journal;
+      this.#unfinished = new Set(unfinished);
+      this.#stepLimit = stepLimit;
     }
 
     #next(type, name) {
@@ -134,11 +151,25 @@
         throw engineError(refused.reject);
       }
       const { config, dynamic } = wireConfig(rawConfig);
-      let decision = await this.#ask("wf.do", { name, count, ordinal, config, dynamic });
+      const call = { name, count, ordinal, config, dynamic };
+      const shape = JSON.stringify([config, dynamic]);
+      const known = firstAttempts.get(shape);
+      let decision;
+      if (known && !this.#unfinished.has(key) && ordinal <= this.#stepLimit && plainStepName(name)) {
+        host.notify("wf.begin", Object.assign({ g: this.#generation }, call));
+        const context = { step: { name, count }, attempt: 1, config: known.config };
+        const report = await this.#attempt(callback, rawConfig, context, known.timeout, known.willRetry);
+        decision = await this.#ask("wf.attempt", Object.assign({ name, count, attempt: 1 }, report));
+      } else {
+        decision = await this.#ask("wf.do", call);
+      }
       for (;;) {
         if ("resolve" in decision) return deserialize(decision.resolve);
         if ("reject" in decision) throw engineError(decision.reject);
         const { attempt, context, timeout, willRetry } = decision.run;
+        if (attempt === 1 && !firstAttempts.has(shape)) {
+          firstAttempts.set(shape, { config: context.config, timeout, willRetry });
+        }
         const report = await this.#attempt(callback, rawConfig, context, timeout, willRetry);
         decision = await this.#ask("wf.attempt", Object.assign({ name, count, attempt }, report));
       }
@@ -271,7 +302,9 @@
       workflowName: message.event.workflowName,
     });
     const ctx = { waitUntil(promise) { Promise.resolve(promise).catch(() => {}); } };
-    const step = new WorkflowStep(message.g, JSON.parse(message.journal));
+    const step = new WorkflowStep(
+      message.g, JSON.parse(message.journal), message.unfinished || [], message.stepLimit,
+    );
     Promise.resolve()
       .then(() => new Workflow(ctx, cloudflare.env).run(event, step))
       .then(
