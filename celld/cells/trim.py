@@ -36,14 +36,19 @@ _TRIM = _load_trim()
 
 
 async def trim_after_bursts(is_quiet: Callable[[], bool], activity: Callable[[], int]) -> None:
-    """Every few seconds of wall time: if runs happened since the last trim and all is
-    quiet now, trim. `activity` is a counter that grows with every run started."""
+    """Every few seconds of wall time: once runs have happened and all is quiet again,
+    trim, and trim once more on the next quiet look (isolates of the burst's last runs
+    are still being freed when it first looks quiet). `activity` grows with every run."""
     if _TRIM is None:
         return
-    trimmed_at = activity()
+    seen = activity()
+    owed = 0
     while True:
         await asyncio.sleep(TRIM_INTERVAL_S)
         current = activity()
-        if current != trimmed_at and is_quiet():
+        if current != seen:
+            seen = current
+            owed = 2
+        if owed and is_quiet():
             await asyncio.get_running_loop().run_in_executor(None, _TRIM, 0)
-            trimmed_at = current
+            owed -= 1
