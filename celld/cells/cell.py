@@ -252,18 +252,24 @@ class Cell:
 
     # -- messages from the run -------------------------------------------------------------
 
-    def _on_do(self, token: int, m: dict[str, Any]) -> Any:
-        if not self._current(token, m):
-            return self._never()
+    def _step_do(self, m: dict[str, Any]) -> tuple[StepKey, Decision | None]:
+        """The machine's decision for a `step.do` call JS reported (`wf.do` or `wf.begin`)."""
+        key = StepKey("do", str(m["name"]), int(m["count"]))
         decision = self.machine.step_do(
-            str(m["name"]),
-            int(m["count"]),
+            key.name,
+            key.count,
             m.get("ordinal"),
             m.get("config"),
             self.clock_now,
             dynamic_delay=bool(m.get("dynamic")),
         )
-        return self._answer(token, StepKey("do", str(m["name"]), int(m["count"])), decision, False)
+        return key, decision
+
+    def _on_do(self, token: int, m: dict[str, Any]) -> Any:
+        if not self._current(token, m):
+            return self._never()
+        key, decision = self._step_do(m)
+        return self._answer(token, key, decision, False)
 
     def _on_begin(self, token: int, m: dict[str, Any]) -> None:
         """JS started a step's first attempt without asking (its config was seen before).
@@ -274,15 +280,7 @@ class Cell:
         """
         if not self._current(token, m):
             return
-        key = StepKey("do", str(m["name"]), int(m["count"]))
-        decision = self.machine.step_do(
-            key.name,
-            key.count,
-            m.get("ordinal"),
-            m.get("config"),
-            self.clock_now,
-            dynamic_delay=bool(m.get("dynamic")),
-        )
+        key, decision = self._step_do(m)
         if not (isinstance(decision, Run) and decision.attempt == 1):
             self._refused_starts[key] = decision
 
@@ -400,10 +398,9 @@ class Cell:
 
     def _answer(self, token: int, key: StepKey, decision: Decision | None, resumes: bool) -> Any:
         """Commit, then deliver `decision` (or hold it until an alarm or event settles it)."""
-        if decision is None:
-            # Stale, or the run is stopping (pause settled, terminated): nothing to deliver.
-            return self._chain(self._settle_run(token), self._never())
-        if isinstance(decision, Fail):
+        if decision is None or isinstance(decision, Fail):
+            # Stale, the run stopping (pause settled, terminated) or the instance failed:
+            # nothing to deliver; the isolate goes once the change is committed.
             return self._chain(self._settle_run(token), self._never())
         if isinstance(decision, Suspend):
             waiter: asyncio.Future[Decision] = asyncio.get_running_loop().create_future()
