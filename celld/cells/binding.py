@@ -1,9 +1,12 @@
 """The Workflow binding: what `env.MY_WORKFLOW` and its instance handles do.
 
 Every method arrives as one `wf.binding` host request from an isolate (the Worker's or a
-workflow's). Creation validates, commits the new instance (create returns once it is
-durably queued) and queues its first run; the lifecycle methods go to the instance's
-cell, loading it if it is hibernated.
+workflow's). Creation validates, commits the new instances (create returns once they are
+durably queued; the store judges id uniqueness) and queues their first runs; the
+lifecycle methods go to the instance's cell, loading it if it is hibernated.
+
+A store failure reaches the caller as a clear error that says to retry; the operation
+changed nothing.
 """
 
 from __future__ import annotations
@@ -25,7 +28,7 @@ from celld.engine import (
     validate_instance_id,
 )
 from celld.isolate.host import HostError
-from celld.store.base import InstanceRef, Write
+from celld.store.base import InstanceRef, StoreUnavailable
 
 if TYPE_CHECKING:
     from celld.cells.manager import CellManager
@@ -39,10 +42,16 @@ def binding_error(error: WorkflowError) -> HostError:
     return HostError(shape.message, shape.name)
 
 
+def store_error(error: StoreUnavailable) -> HostError:
+    return HostError(
+        f"(store.unavailable) celld could not use its store, so nothing was changed; "
+        f"retry the call ({error})"
+    )
+
+
 class WorkflowBindings:
     def __init__(self, manager: CellManager) -> None:
         self.manager = manager
-        self._creating: set[InstanceRef] = set()
 
     async def handle(self, message: dict[str, Any]) -> Any:
         """The `wf.binding` host operation: one method of a Workflow binding."""
@@ -57,6 +66,8 @@ class WorkflowBindings:
             return await handler(workflow, message)
         except WorkflowError as error:
             raise binding_error(error) from None
+        except StoreUnavailable as error:
+            raise store_error(error) from None
 
     def _retention(self, options: dict[str, Any]) -> dict[str, Any] | None:
         retention = options.get("retention")
@@ -80,31 +91,11 @@ class WorkflowBindings:
             step_limit=self.manager.specs[workflow].step_limit,
         )
 
-    async def _free_id(self, ref: InstanceRef) -> bool:
-        """True if `ref` can be created: unused, or retained no longer."""
-        if ref in self.manager.cells or ref in self._creating:
-            return False
-        exists, expires = await self.manager.store.retained_until(ref)
-        if not exists:
-            return True
-        if expires is not None and expires <= self.manager.clock.now():
-            await self.manager.store.delete([ref])
-            return True
-        return False
-
     async def _op_create(self, workflow: str, message: dict[str, Any]) -> dict[str, Any]:
         machine = self._new_machine(workflow, message)
-        ref = InstanceRef(workflow, machine.state.id)
-        if not await self._free_id(ref) or ref in self._creating:
-            raise AlreadyExistsError(ref.id)
-        self._creating.add(ref)
-        try:
-            cell = Cell(self.manager, ref, self.manager.specs[workflow], machine)
-            await cell.persist()
-        finally:
-            self._creating.discard(ref)
-        self.manager.request_run(cell, wake=False)
-        return {"id": ref.id}
+        if not await self.manager.create([machine]):
+            raise AlreadyExistsError(machine.state.id)
+        return {"id": machine.state.id}
 
     async def _op_createBatch(self, workflow: str, message: dict[str, Any]) -> dict[str, Any]:  # noqa: N802
         options = message.get("instances")
@@ -116,12 +107,11 @@ class WorkflowBindings:
             raise BatchTooLargeError()
         machines = [self._new_machine(workflow, item) for item in options]
         report = bool(message.get("report"))
-        created: list[Machine] = []
         errors: list[dict[str, Any]] = []
+        unique: list[Machine] = []
         seen: set[str] = set()
         for index, machine in enumerate(machines):
             instance_id = machine.state.id
-            ref = InstanceRef(workflow, instance_id)
             if instance_id in seen:
                 errors.append(
                     {"index": index, "id": instance_id, "code": 10415,
@@ -129,29 +119,17 @@ class WorkflowBindings:
                 )  # fmt: skip
                 continue
             seen.add(instance_id)
-            if not await self._free_id(ref):
+            unique.append(machine)
+        created = {ref.id for ref in await self.manager.create(unique)}
+        for index, machine in enumerate(machines):
+            instance_id = machine.state.id
+            if machine in unique and instance_id not in created:
                 errors.append(
                     {"index": index, "id": instance_id, "code": 10405,
                      "message": "workflows.api.error.instance.already_exists"}
                 )  # fmt: skip
-                continue
-            created.append(machine)
-        refs = [InstanceRef(workflow, m.state.id) for m in created]
-        self._creating.update(refs)
-        try:
-            cells = [
-                Cell(self.manager, ref, self.manager.specs[workflow], m)
-                for ref, m in zip(refs, created, strict=True)
-            ]
-            writes = [Write(c.ref, c.machine.take_changes(), None, True) for c in cells]
-            if writes:
-                await self.manager.store.write_many(writes)
-        finally:
-            self._creating.difference_update(refs)
-        for cell in cells:
-            cell.snapshot = cell.machine.status_view()
-            self.manager.request_run(cell, wake=False)
-        ids = [ref.id for ref in refs]
+        errors.sort(key=lambda e: e["index"])
+        ids = [m.state.id for m in unique if m.state.id in created]
         return {"created": ids, "errors": errors} if report else {"ids": ids}
 
     async def _instance(self, workflow: str, message: dict[str, Any]) -> InstanceRef:
@@ -164,14 +142,14 @@ class WorkflowBindings:
 
     async def _op_get(self, workflow: str, message: dict[str, Any]) -> dict[str, Any]:
         ref = await self._instance(workflow, message)
-        if ref not in self.manager.cells and not await self.manager.store.exists(ref):
+        if self.manager.loaded(ref) is None and not await self.manager.store.exists(ref):
             raise NotFoundError()
         return {"id": ref.id}
 
     async def _op_status(self, workflow: str, message: dict[str, Any]) -> dict[str, Any]:
         ref = await self._instance(workflow, message)
-        cell = self.manager.cells.get(ref)
-        if cell is not None:
+        cell = self.manager.loaded(ref)
+        if cell is not None and not cell.broken:
             return cell.snapshot
         async with self.manager.using(ref) as loaded:
             if loaded is None:

@@ -1,53 +1,50 @@
-"""The cell manager: which instances are loaded, which hold an isolate, and when they wake.
+"""The cell manager: assembles residency, the run queue, alarms and the store, and is the
+port every cell talks to (:class:`celld.cells.port.CellPort`).
 
-* A cell is loaded only while something uses it (an operation, a run); otherwise
-  its instance exists only as rows in the store (hibernated).
-* A run needs an isolate slot. Slots are capped (`max_resident`); beyond the cap
-  the least recently used parked cell (resident but only waiting) hibernates.
-  Runs waiting for a slot are queued with wake-ups ahead of new instances, as on
-  Cloudflare.
-* Alarms for deadlines inside the residency window are held in memory; a scan of
-  the store's wake index every half window brings in the next ones.
+* Residency (:mod:`celld.cells.residency`) decides which instances are in memory and which
+  hold an isolate; the manager supplies how to load a cell and how to start its run.
+* Alarms for deadlines inside the residency window are held in memory; a scan of the
+  store's wake index every half window brings in the next ones.
+* The run queue is bounded; what it leaves out, and everything runnable at startup, is
+  paged in from the store's runnable index as the queue drains.
+* A store failure never fails an instance: the cells that hit it are forgotten and their
+  instances loaded again once the store commits (the store's health probe says when).
 """
 
 from __future__ import annotations
 
 import asyncio
-import heapq
-import itertools
 import logging
 import os
-from collections import OrderedDict
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncIterator, Coroutine, Mapping
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from typing import Any
 
 from celld.cells.alarms import AlarmQueue
-from celld.cells.binding import WorkflowBindings
-from celld.cells.cell import Cell
+from celld.cells.cell import Cell, write_of
 from celld.cells.clock import Clock
+from celld.cells.isolates import IsolateSource
+from celld.cells.port import RunSettings, WorkflowSpec
+from celld.cells.residency import Residency
+from celld.cells.runqueue import Priority
+from celld.cells.tasks import ErrorHandler, TaskOwner
 from celld.cells.trim import trim_after_bursts
-from celld.cells.warm import WarmIsolates
-from celld.engine import (
-    Machine,
-    Status,
-)
+from celld.engine import Machine, Status
 from celld.isolate.host import OpHandler
 from celld.isolate.isolate import Isolate, Limits
 from celld.isolate.program import Program
 from celld.isolate.threads import JsThreadPool
-from celld.store.base import InstanceRef, Store
+from celld.store.base import InstanceRef, Store, StoreUnavailable, Write
+
+__all__ = ["CellManager", "CellSettings", "WorkflowSpec"]
 
 log = logging.getLogger("celld.cells")
 
 DEFAULT_RESIDENCY_MS = 3_600_000
-MAX_BATCH = 100
 SWEEP_INTERVAL_MS = 60_000
-WAKE_PRIORITY = 0
-NEW_PRIORITY = 1
-PRELOAD_PRIORITY = 2  # bringing an instance in before its deadline: after everything else
 SCAN_PAGE = 5_000
+REFILL_PAGE = 1_000
 MAX_ALARMS_IN_MEMORY = 500_000
 
 
@@ -65,28 +62,23 @@ def default_max_resident() -> int:
     return max(64, min(2048, memory // (32 * 1024 * 1024)))
 
 
-@dataclass(frozen=True)
-class WorkflowSpec:
-    name: str
-    binding: str
-    class_name: str
-    step_limit: int
-
-
 @dataclass
 class CellSettings:
     residency_ms: int = DEFAULT_RESIDENCY_MS
     max_resident: int = 0  # 0: default_max_resident()
     replay_every_step: bool = False
+    queue_capacity: int = 0  # 0: 4 x max_resident, at least 1,000
 
     @classmethod
     def from_environment(cls) -> CellSettings:
-        """CELLD_ALARM_RESIDENT_MS, CELLD_MAX_RESIDENT, CELLD_REPLAY_EVERY_STEP."""
+        """CELLD_ALARM_RESIDENT_MS, CELLD_MAX_RESIDENT, CELLD_REPLAY_EVERY_STEP,
+        CELLD_RUN_QUEUE."""
         env = os.environ
         return cls(
             residency_ms=int(env.get("CELLD_ALARM_RESIDENT_MS", DEFAULT_RESIDENCY_MS)),
             max_resident=int(env.get("CELLD_MAX_RESIDENT", 0)),
             replay_every_step=env.get("CELLD_REPLAY_EVERY_STEP", "") not in ("", "0", "false"),
+            queue_capacity=int(env.get("CELLD_RUN_QUEUE", 0)),
         )
 
 
@@ -104,208 +96,254 @@ class CellManager:
         limits: Limits | None = None,
         settings: CellSettings | None = None,
     ) -> None:
+        from celld.cells.binding import WorkflowBindings  # the binding uses this module
+
         self.specs = dict(specs)
         self.store = store
         self.clock = clock
-        self.threads = threads
-        self.program = program
-        self.ops = dict(ops)
-        self.ops["wf.binding"] = WorkflowBindings(self).handle
-        self.env_message = env_message
-        self.limits = limits or Limits()
         settings = settings or CellSettings()
         self.residency_ms = settings.residency_ms
-        self.max_resident = settings.max_resident or default_max_resident()
-        self.replay_every_step = settings.replay_every_step
-        self.cells: dict[InstanceRef, Cell] = {}
-        self.resident_count = 0
-        self.runs_started = 0
-        self._lru: OrderedDict[InstanceRef, Cell] = OrderedDict()
-        self._run_queue: list[tuple[int, int, InstanceRef]] = []
-        self._queued: set[InstanceRef] = set()
-        self._order = itertools.count()
-        self._loading: dict[InstanceRef, asyncio.Future[Cell | None]] = {}
-        self._tasks: set[asyncio.Task[Any]] = set()
+        max_resident = settings.max_resident or default_max_resident()
+        self.ops = dict(ops)
+        self.ops["wf.binding"] = WorkflowBindings(self).handle
+        self.settings = RunSettings(
+            residency_ms=settings.residency_ms,
+            replay_every_step=settings.replay_every_step,
+            env_message=env_message,
+            ops=self.ops,
+            lines=program.lines,
+        )
+        self.isolates = IsolateSource(threads, program, limits or Limits())
+        self.tasks = TaskOwner("cells")
+        self.residency = Residency(
+            self._load_cell,
+            self._start_cell,
+            self._spawn_quiet,
+            self._recover_later,
+            max_resident=max_resident,
+            queue_capacity=settings.queue_capacity or max(1_000, 4 * max_resident),
+        )
+        self.residency.on_room = self._refill_wanted
         self.alarms = AlarmQueue(clock, self._on_alarm)
-        self.warm = WarmIsolates(capacity=4 * len(threads.threads))
-        self._background: list[asyncio.Task[None]] = []
+        self._refill = asyncio.Event()
+        self._recovering: set[InstanceRef] = set()
 
     # -- start and stop ------------------------------------------------------------------
 
     async def start(self) -> None:
-        """Resume every unfinished instance: runnable ones run, due alarms are loaded."""
+        """Resume every unfinished instance: runnable ones are paged in from the store as
+        slots free up, alarms of the next window are loaded."""
         self.alarms.start()
-        for ref in await self.store.runnable():
-            if ref.workflow in self.specs:
-                self._spawn(self._recover(ref))
+        self.residency.queue.overflowed = True  # everything runnable on disk needs a run
+        self._refill.set()
         await self._scan_horizon()
-        loop = asyncio.get_running_loop()
-        self._background = [
-            loop.create_task(self._horizon_loop()),
-            loop.create_task(self._sweep_loop()),
-            loop.create_task(
-                trim_after_bursts(
-                    lambda: not self._run_queue and self.resident_count < self.max_resident // 2,
-                    lambda: self.runs_started,
-                )
+        self.tasks.spawn(self._refill_loop(), "paging runnable instances in")
+        self.tasks.spawn(self._horizon_loop(), "scanning for due instances")
+        self.tasks.spawn(self._sweep_loop(), "deleting expired instances")
+        self.tasks.spawn(
+            trim_after_bursts(
+                lambda: (
+                    not len(self.residency.queue)
+                    and self.residency.resident_count < self.residency.max_resident // 2
+                ),
+                lambda: self.residency.runs_started,
             ),
-        ]
+            "trimming memory after bursts",
+        )
 
     async def stop(self) -> None:
-        for task in self._background:
-            task.cancel()
         await self.alarms.stop()
-        for task in list(self._tasks):
-            task.cancel()
-        for cell in list(self.cells.values()):
-            await cell.drop_isolate()
-        for isolate in self.warm.drain():
-            await isolate.close()
+        await self.tasks.close()
+        for cell in list(self.residency.cells.values()):
+            await cell.stop_run()
+        await self.isolates.close()
 
-    def _spawn(self, coroutine: Any) -> None:
-        task = asyncio.get_running_loop().create_task(coroutine)
-        self._tasks.add(task)
-        task.add_done_callback(self._task_done)
+    # -- the port every cell uses (CellPort) -------------------------------------------------
 
-    def _task_done(self, task: asyncio.Task[Any]) -> None:
-        self._tasks.discard(task)
-        if not task.cancelled() and task.exception() is not None:
-            log.error("cell task failed", exc_info=task.exception())
+    def now(self) -> int:
+        return self.clock.now()
 
-    async def _recover(self, ref: InstanceRef) -> None:
-        async with self.using(ref) as cell:
-            if cell is None:
-                return
-            must_run = cell.machine.recover(self.clock.now())
-            await cell.persist()
-            if must_run:
-                self.request_run(cell, wake=True)
+    async def commit(self, write: Write) -> None:
+        await self.store.write(write)
 
-    # -- loading cells -------------------------------------------------------------------
+    def schedule(self, ref: InstanceRef, next_wake: int | None) -> None:
+        if next_wake is not None and next_wake <= self.clock.now() + self.residency_ms:
+            self.alarms.schedule(ref, next_wake)
+        else:
+            self.alarms.cancel(ref)
 
-    @asynccontextmanager
-    async def using(self, ref: InstanceRef) -> AsyncIterator[Cell | None]:
-        """Hold the instance's cell loaded for the duration of an operation."""
-        cell = await self._load(ref)
-        if cell is None:
-            yield None
-            return
-        cell.users += 1
-        try:
-            yield cell
-        finally:
-            cell.users -= 1
-            self.cell_settled(cell)
+    def request_run(self, ref: InstanceRef, priority: Priority) -> None:
+        self.residency.request_run(ref, priority)
 
-    async def _load(self, ref: InstanceRef) -> Cell | None:
-        cell = self.cells.get(ref)
-        if cell is not None:
-            return cell
-        pending = self._loading.get(ref)
-        if pending is not None:
-            return await pending
+    def release(self, cell: Cell) -> None:
+        self.residency.release(cell)
+
+    def lost(self, cell: Cell) -> None:
+        self.residency.forget(cell)
+        self._recover_later(cell.ref)
+
+    async def take_isolate(self) -> tuple[Isolate, bool]:
+        return await self.isolates.take()
+
+    async def give_isolate(self, isolate: Isolate) -> None:
+        await self.isolates.give(isolate)
+
+    def spawn(
+        self,
+        coroutine: Coroutine[Any, Any, Any],
+        what: str,
+        on_error: ErrorHandler | None = None,
+    ) -> None:
+        self.tasks.spawn(coroutine, what, on_error)
+
+    def _spawn_quiet(self, coroutine: Coroutine[Any, Any, Any], what: str) -> None:
+        self.tasks.spawn(coroutine, what)
+
+    # -- loading and starting cells ------------------------------------------------------------
+
+    async def _load_cell(self, ref: InstanceRef) -> Cell | None:
         spec = self.specs.get(ref.workflow)
         if spec is None:
             return None
-        future: asyncio.Future[Cell | None] = asyncio.get_running_loop().create_future()
-        self._loading[ref] = future
+        loaded = await self.store.load(ref)
+        if loaded is None:
+            return None
+        machine = Machine(loaded.state, loaded.steps, loaded.events, step_limit=spec.step_limit)
+        return Cell(self, ref, spec, machine)
+
+    async def _start_cell(self, cell: Cell, priority: Priority) -> None:
+        """A slot is held for `cell` (`starting` is set): start its run if it needs one."""
         try:
-            loaded = await self.store.load(ref)
-            if loaded is None:
-                cell = None
-            else:
-                machine = Machine(
-                    loaded.state, loaded.steps, loaded.events, step_limit=spec.step_limit
-                )
-                cell = Cell(self, ref, spec, machine)
-                self.cells[ref] = cell
-            future.set_result(cell)
-            return cell
-        except BaseException as error:
-            future.set_exception(error)
-            raise
+            if priority is Priority.PRELOAD:
+                if cell.machine.status is Status.WAITING:
+                    await cell.start_run(preload=True)
+            elif await cell.prepare_run():
+                self.residency.touch(cell)
+                await cell.start_run()
         finally:
-            del self._loading[ref]
+            if cell.starting:  # no run was started: give the slot back
+                cell.starting = False
+                self.residency.release(cell)
 
-    def cell_settled(self, cell: Cell) -> None:
-        """Unload a cell nobody uses and that has no run in memory (it hibernates)."""
-        idle = cell.users == 0 and cell.host is None and not cell.starting
-        if idle and self.cells.get(cell.ref) is cell:
-            del self.cells[cell.ref]
+    @asynccontextmanager
+    async def using(self, ref: InstanceRef) -> AsyncIterator[Cell | None]:
+        async with self.residency.using(ref) as cell:
+            yield cell
 
-    # -- isolate slots and the run queue ---------------------------------------------------
+    def loaded(self, ref: InstanceRef) -> Cell | None:
+        return self.residency.get(ref)
 
-    def request_run(self, cell: Cell, *, wake: bool, priority: int | None = None) -> None:
-        """Queue a run (replay) of `cell`; wake-ups go before new instances."""
-        if cell.ref in self._queued:
+    # -- creating instances ------------------------------------------------------------------
+
+    async def create(self, machines: list[Machine]) -> list[InstanceRef]:
+        """Commit new instances in one transaction and queue their runs; returns the refs
+        created, in order (ids already taken are left out). Raises StoreUnavailable, and
+        then nothing was created."""
+        refs = [InstanceRef(m.state.workflow, m.state.id) for m in machines]
+        async with self.residency.creating(refs) as claimed:
+            cells = [
+                Cell(self, ref, self.specs[ref.workflow], machine)
+                for ref, machine in zip(refs, machines, strict=True)
+                if ref in claimed
+            ]
+            writes = [w for w in (write_of(c.ref, c.machine) for c in cells) if w is not None]
+            skipped = await self.store.write_many(writes) if writes else set()
+            created = [c for c in cells if c.ref not in skipped]
+            for cell, write in zip(cells, writes, strict=True):
+                if cell.ref not in skipped:
+                    self.residency.add(cell)
+                    cell.committed(write.next_wake)
+        for cell in created:
+            self.request_run(cell.ref, Priority.NEW)
+            self.residency.release(cell)  # queued runs are references: unload until then
+        return [c.ref for c in created]
+
+    # -- store failures ---------------------------------------------------------------------
+
+    def _recover_later(self, ref: InstanceRef) -> None:
+        """Load `ref` again once the store works, and carry on where its rows say."""
+        if ref in self._recovering:
             return
-        cell.starting = True
-        self.cells[cell.ref] = cell
-        self._queued.add(cell.ref)
-        if priority is None:
-            priority = WAKE_PRIORITY if wake else NEW_PRIORITY
-        heapq.heappush(self._run_queue, (priority, next(self._order), cell.ref))
-        self._dispatch()
+        self._recovering.add(ref)
+        self.tasks.spawn(self._recover(ref), "reloading an instance after a store failure")
 
-    def _dispatch(self) -> None:
-        while self._run_queue:
-            if self.resident_count >= self.max_resident and not self._evict_one():
-                return
-            _, _, ref = heapq.heappop(self._run_queue)
-            self._queued.discard(ref)
-            cell = self.cells.get(ref)
-            if cell is None or not cell.starting:
+    async def _recover(self, ref: InstanceRef) -> None:
+        try:
+            while True:
+                await self.store.health.wait_healthy(self.store.probe)
+                try:
+                    async with self.residency.using(ref) as cell:
+                        if cell is None:
+                            return
+                        self.schedule(ref, cell.machine.next_wake())
+                        if cell.run is None and not cell.starting and await cell.prepare_run():
+                            self.request_run(ref, Priority.WAKE)
+                    return
+                except StoreUnavailable:
+                    continue
+        finally:
+            self._recovering.discard(ref)
+
+    # -- paging runnable instances in ----------------------------------------------------------
+
+    def _refill_wanted(self) -> None:
+        self._refill.set()
+
+    async def _refill_loop(self) -> None:
+        """Whenever the run queue overflowed and has room again, page through the store's
+        runnable index and queue what is not running (in key order, a page at a time)."""
+        queue = self.residency.queue
+        while True:
+            await self._refill.wait()
+            self._refill.clear()
+            if not queue.overflowed:
                 continue
-            self.resident_count += 1
-            self.runs_started += 1
-            self._lru[ref] = cell
-            self._spawn(cell.start_run())
+            queue.overflowed = False
+            try:
+                await self._refill_pass()
+            except StoreUnavailable:
+                queue.overflowed = True
+                await self.store.health.wait_healthy(self.store.probe)
+                self._refill.set()
 
-    def _evict_one(self) -> bool:
-        for ref, cell in self._lru.items():
-            if cell.parked:
-                self._lru.pop(ref)
-                self._spawn(self._hibernate(cell))
-                return True
-        return False
+    async def _refill_pass(self) -> None:
+        queue = self.residency.queue
+        after: InstanceRef | None = None
+        while True:
+            while not queue.has_room:
+                self._refill.clear()
+                await self._refill.wait()
+            room = max(1, queue.capacity - len(queue))
+            page = await self.store.runnable(min(REFILL_PAGE, room), after)
+            for ref in page:
+                cell = self.residency.get(ref)
+                if ref.workflow not in self.specs or ref in queue:
+                    after = ref
+                    continue
+                if cell is not None and (cell.run is not None or cell.starting):
+                    after = ref
+                    continue
+                if not queue.push(ref, Priority.NEW):
+                    break
+                after = ref
+            self.residency.dispatch()
+            if len(page) < min(REFILL_PAGE, room):
+                return
 
-    async def _hibernate(self, cell: Cell) -> None:
-        await cell.drop_isolate()
-        self.cell_settled(cell)
-
-    def release_slot(self, cell: Cell) -> None:
-        self.resident_count -= 1
-        self._lru.pop(cell.ref, None)
-        self._dispatch()
-
-    async def recycle(self, isolate: Isolate) -> None:
-        """Keep a finished run's isolate warm for the next run, or free it."""
-        surplus = self.warm.give(isolate)
-        if surplus is not None:
-            await surplus.close()
-
-    def parked(self, cell: Cell) -> None:
-        """A resident cell is only waiting now: runs queued for a slot may take its place."""
-        if self._run_queue:
-            self._dispatch()
-
-    def touch(self, cell: Cell) -> None:
-        if cell.ref in self._lru:
-            self._lru.move_to_end(cell.ref)
-
-    # -- alarms ------------------------------------------------------------------------
-
-    def after_commit(self, cell: Cell, next_wake: int | None) -> None:
-        if next_wake is not None and next_wake <= self.clock.now() + self.residency_ms:
-            self.alarms.schedule(cell.ref, next_wake)
-        else:
-            self.alarms.cancel(cell.ref)
+    # -- alarms ------------------------------------------------------------------------------
 
     def _on_alarm(self, ref: InstanceRef, when: int) -> None:
-        self._spawn(self._wake(ref))
+        self.tasks.spawn(self._wake(ref), "waking an instance", self._wake_failed(ref))
+
+    def _wake_failed(self, ref: InstanceRef) -> ErrorHandler:
+        def handle(error: BaseException) -> None:
+            if isinstance(error, StoreUnavailable):
+                self._recover_later(ref)
+
+        return handle
 
     async def _wake(self, ref: InstanceRef) -> None:
-        async with self.using(ref) as cell:
+        async with self.residency.using(ref) as cell:
             if cell is not None:
                 await cell.on_alarm()
 
@@ -316,55 +354,64 @@ class CellManager:
         now = self.clock.now()
         horizon = now + self.residency_ms
         after: tuple[int, str, str] | None = None
-        preload = max(0, (self.max_resident - self.resident_count - len(self._run_queue)) // 2)
+        residency = self.residency
+        free = residency.max_resident - residency.resident_count - len(residency.queue)
+        preload = max(0, free // 2)
         while len(self.alarms) < MAX_ALARMS_IN_MEMORY:
             page = await self.store.due(horizon, SCAN_PAGE, after)
             for ref, when in page:
                 if ref.workflow not in self.specs:
                     continue
                 self.alarms.schedule(ref, when)
-                if preload and when > now and ref not in self.cells:
+                if preload and when > now and residency.get(ref) is None:
                     preload -= 1
-                    self._spawn(self._preload(ref))
+                    self.request_run(ref, Priority.PRELOAD)
             if len(page) < SCAN_PAGE:
                 return
             last_ref, last_when = page[-1]
             after = (last_when, last_ref.workflow, last_ref.id)
-
-    async def _preload(self, ref: InstanceRef) -> None:
-        async with self.using(ref) as cell:
-            if cell is None or cell.host is not None or cell.starting:
-                return
-            if cell.machine.status is Status.WAITING:
-                cell.preloading = True
-                self.request_run(cell, wake=False, priority=PRELOAD_PRIORITY)
 
     async def _horizon_loop(self) -> None:
         while True:
             await self.clock.sleep_until(self.clock.now() + max(1, self.residency_ms // 2))
             try:
                 await self._scan_horizon()
-            except Exception:  # noqa: BLE001 - keep scanning; the next pass retries
-                log.exception("scanning for due instances failed")
+            except StoreUnavailable as error:  # the next pass retries
+                log.warning("scanning for due instances failed: %s", error)
 
     async def _sweep_loop(self) -> None:
         while True:
             await self.clock.sleep_until(self.clock.now() + SWEEP_INTERVAL_MS)
             try:
                 await self.sweep_expired()
-            except Exception:  # noqa: BLE001 - keep sweeping; the next pass retries
-                log.exception("deleting expired instances failed")
+            except StoreUnavailable as error:  # the next pass retries
+                log.warning("deleting expired instances failed: %s", error)
 
     async def sweep_expired(self) -> int:
         """Delete finished instances whose retention is over; their ids become free."""
-        expired = [
-            r for r in await self.store.expired(self.clock.now(), 1000) if r not in self.cells
-        ]
+        now = self.clock.now()
+        expired = [r for r in await self.store.expired(now, 1000) if self.residency.get(r) is None]
         if expired:
-            await self.store.delete(expired)
+            await self.store.delete_expired(expired, now)
         return len(expired)
 
     # -- observability -----------------------------------------------------------------
+
+    @property
+    def resident_count(self) -> int:
+        return self.residency.resident_count
+
+    @property
+    def max_resident(self) -> int:
+        return self.residency.max_resident
+
+    @property
+    def run_queue_length(self) -> int:
+        return len(self.residency.queue)
+
+    @property
+    def cells(self) -> dict[InstanceRef, Cell]:
+        return self.residency.cells
 
     async def describe(self, workflow: str, instance_id: str) -> dict[str, Any] | None:
         """An operator's view of one instance: status, deadlines and every step row."""
@@ -383,7 +430,7 @@ class CellManager:
                 "finished_at": state.finished_at,
                 "next_wake": machine.next_wake(),
                 "stall_deadline": machine.stall_deadline(),
-                "resident": cell.resident,
+                "resident": cell.run is not None,
                 "steps": [
                     {
                         "type": row.type,
@@ -406,19 +453,15 @@ class CellManager:
                 ],
             }
 
-    @property
-    def run_queue_length(self) -> int:
-        return len(self._run_queue)
-
     async def isolate_memory(self) -> int:
         """Bytes used by every resident workflow isolate (asked on each one's thread)."""
         total = 0
-        for cell in list(self.cells.values()):
-            host = cell.host
-            if host is None or host.isolate.fault is not None:
+        for cell in self.residency.resident_cells():
+            run = cell.run
+            if run is None or run.host.isolate.fault is not None:
                 continue
             try:
-                total += int((await host.isolate.memory()).get("memory_used_size", 0))
+                total += int((await run.host.isolate.memory()).get("memory_used_size", 0))
             except Exception:  # noqa: BLE001 - an isolate closing meanwhile counts as zero
                 continue
         return total

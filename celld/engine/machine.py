@@ -54,14 +54,11 @@ from .state import (
     DO_DONE,
     DO_FAILED,
     DO_RETRYING,
-    DO_RUNNING,
     SLEEP_DONE,
-    SLEEP_SLEEPING,
     STEP_TYPES,
     TIMED_STATES,
     WAIT_RECEIVED,
     WAIT_TIMED_OUT,
-    WAIT_WAITING,
     Changes,
     EventRecord,
     InstanceState,
@@ -69,6 +66,7 @@ from .state import (
     StepRecord,
 )
 from .stepconfig import DEFAULT_DELAY_MS, StepConfig, StepConfigError, resolve_step_config
+from .steps import INITIAL_STATE, StepEvent, step_transition
 from .validation import (
     step_name_ok,
     too_large,
@@ -143,6 +141,8 @@ class Machine:
         self._pending: dict[StepKey, None] = {}
         self._in_flight: dict[StepKey, int] = {}
         self._parked: dict[StepKey, tuple[dict[str, Any] | None, bool]] = {}
+        #: refused speculative starts: the answer their attempt's report gets
+        self._refused: dict[StepKey, Decision] = {}
         self._ordinal = 0
         self._idle_since: int | None = None
 
@@ -305,6 +305,7 @@ class Machine:
         self._pending.clear()
         self._in_flight.clear()
         self._parked.clear()
+        self._refused.clear()
         self._ordinal = 0
         self._idle_since = None
 
@@ -457,6 +458,40 @@ class Machine:
             return _thrown(invalid_step_name(name))
         return self._decide_do(StepKey("do", name, count), raw_config, dynamic_delay, now)
 
+    def step_begin(
+        self,
+        name: str,
+        count: int,
+        ordinal: int | None,
+        raw_config: dict[str, Any] | None,
+        now: int,
+        *,
+        dynamic_delay: bool = False,
+    ) -> Decision | None:
+        """JS started attempt 1 of ``step.do`` on its own, without asking (a *speculative
+        start*: it had seen the step's config accepted before, so it knew the answer).
+
+        The machine decides exactly as for :meth:`step_do`. When that decision is "run attempt
+        1" the start is **accepted**: the attempt is in flight and its report is handled as
+        usual; the caller arms its timeout from the returned :class:`Run`. Any other decision
+        means the start is **refused**; it is remembered and becomes the answer to the
+        attempt's report, whose outcome is not recorded.
+
+        The runtime only starts speculatively while it may (the caller tells it to hold, at a
+        turn boundary, before a pause takes effect; see ``celld/engine/DECISIONS.md``), so a
+        refusal answers a start that broke that protocol: while pausing, no attempt starts.
+        ``None``: stale (no run is live).
+        """
+        key = StepKey("do", name, count)
+        decision = self.step_do(name, count, ordinal, raw_config, now, dynamic_delay=dynamic_delay)
+        if decision is not None and not (isinstance(decision, Run) and decision.attempt == 1):
+            self._refused[key] = decision
+        return decision
+
+    def _refusal(self, key: StepKey) -> Decision | None:
+        """The standing answer to the report of a refused speculative start, if any."""
+        return self._refused.pop(key, None) if self._refused else None
+
     def _decide_do(
         self, key: StepKey, raw_config: dict[str, Any] | None, dynamic_delay: bool, now: int
     ) -> Decision:
@@ -487,7 +522,7 @@ class Machine:
                 name=key.name,
                 count=key.count,
                 seq=self._next_seq(),
-                state=DO_RUNNING,
+                state=INITIAL_STATE["do"],
                 config=config.to_json(),
                 started_at=now,
             )
@@ -513,7 +548,7 @@ class Machine:
         """Start ``attempt``. Not written: attempt starts are not durable (a crash reruns the
         same attempt number: steps are at least once)."""
         config = self._config(row)
-        row.state = DO_RUNNING
+        row.state = step_transition("do", row.state, StepEvent.ATTEMPT)
         row.wake_at = None
         self._timed.discard(row.key)
         self._pending.pop(row.key, None)
@@ -537,6 +572,9 @@ class Machine:
     ) -> Decision | None:
         """The callback returned ``value``. An oversized value is a failed attempt (retried
         like any other). ``None`` for a stale report."""
+        refused = self._refusal(key)
+        if refused is not None:
+            return refused
         if self._in_flight.get(key) != attempt:
             return None
         if too_large(value):
@@ -544,7 +582,7 @@ class Machine:
         row = self._reported(key, attempt)
         if row is None:
             return None
-        row.state = DO_DONE
+        row.state = step_transition("do", row.state, StepEvent.SUCCEED)
         row.value = value
         row.error = None
         row.finished_at = now
@@ -571,6 +609,9 @@ class Machine:
         / ``delay_timed_out`` say the function threw or did not answer within 5 s, which fails
         the step without further retries. ``None`` for a stale report.
         """
+        refused = self._refusal(key)
+        if refused is not None:
+            return refused
         row = self._reported(key, attempt)
         if row is None:
             return None
@@ -598,7 +639,7 @@ class Machine:
         elif base is None:  # dynamic delay but JS sent nothing: fall back to the default
             base = DEFAULT_DELAY_MS
         delay = retry_delay_ms(config.backoff, base, attempt)
-        row.state = DO_RETRYING
+        row.state = step_transition("do", row.state, StepEvent.RETRY)
         row.wake_at = now + delay
         row.error = error
         self._touch_step(row)
@@ -607,8 +648,12 @@ class Machine:
         self._pending[key] = None
         return self._after_report(Suspend(row.wake_at), now)
 
-    def attempt_unserializable(self, key: StepKey, attempt: int, now: int) -> Fail | None:
-        """The callback returned something the serializer refused: fatal, no retry."""
+    def attempt_unserializable(self, key: StepKey, attempt: int, now: int) -> Decision | None:
+        """The callback returned something the serializer refused: fatal, no retry (or the
+        standing answer of a refused speculative start)."""
+        refused = self._refusal(key)
+        if refused is not None:
+            return refused
         row = self._reported(key, attempt)
         if row is None:
             return None
@@ -617,7 +662,7 @@ class Machine:
         return self._fail(error, now)
 
     def _fail_step(self, row: StepRecord, error: ErrorInfo, now: int) -> Reject:
-        row.state = DO_FAILED
+        row.state = step_transition("do", row.state, StepEvent.GIVE_UP)
         row.error = error
         row.wake_at = None
         row.finished_at = now
@@ -676,7 +721,7 @@ class Machine:
                 name=name,
                 count=count,
                 seq=self._next_seq(),
-                state=SLEEP_SLEEPING,
+                state=INITIAL_STATE["sleep"],
                 wake_at=target,
                 started_at=now,
             )
@@ -728,7 +773,7 @@ class Machine:
                 name=name,
                 count=count,
                 seq=self._next_seq(),
-                state=WAIT_WAITING,
+                state=INITIAL_STATE["waitForEvent"],
                 config=json.dumps({"timeout_ms": timeout}),
                 wake_at=now + timeout,
                 event_type=event_type,
@@ -756,7 +801,7 @@ class Machine:
         if queue and queue[0].timestamp < row.wake_at:
             return self._consume(row, queue, now)
         if row.wake_at <= now:
-            row.state = WAIT_TIMED_OUT
+            row.state = step_transition(row.type, row.state, StepEvent.TIME_OUT)
             row.error = timeout_error(_wait_timeout_ms(row))
             row.finished_at = now
             self._pending.pop(row.key, None)
@@ -770,7 +815,7 @@ class Machine:
             del self._buffer[event.type]
         event.consumed_by = row.key
         self._touch_event(event)
-        row.state = WAIT_RECEIVED
+        row.state = step_transition(row.type, row.state, StepEvent.RECEIVE)
         row.value = event_json(event)
         row.finished_at = now
         self._pending.pop(row.key, None)
@@ -780,7 +825,7 @@ class Machine:
     def _settle_due(self, row: StepRecord, now: int) -> Decision:
         """Finish a sleep or wait whose deadline has passed (wait: event or timeout)."""
         if row.type == "sleep":
-            row.state = SLEEP_DONE
+            row.state = step_transition(row.type, row.state, StepEvent.WAKE)
             row.finished_at = now
             self._pending.pop(row.key, None)
             self._touch_step(row)

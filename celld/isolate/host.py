@@ -55,6 +55,8 @@ class IsolateHost:
         self.on_fault = on_fault
         self._inbox: list[dict[str, Any]] = []
         self._pumping = False
+        self._in_turn = False  # a batch has been taken and its outbox not yet dispatched
+        self._at_boundary: list[Callable[[], None]] = []
         self._pump_task: asyncio.Task[None] | None = None
         self._tasks: set[asyncio.Task[Any]] = set()
         self._by_ticket: dict[int, tuple[asyncio.Task[Any], Awaitable[Any]]] = {}
@@ -89,6 +91,24 @@ class IsolateHost:
             self._idle.clear()
             self._pump_task = asyncio.get_running_loop().create_task(self._pump())
 
+    def at_turn_boundary(self, callback: Callable[[], None]) -> None:
+        """Run `callback` between two turns: at once if no turn is in flight, otherwise as
+        soon as the current turn's messages are dispatched and before the next turn takes
+        its inbox, so that whatever it posts is the first thing JS sees next. Lifecycle
+        changes that alter what JS may do on its own (a pause) take effect here."""
+        if not self._in_turn:
+            callback()
+            return
+        self._at_boundary.append(callback)
+
+    def _run_boundary(self) -> None:
+        callbacks, self._at_boundary = self._at_boundary, []
+        for callback in callbacks:
+            try:
+                callback()
+            except Exception:  # noqa: BLE001 - one failing callback must not stop the pump
+                log.exception("turn-boundary callback failed")
+
     async def wait_idle(self) -> None:
         await self._idle.wait()
 
@@ -96,10 +116,13 @@ class IsolateHost:
         try:
             while True:
                 batch, self._inbox = self._inbox, []
+                self._in_turn = True
                 try:
                     outbox = await self.isolate.turn(batch)
                 except IsolateFault as fault:
                     self._inbox.clear()
+                    self._in_turn = False
+                    self._run_boundary()
                     if self.on_fault is not None:
                         self.on_fault(fault)
                     return
@@ -107,10 +130,14 @@ class IsolateHost:
                     self._dispatch(message)
                 if self.turn_callback is not None:
                     self.turn_callback()
+                self._in_turn = False
+                self._run_boundary()
                 if not self._inbox:
                     return
         finally:
             self._pumping = False
+            self._in_turn = False
+            self._run_boundary()
             self._idle.set()
             if not self._tasks and self.idle_callback is not None:
                 self.idle_callback()

@@ -1,8 +1,19 @@
 """The store interface the cells use.
 
-Written so a PostgreSQL store can implement it later: every write is one batch of
-instance changes committed atomically, reads never hold a transaction open while
-JS runs, and wake-ups are found through an index on each instance's next deadline.
+Rules every store keeps (the SQLite one, and a PostgreSQL one later):
+
+* A write is one instance's changes, committed atomically; `write_many` commits several
+  instances' changes in one transaction (all of them or none).
+* The store is the judge of instance ids: a write whose changes create an instance fails
+  with :class:`DuplicateInstance` when the id is taken by an instance still retained (one
+  whose retention is over is replaced, its rows deleted in the same transaction). No
+  interleaving of creates can give one id two rows.
+* Any other failure to commit (full disk, I/O error, a lock held past its timeout, a dead
+  writer) raises :class:`StoreUnavailable`, and the transaction changed nothing. Callers
+  treat it as transient: nothing that depended on the write may be acknowledged.
+* Reads never hold a transaction open while JS runs; wake-ups are found through an index on
+  each instance's next deadline, runnable instances through an index on a flag, both paged
+  by key so that a million rows stream in pages.
 """
 
 from __future__ import annotations
@@ -11,9 +22,10 @@ from dataclasses import dataclass
 from typing import Protocol
 
 from celld.engine.state import Changes, EventRecord, InstanceState, StepRecord
+from celld.store.health import StoreHealth
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True, order=True)
 class InstanceRef:
     workflow: str
     id: str
@@ -38,32 +50,53 @@ class Write:
     runnable: bool  # queued or running: must be resumed after a restart
 
 
-class DuplicateInstance(Exception):
+class DuplicateInstance(Exception):  # noqa: N818 - a verdict, not a failure of the store
     """An instance with this id already exists (and is retained)."""
+
+    def __init__(self, ref: InstanceRef) -> None:
+        super().__init__(f"instance {ref.workflow}/{ref.id} already exists")
+        self.ref = ref
+
+
+class StoreUnavailable(Exception):  # noqa: N818 - named for what the caller must do: retry
+    """The store could not commit or read; nothing was changed. Transient by assumption:
+    the caller backs off and tries again, and acknowledges nothing meanwhile."""
 
 
 class Store(Protocol):
+    health: StoreHealth
+
     async def open(self) -> None: ...
     async def close(self) -> None: ...
     async def write(self, write: Write) -> None:
         """Commit one instance's changes durably; many callers share one commit."""
         ...
 
-    async def write_many(self, writes: list[Write]) -> None:
-        """Commit several instances' changes in one transaction (createBatch)."""
+    async def write_many(self, writes: list[Write]) -> set[InstanceRef]:
+        """Commit several instances' changes in one transaction (createBatch); returns the
+        refs whose creation was skipped because the id is taken."""
+        ...
+
+    async def probe(self) -> None:
+        """A tiny real commit: raises StoreUnavailable while the store cannot write."""
         ...
 
     async def load(self, ref: InstanceRef) -> Loaded | None: ...
     async def exists(self, ref: InstanceRef) -> bool: ...
-    async def retained_until(self, ref: InstanceRef) -> tuple[bool, int | None]: ...
-    async def existing(self, workflow: str, ids: list[str]) -> set[str]: ...
     async def due(
         self, before_ms: int, limit: int, after: tuple[int, str, str] | None = None
     ) -> list[tuple[InstanceRef, int]]:
         """Instances whose next deadline is before `before_ms`, earliest first."""
         ...
 
-    async def runnable(self) -> list[InstanceRef]: ...
+    async def runnable(self, limit: int, after: InstanceRef | None = None) -> list[InstanceRef]:
+        """Instances that need a run (queued, running, pausing), in key order after `after`."""
+        ...
+
     async def expired(self, now_ms: int, limit: int) -> list[InstanceRef]: ...
-    async def delete(self, refs: list[InstanceRef]) -> None: ...
+    async def delete_expired(self, refs: list[InstanceRef], now_ms: int) -> None:
+        """Delete those of `refs` whose retention is over at `now_ms` (checked when
+        committing, so an id reused meanwhile is not touched)."""
+        ...
+
     async def counts(self) -> dict[str, int]: ...

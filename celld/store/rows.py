@@ -63,6 +63,7 @@ CREATE TABLE IF NOT EXISTS events (
     consumed_by TEXT,
     PRIMARY KEY (workflow, instance_id, seq)
 ) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS celld_probe (id INTEGER PRIMARY KEY, at INTEGER NOT NULL);
 """
 
 INSTANCE_COLUMNS = (

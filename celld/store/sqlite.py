@@ -14,6 +14,12 @@ statement, so a commit of k statement kinds took k+1 trips through a busy loop
 (about 5 ms a commit under load, which capped the whole engine; see
 bench/PROFILE.md). The thread runs a whole batch in one go and settles all its
 writers with one call back into the loop. Reads stay on aiosqlite.
+
+Failures (see celld/store/base.py for the rules): a batch that cannot commit is
+rolled back and every writer in it gets `StoreUnavailable`; creates of an id that is
+taken get `DuplicateInstance` and are left out of the batch, which commits the rest. If
+the writer thread itself dies, its queued writers are failed at once and the next write
+starts a new one, so nobody waits forever.
 """
 
 from __future__ import annotations
@@ -24,6 +30,7 @@ import logging
 import queue
 import sqlite3
 import threading
+from collections.abc import Callable
 from concurrent.futures import Future
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -31,8 +38,10 @@ from typing import Any
 
 import aiosqlite
 
-from celld.store.base import InstanceRef, Loaded, Write
+from celld.store.base import DuplicateInstance, InstanceRef, Loaded, StoreUnavailable, Write
+from celld.store.health import StoreHealth
 from celld.store.rows import (
+    INSERT_INSTANCE,
     SCHEMA,
     UPSERT_EVENT,
     UPSERT_INSTANCE,
@@ -58,13 +67,19 @@ _DELETE_STEP = (
     "AND count = ?"
 )
 _DELETE_EVENT = "DELETE FROM events WHERE workflow = ? AND instance_id = ? AND seq = ?"
+_RETAINED_UNTIL = "SELECT expires_at FROM instances WHERE workflow = ? AND id = ?"
+_PROBE = "INSERT OR REPLACE INTO celld_probe (id, at) VALUES (1, strftime('%s','now'))"
 
 
 @dataclass
 class _Pending:
+    """One caller's share of a group commit."""
+
     writes: list[Write] = field(default_factory=list)
-    deletes: list[InstanceRef] = field(default_factory=list)
-    future: asyncio.Future[None] | None = None
+    expired: list[InstanceRef] = field(default_factory=list)  # delete if retention is over
+    now: int = 0
+    probe: bool = False
+    future: asyncio.Future[set[InstanceRef]] | None = None
 
 
 class SqliteStore:
@@ -75,30 +90,35 @@ class SqliteStore:
             raise ValueError(f"synchronous must be one of {', '.join(SYNC_MODES)}")
         self.path = path
         self.synchronous = synchronous.upper()
+        self.health = StoreHealth()
+        #: Called on the writer thread before each commit; whatever it raises fails that
+        #: commit as a real one would. Tests inject storage faults through it.
+        self.fault: Callable[[], None] | None = None
         self._reader: aiosqlite.Connection | None = None
         #: Pending writes for the writer thread; None tells it to stop.
         self._jobs: queue.SimpleQueue[_Pending | None] = queue.SimpleQueue()
         self._writer_thread: threading.Thread | None = None
+        self._writer_lock = threading.Lock()  # orders "queue a job" against "writer died"
+        self._writer_dead = False
+        self._open = False
         self._loop: asyncio.AbstractEventLoop | None = None
         self.commits = 0  # transactions committed (for metrics and benchmarks)
         self.rows_written = 0
+        self.writer_restarts = 0
 
     async def open(self) -> None:
         self.path.parent.mkdir(parents=True, exist_ok=True)
         self._loop = asyncio.get_running_loop()
-        ready: Future[None] = Future()
-        self._writer_thread = threading.Thread(
-            target=self._writer_main, args=(ready,), name="celld-sqlite-writer", daemon=True
-        )
-        self._writer_thread.start()
-        await asyncio.wrap_future(ready)
+        await asyncio.wrap_future(self._start_writer())
         self._reader = await aiosqlite.connect(self.path)
         self._reader.row_factory = aiosqlite.Row
         await self._reader.execute("PRAGMA busy_timeout=10000")
+        self._open = True
 
     async def close(self) -> None:
+        self._open = False
         thread, self._writer_thread = self._writer_thread, None
-        if thread is not None:
+        if thread is not None and thread.is_alive():
             self._jobs.put(None)  # after every write queued so far: they commit first
             await asyncio.to_thread(thread.join)
         if self._reader is not None:
@@ -108,78 +128,141 @@ class SqliteStore:
     # -- writes ----------------------------------------------------------------------
 
     async def write(self, write: Write) -> None:
-        await self._submit(_Pending(writes=[write]))
+        if await self._submit(_Pending(writes=[write])):
+            raise DuplicateInstance(write.ref)
 
-    async def write_many(self, writes: list[Write]) -> None:
-        """Commit several instances' changes in one transaction (createBatch)."""
-        await self._submit(_Pending(writes=writes))
+    async def write_many(self, writes: list[Write]) -> set[InstanceRef]:
+        """Commit several instances' changes in one transaction (createBatch); returns the
+        refs whose creation was skipped because their id is taken."""
+        return await self._submit(_Pending(writes=writes))
 
-    async def delete(self, refs: list[InstanceRef]) -> None:
-        await self._submit(_Pending(deletes=list(refs)))
+    async def probe(self) -> None:
+        await self._submit(_Pending(probe=True))
 
-    async def _submit(self, pending: _Pending) -> None:
-        if self._writer_thread is None:
-            raise RuntimeError("the store is not open")
+    async def delete_expired(self, refs: list[InstanceRef], now_ms: int) -> None:
+        await self._submit(_Pending(expired=list(refs), now=now_ms))
+
+    async def _submit(self, pending: _Pending) -> set[InstanceRef]:
+        if not self._open and self._writer_thread is None:
+            raise StoreUnavailable("the store is not open")
         pending.future = asyncio.get_running_loop().create_future()
-        self._jobs.put(pending)
-        await pending.future
+        with self._writer_lock:
+            if self._writer_dead:
+                self._restart_writer()
+            self._jobs.put(pending)
+        return await pending.future
+
+    def _restart_writer(self) -> None:
+        """Called with the writer lock held, after the writer thread died."""
+        self.writer_restarts += 1
+        log.error("the store's writer thread had stopped; starting a new one")
+        self._writer_dead = False
+        self._start_writer()
 
     # -- the writer thread -------------------------------------------------------------
+
+    def _start_writer(self) -> Future[None]:
+        ready: Future[None] = Future()
+        self._writer_thread = threading.Thread(
+            target=self._writer_main, args=(ready,), name="celld-sqlite-writer", daemon=True
+        )
+        self._writer_thread.start()
+        return ready
+
+    def _connect(self) -> sqlite3.Connection:
+        connection = sqlite3.connect(self.path)
+        connection.execute("PRAGMA journal_mode=WAL")
+        connection.execute(f"PRAGMA synchronous={self.synchronous}")
+        connection.execute("PRAGMA busy_timeout=10000")
+        connection.executescript(SCHEMA)
+        connection.commit()
+        return connection
 
     def _writer_main(self, ready: Future[None]) -> None:
         """Open the write connection, then commit batches until told to stop."""
         try:
-            connection = sqlite3.connect(self.path)
-            connection.execute("PRAGMA journal_mode=WAL")
-            connection.execute(f"PRAGMA synchronous={self.synchronous}")
-            connection.execute("PRAGMA busy_timeout=10000")
-            connection.executescript(SCHEMA)
-            connection.commit()
-        except BaseException as error:  # noqa: BLE001 - open() reports it
+            connection = self._connect()
+        except BaseException as error:  # noqa: BLE001 - open() or the waiting writers report it
             ready.set_exception(error)
+            self._writer_stopped(error)
             return
         ready.set_result(None)
         try:
-            stopping = False
-            while not stopping:
-                first = self._jobs.get()
-                if first is None:
-                    break
-                batch = [first]
-                while len(batch) < MAX_BATCH:
-                    try:
-                        item = self._jobs.get_nowait()
-                    except queue.Empty:
-                        break
-                    if item is None:
-                        stopping = True
-                        break
-                    batch.append(item)
-                error: Exception | None = None
-                try:
-                    self._commit(connection, batch)
-                except Exception as failure:  # noqa: BLE001 - every waiter learns it failed
-                    log.exception("commit of %d writes failed", len(batch))
-                    self._rollback(connection)
-                    error = failure
-                assert self._loop is not None
-                # RuntimeError: the loop is closed, nobody is waiting any more
-                with contextlib.suppress(RuntimeError):
-                    self._loop.call_soon_threadsafe(self._settle, batch, error)
+            self._commit_loop(connection)
+        except BaseException as error:  # noqa: BLE001 - the writers queued are failed below
+            log.exception("the store's writer thread stopped")
+            self._writer_stopped(error)
+            raise
         finally:
-            connection.close()
+            with contextlib.suppress(Exception):
+                connection.close()
 
-    @staticmethod
-    def _settle(batch: list[_Pending], error: Exception | None) -> None:
+    def _commit_loop(self, connection: sqlite3.Connection) -> None:
+        while True:
+            first = self._jobs.get()
+            if first is None:
+                return
+            batch = [first]
+            stopping = False
+            while len(batch) < MAX_BATCH:
+                try:
+                    item = self._jobs.get_nowait()
+                except queue.Empty:
+                    break
+                if item is None:
+                    stopping = True
+                    break
+                batch.append(item)
+            try:
+                outcome: dict[int, set[InstanceRef]] | Exception = self._commit(connection, batch)
+            except Exception as failure:  # noqa: BLE001 - every writer of the batch learns it
+                log.warning("commit of %d writes failed: %s", len(batch), failure)
+                self._rollback(connection)
+                outcome = StoreUnavailable(f"the store could not commit: {failure}")
+            self._call_loop(self._settle, batch, outcome)
+            if stopping:
+                return
+
+    def _writer_stopped(self, error: BaseException) -> None:
+        """The writer thread is ending abnormally: fail every queued writer now (a write
+        queued later starts a new thread; see `_submit`)."""
+        with self._writer_lock:
+            self._writer_dead = True
+            queued: list[_Pending] = []
+            while True:
+                try:
+                    item = self._jobs.get_nowait()
+                except queue.Empty:
+                    break
+                if item is not None:
+                    queued.append(item)
+        failure = StoreUnavailable(f"the store's writer stopped: {error!r}")
+        self._call_loop(self._settle, queued, failure)
+
+    def _call_loop(self, callback: Callable[..., None], *args: Any) -> None:
+        assert self._loop is not None
+        # RuntimeError: the loop is closed, nobody is waiting any more
+        with contextlib.suppress(RuntimeError):
+            self._loop.call_soon_threadsafe(callback, *args)
+
+    def _settle(
+        self, batch: list[_Pending], outcome: dict[int, set[InstanceRef]] | Exception
+    ) -> None:
         """On the event loop: tell every writer of `batch` how its commit went."""
-        for pending in batch:
+        if not batch:
+            return
+        if isinstance(outcome, Exception):
+            self.health.record_failure(outcome)
+        else:
+            self.health.record_success()
+        for index, pending in enumerate(batch):
             future = pending.future
             if future is None or future.done():
                 continue
-            if error is None:
-                future.set_result(None)
+            if isinstance(outcome, Exception):
+                future.set_exception(outcome)
             else:
-                future.set_exception(error)
+                future.set_result(outcome.get(index, set()))
 
     @staticmethod
     def _rollback(connection: sqlite3.Connection) -> None:
@@ -188,39 +271,74 @@ class SqliteStore:
         except Exception:  # noqa: BLE001 - the original error is what gets reported
             log.exception("rollback failed")
 
-    def _commit(self, connection: sqlite3.Connection, batch: list[_Pending]) -> None:
+    @staticmethod
+    def _claim_id(connection: sqlite3.Connection, ref: InstanceRef, now: int) -> bool:
+        """True if `ref` may be created: unused, or retained no longer (its rows go now)."""
+        row = connection.execute(_RETAINED_UNTIL, (ref.workflow, ref.id)).fetchone()
+        if row is None:
+            return True
+        expires_at = row[0]
+        if expires_at is None or expires_at > now:
+            return False
+        SqliteStore._delete_instance(connection, ref)
+        return True
+
+    @staticmethod
+    def _delete_instance(connection: sqlite3.Connection, ref: InstanceRef) -> None:
+        key = (ref.workflow, ref.id)
+        connection.execute(_WIPE_STEPS, key)
+        connection.execute(_WIPE_EVENTS, key)
+        connection.execute(_DELETE_INSTANCE, key)
+
+    def _commit(
+        self, connection: sqlite3.Connection, batch: list[_Pending]
+    ) -> dict[int, set[InstanceRef]]:
+        """Commit `batch` in one transaction; returns, by position in the batch, the creates
+        left out because their id is taken."""
+        if self.fault is not None:
+            self.fault()
+        skipped: dict[int, set[InstanceRef]] = {}
+        created_here: set[InstanceRef] = set()
         wipes: list[tuple[str, str]] = []
-        deleted_instances: list[tuple[str, str]] = []
         deleted_steps: list[tuple[Any, ...]] = []
         deleted_events: list[tuple[Any, ...]] = []
+        created: list[tuple[Any, ...]] = []
         instances: list[tuple[Any, ...]] = []
         steps: list[tuple[Any, ...]] = []
         events: list[tuple[Any, ...]] = []
-        for pending in batch:
-            for ref in pending.deletes:
-                wipes.append((ref.workflow, ref.id))
-                deleted_instances.append((ref.workflow, ref.id))
+        for index, pending in enumerate(batch):
+            if pending.probe:
+                connection.execute(_PROBE)
+            for ref in pending.expired:
+                if self._claim_id(connection, ref, pending.now):
+                    created_here.discard(ref)
             for write in pending.writes:
-                workflow, instance_id = write.ref.workflow, write.ref.id
                 changes = write.changes
-                if changes.wiped or changes.created:
+                workflow, instance_id = write.ref.workflow, write.ref.id
+                if changes.created:
+                    assert changes.instance is not None
+                    now = changes.instance.created_at
+                    if write.ref in created_here or not self._claim_id(connection, write.ref, now):
+                        skipped.setdefault(index, set()).add(write.ref)
+                        continue
+                    created_here.add(write.ref)
+                if changes.wiped:
                     wipes.append((workflow, instance_id))
                 for key in changes.deleted_steps:
                     deleted_steps.append((workflow, instance_id, key.type, key.name, key.count))
                 for seq in changes.deleted_events:
                     deleted_events.append((workflow, instance_id, seq))
                 if changes.instance is not None:
-                    instances.append(
-                        instance_row(changes.instance, write.next_wake, write.runnable)
-                    )
+                    row = instance_row(changes.instance, write.next_wake, write.runnable)
+                    (created if changes.created else instances).append(row)
                 steps.extend(step_row(workflow, instance_id, s) for s in changes.steps)
                 events.extend(event_row(workflow, instance_id, e) for e in changes.events)
         for sql, rows in (
             (_WIPE_STEPS, wipes),
             (_WIPE_EVENTS, wipes),
-            (_DELETE_INSTANCE, deleted_instances),
             (_DELETE_STEP, deleted_steps),
             (_DELETE_EVENT, deleted_events),
+            (INSERT_INSTANCE, created),
             (UPSERT_INSTANCE, instances),
             (UPSERT_STEP, steps),
             (UPSERT_EVENT, events),
@@ -229,14 +347,19 @@ class SqliteStore:
                 connection.executemany(sql, rows)
         connection.commit()
         self.commits += 1
-        self.rows_written += len(instances) + len(steps) + len(events)
+        self.rows_written += len(created) + len(instances) + len(steps) + len(events)
+        return skipped
 
     # -- reads -----------------------------------------------------------------------
 
     async def _fetch(self, sql: str, params: tuple[Any, ...] = ()) -> list[Any]:
-        assert self._reader is not None
-        async with self._reader.execute(sql, params) as cursor:
-            return list(await cursor.fetchall())
+        if self._reader is None:
+            raise StoreUnavailable("the store is not open")
+        try:
+            async with self._reader.execute(sql, params) as cursor:
+                return list(await cursor.fetchall())
+        except sqlite3.Error as error:
+            raise StoreUnavailable(f"the store could not be read: {error}") from error
 
     async def load(self, ref: InstanceRef) -> Loaded | None:
         rows = await self._fetch(
@@ -264,24 +387,6 @@ class SqliteStore:
         )
         return bool(rows)
 
-    async def retained_until(self, ref: InstanceRef) -> tuple[bool, int | None]:
-        """(exists, expires_at): whether an id is taken and until when it is retained."""
-        rows = await self._fetch(
-            "SELECT expires_at FROM instances WHERE workflow = ? AND id = ?",
-            (ref.workflow, ref.id),
-        )
-        return (True, rows[0]["expires_at"]) if rows else (False, None)
-
-    async def existing(self, workflow: str, ids: list[str]) -> set[str]:
-        if not ids:
-            return set()
-        marks = ", ".join("?" for _ in ids)
-        rows = await self._fetch(
-            f"SELECT id FROM instances WHERE workflow = ? AND id IN ({marks})",
-            (workflow, *ids),
-        )
-        return {row["id"] for row in rows}
-
     async def due(
         self, before_ms: int, limit: int, after: tuple[int, str, str] | None = None
     ) -> list[tuple[InstanceRef, int]]:
@@ -296,8 +401,13 @@ class SqliteStore:
         )
         return [(InstanceRef(r["workflow"], r["id"]), r["next_wake"]) for r in rows]
 
-    async def runnable(self) -> list[InstanceRef]:
-        rows = await self._fetch("SELECT workflow, id FROM instances WHERE runnable = 1")
+    async def runnable(self, limit: int, after: InstanceRef | None = None) -> list[InstanceRef]:
+        start = (after.workflow, after.id) if after is not None else ("", "")
+        rows = await self._fetch(
+            "SELECT workflow, id FROM instances WHERE runnable = 1 AND (workflow, id) > (?, ?) "
+            "ORDER BY workflow, id LIMIT ?",
+            (*start, limit),
+        )
         return [InstanceRef(r["workflow"], r["id"]) for r in rows]
 
     async def expired(self, now_ms: int, limit: int) -> list[InstanceRef]:

@@ -58,34 +58,51 @@
     return JSON.parse(JSON.stringify(context));
   }
 
+  /** Race `promise` against a host timer of `ms`; the timer is withdrawn (on both sides)
+   * as soon as the race is decided. Used for delay functions only: step attempts are timed
+   * by the host (`wf.timeout`), with nothing armed here. */
   function withTimeout(promise, ms, onTimeout) {
-    let timerId = null;
-    const timer = new Promise((_, reject) => {
-      timerId = run.timer(ms, () => reject(onTimeout()));
-    });
-    return Promise.race([promise, timer]).finally(() => run.cancelTimer(timerId));
+    const timer = host.requestCancellable("wf.timer", { g: run.generation, ms });
+    const expired = timer.promise.then(() => { throw onTimeout(); });
+    return Promise.race([promise, expired]).finally(() => timer.cancel());
   }
 
   // The run in progress in this isolate (one per cell isolate).
   const run = {
     generation: 0,
-    journal: null,
-    nextTimer: 1,
-    timers: new Map(),
-    timer(ms, fire) {
-      const id = this.nextTimer++;
-      this.timers.set(id, fire);
-      host.request("wf.timer", { g: this.generation, id, ms }).then(() => {
-        const callback = this.timers.get(id);
-        this.timers.delete(id);
-        if (callback) callback();
-      });
-      return id;
-    },
-    cancelTimer(id) {
-      if (this.timers.delete(id)) host.notify("wf.timer.cancel", { g: this.generation, id });
-    },
+    // False while a pause is pending: every attempt then waits for the engine's word.
+    mayBegin: true,
+    // In-flight attempts the host may time out: "<key>#<attempt>" -> abandon(error).
+    attempts: new Map(),
   };
+
+  function attemptTimedOut(timeout) {
+    const error = new Error(`Execution timed out after ${timeout}ms`);
+    error.name = "WorkflowTimeoutError";
+    error.timedOut = true;
+    return error;
+  }
+
+  /** The callback's promise, abandoned when the host says the attempt timed out. */
+  function timedAttempt(key, attempt, promise, timeout) {
+    const slot = `${key}#${attempt}`;
+    const abandoned = new Promise((_, reject) => {
+      run.attempts.set(slot, () => reject(attemptTimedOut(timeout)));
+    });
+    return Promise.race([promise, abandoned]).finally(() => run.attempts.delete(slot));
+  }
+
+  host.on("wf.timeout", (message) => {
+    if (message.g !== run.generation) return;
+    const abandon = run.attempts.get(`${message.key}#${message.attempt}`);
+    if (abandon) abandon();
+  });
+  host.on("wf.hold", (message) => {
+    if (message.g === run.generation) run.mayBegin = false;
+  });
+  host.on("wf.release", (message) => {
+    if (message.g === run.generation) run.mayBegin = true;
+  });
 
   // What the engine answers for a step's first attempt depends only on the step's
   // config: its resolved form, timeout and whether a failure will be retried. Once seen,
@@ -155,10 +172,11 @@
       const shape = JSON.stringify([config, dynamic]);
       const known = firstAttempts.get(shape);
       let decision;
-      if (known && !this.#unfinished.has(key) && ordinal <= this.#stepLimit && plainStepName(name)) {
+      const speculate = known && run.mayBegin && run.generation === this.#generation;
+      if (speculate && !this.#unfinished.has(key) && ordinal <= this.#stepLimit && plainStepName(name)) {
         host.notify("wf.begin", Object.assign({ g: this.#generation }, call));
         const context = { step: { name, count }, attempt: 1, config: known.config };
-        const report = await this.#attempt(callback, rawConfig, context, known.timeout, known.willRetry);
+        const report = await this.#attempt(key, callback, rawConfig, context, known.timeout, known.willRetry);
         decision = await this.#ask("wf.attempt", Object.assign({ name, count, attempt: 1 }, report));
       } else {
         decision = await this.#ask("wf.do", call);
@@ -170,23 +188,19 @@
         if (attempt === 1 && !firstAttempts.has(shape)) {
           firstAttempts.set(shape, { config: context.config, timeout, willRetry });
         }
-        const report = await this.#attempt(callback, rawConfig, context, timeout, willRetry);
+        const report = await this.#attempt(key, callback, rawConfig, context, timeout, willRetry);
         decision = await this.#ask("wf.attempt", Object.assign({ name, count, attempt }, report));
       }
     }
 
-    async #attempt(callback, rawConfig, context, timeout, willRetry) {
+    async #attempt(key, callback, rawConfig, context, timeout, willRetry) {
       let value;
       try {
-        value = await withTimeout(
+        value = await timedAttempt(
+          key,
+          context.attempt,
           Promise.resolve().then(() => callback(copyContext(context))),
           timeout,
-          () => {
-            const error = new Error(`Execution timed out after ${timeout}ms`);
-            error.name = "WorkflowTimeoutError";
-            error.timedOut = true;
-            return error;
-          },
         );
       } catch (error) {
         const report = {
@@ -287,7 +301,8 @@
   /** Start `run(event, step)` of the exported class for one instance. */
   host.on("wf.start", (message) => {
     run.generation = message.g;
-    run.timers.clear();
+    run.mayBegin = message.speculate !== false;
+    run.attempts.clear();
     const main = globalThis.__celld_main;
     const Workflow = main[message.className];
     const report = (fields) => host.notify("wf.done", Object.assign({ g: message.g }, fields));

@@ -1,0 +1,86 @@
+"""What a cell may ask of the layer that owns it, and nothing more.
+
+A cell holds one instance's machine and, while resident, its run. It never reaches
+into the manager: durable changes go through `commit`, deadlines through `schedule`,
+the isolate slot comes back through `release`, time through `now`. The few other
+things a run needs (isolates, owned tasks, static settings) are named here too, so
+that this protocol is the whole of the coupling.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Coroutine, Mapping
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Protocol
+
+from celld.cells.clock import Clock
+from celld.cells.runqueue import Priority
+from celld.cells.tasks import ErrorHandler
+from celld.isolate.host import OpHandler
+from celld.isolate.isolate import Isolate
+from celld.isolate.linemap import LineMap
+from celld.store.base import InstanceRef, Write
+
+if TYPE_CHECKING:
+    from celld.cells.cell import Cell
+
+
+@dataclass(frozen=True)
+class WorkflowSpec:
+    name: str
+    binding: str
+    class_name: str
+    step_limit: int
+
+
+@dataclass(frozen=True)
+class RunSettings:
+    """What every run of every cell shares (read-only)."""
+
+    residency_ms: int
+    replay_every_step: bool
+    env_message: Mapping[str, Any]
+    ops: Mapping[str, OpHandler]
+    lines: LineMap
+
+
+class CellPort(Protocol):
+    clock: Clock
+    settings: RunSettings
+
+    def now(self) -> int: ...
+
+    async def commit(self, write: Write) -> None:
+        """Commit one instance's changes (raises StoreUnavailable, DuplicateInstance)."""
+        ...
+
+    def schedule(self, ref: InstanceRef, next_wake: int | None) -> None:
+        """The instance's next deadline is now `next_wake` (None: none)."""
+        ...
+
+    def request_run(self, ref: InstanceRef, priority: Priority) -> None:
+        """The instance needs a run (replay) in an isolate."""
+        ...
+
+    def release(self, cell: Cell) -> None:
+        """The cell's run is over (its slot is free) or an operation on it ended: unload it
+        if nothing holds it any more."""
+        ...
+
+    def lost(self, cell: Cell) -> None:
+        """The cell's memory can no longer be trusted (a commit failed): forget it and load
+        the instance again from the store once the store works."""
+        ...
+
+    async def take_isolate(self) -> tuple[Isolate, bool]:
+        """An isolate for a run: (isolate, fresh); raises what loading the Worker raised."""
+        ...
+
+    async def give_isolate(self, isolate: Isolate) -> None: ...
+
+    def spawn(
+        self,
+        coroutine: Coroutine[Any, Any, Any],
+        what: str,
+        on_error: ErrorHandler | None = None,
+    ) -> None: ...

@@ -1,0 +1,216 @@
+"""Residency: the one owner of which instances are in memory and which hold an isolate.
+
+Rules:
+
+* One cell per instance in memory at any time (`cells`); a cell is loaded while an
+  operation uses it, a commit of it is in flight or it has a run, and unloaded as soon as
+  none of these holds (it hibernates: rows in the store only).
+* An instance being created is not loadable until its creation is committed or refused:
+  a load of it waits, so a create can never race a second cell into existence.
+* A run needs an isolate slot; slots are capped (`max_resident`). Beyond the cap the least
+  recently used *parked* run (resident but only waiting) hibernates to free its slot.
+* Runs waiting for a slot are references in a bounded :class:`RunQueue`; a cell is loaded
+  only when its run gets a slot.
+* A cell whose memory can no longer be trusted (a failed commit) is forgotten at once; the
+  next load reads the instance from the store.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections import OrderedDict
+from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine, Iterable
+from contextlib import asynccontextmanager
+from typing import Any
+
+from celld.cells.cell import Cell
+from celld.cells.runqueue import Priority, RunQueue
+from celld.store.base import InstanceRef, StoreUnavailable
+
+Loader = Callable[[InstanceRef], Awaitable[Cell | None]]
+Starter = Callable[[Cell, Priority], Awaitable[None]]
+Spawner = Callable[[Coroutine[Any, Any, Any], str], None]
+
+
+class Residency:
+    def __init__(
+        self,
+        load: Loader,
+        start: Starter,
+        spawn: Spawner,
+        on_unavailable: Callable[[InstanceRef], None],
+        *,
+        max_resident: int,
+        queue_capacity: int,
+    ) -> None:
+        self._load_from_store = load
+        self._start_cell = start
+        self._spawn = spawn
+        self._on_unavailable = on_unavailable
+        self.max_resident = max_resident
+        self.queue = RunQueue(queue_capacity)
+        self.cells: dict[InstanceRef, Cell] = {}
+        self._loading: dict[InstanceRef, asyncio.Future[Cell | None]] = {}
+        self._creating: dict[InstanceRef, asyncio.Event] = {}
+        self._slots: OrderedDict[InstanceRef, Cell] = OrderedDict()  # LRU first
+        self._reserved = 0  # slots given to runs whose cell is still loading
+        self.runs_started = 0
+        #: Called whenever the queue has room again (the manager refills it from the store).
+        self.on_room: Callable[[], None] = lambda: None
+
+    @property
+    def resident_count(self) -> int:
+        return len(self._slots) + self._reserved
+
+    def get(self, ref: InstanceRef) -> Cell | None:
+        return self.cells.get(ref)
+
+    def resident_cells(self) -> list[Cell]:
+        return list(self._slots.values())
+
+    # -- loading -------------------------------------------------------------------------
+
+    @asynccontextmanager
+    async def using(self, ref: InstanceRef) -> AsyncIterator[Cell | None]:
+        """Hold the instance's cell loaded for the duration of an operation."""
+        cell = await self.load(ref)
+        if cell is None:
+            yield None
+            return
+        cell.users += 1
+        try:
+            yield cell
+        finally:
+            cell.users -= 1
+            self.release(cell)
+
+    async def load(self, ref: InstanceRef) -> Cell | None:
+        while True:
+            creating = self._creating.get(ref)
+            if creating is not None:
+                await creating.wait()
+                continue
+            cell = self.cells.get(ref)
+            if cell is not None:
+                return cell
+            pending = self._loading.get(ref)
+            if pending is not None:
+                await asyncio.shield(pending)
+                continue
+            return await self._load(ref)
+
+    async def _load(self, ref: InstanceRef) -> Cell | None:
+        future: asyncio.Future[Cell | None] = asyncio.get_running_loop().create_future()
+        self._loading[ref] = future
+        try:
+            cell = await self._load_from_store(ref)
+            if cell is not None:
+                self.cells[ref] = cell
+            future.set_result(cell)
+            return cell
+        except BaseException as error:
+            future.set_exception(error)
+            future.exception()  # retrieved: only the loader reports it
+            raise
+        finally:
+            del self._loading[ref]
+
+    # -- creating ------------------------------------------------------------------------
+
+    @asynccontextmanager
+    async def creating(self, refs: Iterable[InstanceRef]) -> AsyncIterator[set[InstanceRef]]:
+        """Claim ids for creation. Yields the refs that may be created (no cell of them is
+        in memory and no other create of them is in flight); loads of those wait until the
+        block ends. The store still judges uniqueness against what is on disk."""
+        claimed: set[InstanceRef] = set()
+        for ref in refs:
+            while ref in self._loading:
+                await asyncio.shield(self._loading[ref])
+            if ref in self.cells or ref in self._creating:
+                continue
+            self._creating[ref] = asyncio.Event()
+            claimed.add(ref)
+        try:
+            yield claimed
+        finally:
+            for ref in claimed:
+                self._creating.pop(ref).set()
+
+    def add(self, cell: Cell) -> None:
+        """A created cell, committed: it is the instance's cell from now on."""
+        self.cells[cell.ref] = cell
+
+    # -- releasing -------------------------------------------------------------------------
+
+    def release(self, cell: Cell) -> None:
+        """Free the cell's slot if its run is over, unload it if nothing holds it, and let
+        queued runs take freed or parked slots."""
+        freed = False
+        if self._slots.get(cell.ref) is cell and cell.run is None and not cell.starting:
+            del self._slots[cell.ref]
+            freed = True
+        if cell.idle and self.cells.get(cell.ref) is cell:
+            del self.cells[cell.ref]
+        if freed or (len(self.queue) and cell.parked):
+            self.dispatch()
+
+    def forget(self, cell: Cell) -> None:
+        """Drop a broken cell now: the next load reads the instance from the store."""
+        if self.cells.get(cell.ref) is cell:
+            del self.cells[cell.ref]
+        if self._slots.get(cell.ref) is cell:
+            del self._slots[cell.ref]
+            self.dispatch()
+
+    def touch(self, cell: Cell) -> None:
+        if cell.ref in self._slots:
+            self._slots.move_to_end(cell.ref)
+
+    # -- the run queue and slots -------------------------------------------------------------
+
+    def request_run(self, ref: InstanceRef, priority: Priority) -> None:
+        self.queue.push(ref, priority)
+        self.dispatch()
+
+    def dispatch(self) -> None:
+        while len(self.queue):
+            if self.resident_count >= self.max_resident and not self._evict_one():
+                break
+            item = self.queue.pop()
+            if item is None:
+                break
+            ref, priority = item
+            cell = self.cells.get(ref)
+            if cell is not None and (cell.run is not None or cell.starting):
+                continue  # running already; what it needs reaches the run
+            self._reserved += 1
+            self.runs_started += 1
+            self._spawn(self._start(ref, priority), "starting a run")
+        if self.queue.overflowed and self.queue.has_room:
+            self.on_room()
+
+    def _evict_one(self) -> bool:
+        for ref, cell in self._slots.items():
+            if cell.parked:
+                del self._slots[ref]
+                cell.evict()
+                return True
+        return False
+
+    async def _start(self, ref: InstanceRef, priority: Priority) -> None:
+        reserved = True
+        try:
+            async with self.using(ref) as cell:
+                if cell is None or cell.run is not None or cell.starting or cell.broken:
+                    return
+                self._reserved -= 1
+                reserved = False
+                cell.starting = True
+                self._slots[ref] = cell
+                await self._start_cell(cell, priority)
+        except StoreUnavailable:
+            self._on_unavailable(ref)  # its run is requested again once the store works
+        finally:
+            if reserved:
+                self._reserved -= 1
+                self.dispatch()

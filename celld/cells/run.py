@@ -1,0 +1,432 @@
+"""One run of an instance's `run()` in an isolate: the step protocol, host side.
+
+The run turns what its isolate reports (`wf.do`, `wf.begin`, `wf.attempt`, `wf.sleep`,
+`wf.wait`, `wf.done`) into machine calls, has the cell commit what the machine changed,
+and only then answers JS (commit before acknowledge). Calls the machine suspends wait
+here until an alarm, an event or a lifecycle action settles them.
+
+The host also keeps time for the run: every attempt handed to JS gets one timer handle
+(the engine's `Run.timeout_ms`); when it fires while the attempt is still in flight the
+run tells JS (`wf.timeout`), which abandons the attempt and reports it as timed out.
+Nothing else is armed per step: no task, no message, no promise left behind.
+
+A run object lives as long as its isolate serves this instance; once closed, every
+message it still receives is dropped, so an old run can never touch a newer one.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from typing import TYPE_CHECKING, Any
+
+from celld.cells.clock import Cancellable
+from celld.cells.wire import decision_wire
+from celld.engine import (
+    Decision,
+    ErrorInfo,
+    Fail,
+    Reject,
+    Run,
+    RunStart,
+    Status,
+    StepKey,
+    Suspend,
+)
+from celld.engine.errors import missing_callback, status_error
+from celld.isolate.host import AnswerWithdrawn, IsolateHost
+from celld.isolate.isolate import IsolateFault
+
+if TYPE_CHECKING:
+    from celld.cells.cell import Cell
+
+log = logging.getLogger("celld.cells")
+
+
+class RunStopped(AnswerWithdrawn):
+    """The run this request belonged to is over (paused, terminated, failed, evicted)."""
+
+
+def _never() -> asyncio.Future[Any]:
+    """A request that will not be answered (its run is over)."""
+    return asyncio.get_running_loop().create_future()
+
+
+class CellRun:
+    def __init__(self, cell: Cell, host: IsolateHost) -> None:
+        self.cell = cell
+        self.machine = cell.machine
+        self.port = cell.port
+        self.host = host
+        self.closed = False
+        self.waiters: dict[StepKey, asyncio.Future[Decision]] = {}
+        self._attempt_timers: dict[StepKey, Cancellable] = {}
+        self._stall_timer: Cancellable | None = None
+        # Decisions taken but not yet in JS's hands (waiting for their commit): while any
+        # exist, JS is not idle even if its last turn ended with nothing to do.
+        self._delivering = 0
+        host.ops = {**host.ops, **self._ops()}
+        host.turn_callback = self._after_turn
+
+    def _ops(self) -> dict[str, Any]:
+        return {
+            "wf.do": self._on_do,
+            "wf.begin": self._on_begin,
+            "wf.attempt": self._on_attempt,
+            "wf.sleep": self._on_sleep,
+            "wf.wait": self._on_wait,
+            "wf.timer": self._on_timer,
+            "wf.done": self._on_done,
+            "wf.fatal": self._on_fatal,
+            "fault": self._on_runtime_fault,
+        }
+
+    # -- starting and stopping ----------------------------------------------------------
+
+    def post_start(self, start: RunStart, fresh: bool) -> None:
+        """Hand the run's start (from `Machine.start_run`) to JS."""
+        state = self.machine.state
+        env = {"k": "env", **self.port.settings.env_message} if fresh else {"k": "reset"}
+        self.host.post(env)
+        self.host.post(
+            {
+                "k": "wf.start",
+                "g": start.generation,
+                "className": self.cell.spec.class_name,
+                "event": {
+                    "payload": state.params,
+                    "timestamp": state.created_at,
+                    "instanceId": state.id,
+                    "workflowName": state.workflow,
+                },
+                "journal": start.journal_json(),
+                "unfinished": [
+                    str(row.key)
+                    for row in self.machine.steps()
+                    if row.type == "do" and not row.finished
+                ],
+                "stepLimit": start.step_limit,
+                "speculate": True,
+            }
+        )
+
+    def close(self) -> None:
+        """Forget the run in memory (its waiters, timers and pending calls); the caller
+        detaches the isolate. Durable rows are untouched: the next run replays them."""
+        if self.closed:
+            return
+        self.closed = True
+        for waiter in self.waiters.values():
+            waiter.cancel()
+        self.waiters.clear()
+        for timer in self._attempt_timers.values():
+            timer.cancel()
+        self._attempt_timers.clear()
+        if self._stall_timer is not None:
+            self._stall_timer.cancel()
+            self._stall_timer = None
+        self.host.turn_callback = None
+        self.machine.abandon_run()
+
+    @property
+    def live(self) -> bool:
+        return not self.closed and self.machine.status in (
+            Status.RUNNING,
+            Status.WAITING,
+            Status.WAITING_FOR_PAUSE,
+        )
+
+    @property
+    def parked(self) -> bool:
+        """Only waiting: safe to hibernate."""
+        return (
+            not self.closed
+            and self.machine.status is Status.WAITING
+            and self.machine.in_flight() == 0
+            and not self._delivering
+        )
+
+    def _current(self, message: dict[str, Any]) -> bool:
+        return not self.closed and message.get("g") == self.machine.generation
+
+    # -- lifecycle hooks used by the cell ---------------------------------------------------
+
+    def at_turn_boundary(self, change: Any) -> asyncio.Future[None]:
+        """Apply `change()` between two turns (see IsolateHost.at_turn_boundary)."""
+        done: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+
+        def apply() -> None:
+            try:
+                change()
+            except BaseException as error:  # noqa: BLE001 - handed to the awaiting caller
+                done.set_exception(error)
+                return
+            done.set_result(None)
+
+        self.host.at_turn_boundary(apply)
+        return done
+
+    def hold(self) -> None:
+        """A pause is pending: JS must not start attempts on its own any more."""
+        self.host.post({"k": "wf.hold", "g": self.machine.generation})
+
+    def release_hold(self) -> None:
+        self.host.post({"k": "wf.release", "g": self.machine.generation})
+
+    def deliver(self, decisions: list[tuple[StepKey, Decision]]) -> None:
+        """Settle suspended calls (after an alarm, an event, a cancelled pause)."""
+        for key, decision in decisions:
+            waiter = self.waiters.pop(key, None)
+            if waiter is not None and not waiter.done():
+                waiter.set_result(decision)
+
+    # -- messages from the run -----------------------------------------------------------
+
+    def _key(self, step_type: str, m: dict[str, Any]) -> StepKey:
+        return StepKey(step_type, str(m["name"]), int(m["count"]))
+
+    def _on_do(self, m: dict[str, Any]) -> Any:
+        if not self._current(m):
+            return _never()
+        key = self._key("do", m)
+        decision = self.machine.step_do(
+            key.name,
+            key.count,
+            m.get("ordinal"),
+            m.get("config"),
+            self.port.now(),
+            dynamic_delay=bool(m.get("dynamic")),
+        )
+        return self._answer(key, decision, resumes=False)
+
+    def _on_begin(self, m: dict[str, Any]) -> None:
+        """JS started attempt 1 on its own; the engine accepts or refuses the start."""
+        if not self._current(m):
+            return
+        key = self._key("do", m)
+        decision = self.machine.step_begin(
+            key.name,
+            key.count,
+            m.get("ordinal"),
+            m.get("config"),
+            self.port.now(),
+            dynamic_delay=bool(m.get("dynamic")),
+        )
+        if isinstance(decision, Run) and decision.attempt == 1:
+            self._arm_timeout(key, decision)
+
+    def _on_attempt(self, m: dict[str, Any]) -> Any:
+        if not self._current(m):
+            return _never()
+        key = self._key("do", m)
+        attempt = int(m["attempt"])
+        timer = self._attempt_timers.pop(key, None)
+        if timer is not None:
+            timer.cancel()
+        now = self.port.now()
+        decision: Decision | None
+        if m.get("unserializable"):
+            decision = self.machine.attempt_unserializable(key, attempt, now)
+        elif m.get("ok"):
+            decision = self.machine.attempt_succeeded(key, attempt, str(m["value"]), now)
+        else:
+            delay_error = m.get("delayError")
+            decision = self.machine.attempt_failed(
+                key,
+                attempt,
+                ErrorInfo.from_dict(m.get("error") or {}),
+                now,
+                nonretryable=bool(m.get("nonretryable")),
+                timed_out=bool(m.get("timedOut")),
+                delay_ms=m.get("delay"),
+                delay_error=ErrorInfo.from_dict(delay_error) if delay_error else None,
+                delay_timed_out=bool(m.get("delayTimedOut")),
+            )
+        return self._answer(key, decision, resumes=True)
+
+    def _on_sleep(self, m: dict[str, Any]) -> Any:
+        if not self._current(m):
+            return _never()
+        key = self._key("sleep", m)
+        decision = self.machine.step_sleep(
+            key.name,
+            key.count,
+            self.port.now(),
+            duration_ms=m.get("duration"),
+            until_ms=m.get("until"),
+        )
+        return self._answer(key, decision, resumes=False)
+
+    def _on_wait(self, m: dict[str, Any]) -> Any:
+        if not self._current(m):
+            return _never()
+        key = self._key("waitForEvent", m)
+        decision = self.machine.step_wait(
+            key.name, key.count, m.get("type"), m.get("timeout"), self.port.now()
+        )
+        return self._answer(key, decision, resumes=False)
+
+    def _on_timer(self, m: dict[str, Any]) -> Any:
+        """A delay function's time limit (asked only when an attempt failed and its config
+        has a delay function): a timer handle the JS side can withdraw."""
+        if self.closed:
+            return _never()
+        future: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        handle = self.port.clock.call_at(
+            self.port.now() + max(0, int(m.get("ms") or 0)),
+            lambda: None if future.done() else future.set_result(None),
+        )
+        future.add_done_callback(lambda f: handle.cancel() if f.cancelled() else None)
+        return future
+
+    def _on_done(self, m: dict[str, Any]) -> Any:
+        if not self._current(m):
+            return None
+        now = self.port.now()
+        if "error" in m:
+            self.machine.run_failed(ErrorInfo.from_dict(m["error"]), now)
+        else:
+            self.machine.run_succeeded(str(m["output"]), now)
+        return self.cell.settle_run(self)
+
+    def _on_fatal(self, m: dict[str, Any]) -> Any:
+        """step.do without a callback: thrown into run() (catchable), as wrangler dev does."""
+        if not self._current(m):
+            return _never()
+        return decision_wire(Reject(status_error(missing_callback(str(m.get("name"))))))
+
+    def _on_runtime_fault(self, m: dict[str, Any]) -> None:
+        shape = m.get("error", {})
+        ref = self.cell.ref
+        log.error(
+            "workflow %s/%s: runtime error in %s: %s: %s",
+            ref.workflow,
+            ref.id,
+            m.get("kind"),
+            shape.get("name"),
+            shape.get("message"),
+        )
+
+    # -- answering -------------------------------------------------------------------------
+
+    def _answer(self, key: StepKey, decision: Decision | None, *, resumes: bool) -> Any:
+        """Commit, then deliver `decision` (or hold it until an alarm or event settles it)."""
+        if decision is None or isinstance(decision, Fail) or not self.live:
+            # Stale, the run stopping (pause settled, terminated) or the instance failed:
+            # nothing to deliver; the isolate goes once the change is committed.
+            return self._withdrawn(self.cell.settle_run(self))
+        if isinstance(decision, Suspend):
+            waiter: asyncio.Future[Decision] = asyncio.get_running_loop().create_future()
+            self.waiters[key] = waiter
+            return self._deliver_later(key, waiter)
+        if isinstance(decision, Run) and not resumes and self.live:
+            # A step's first run acknowledges nothing durable (attempt starts are not
+            # written; steps are at least once), so it is answered in the same pass: the
+            # step's row rides along with the commit of the attempt's report.
+            return self._hand_over(key, decision)
+        return self._deliver_now(key, decision, resumes)
+
+    def _hand_over(self, key: StepKey, decision: Decision) -> dict[str, Any]:
+        if isinstance(decision, Run):
+            self._arm_timeout(key, decision)
+        return decision_wire(decision)
+
+    def _arm_timeout(self, key: StepKey, decision: Run) -> None:
+        attempt = decision.attempt
+
+        def expire() -> None:
+            self._attempt_timers.pop(key, None)
+            if not self.closed and self.machine.attempts_in_flight().get(key) == attempt:
+                self.host.post(
+                    {"k": "wf.timeout", "g": self.machine.generation, "key": str(key),
+                     "attempt": attempt}
+                )  # fmt: skip
+
+        previous = self._attempt_timers.pop(key, None)
+        if previous is not None:
+            previous.cancel()
+        self._attempt_timers[key] = self.port.clock.call_at(
+            self.port.now() + decision.timeout_ms, expire
+        )
+
+    async def _withdrawn(self, settling: Any) -> Any:
+        await settling
+        raise RunStopped()
+
+    async def _deliver_now(self, key: StepKey, decision: Decision, resumes: bool) -> Any:
+        self._delivering += 1
+        try:
+            await self.cell.commit()
+            if not self.live:
+                await self.cell.settle_run(self)
+                raise RunStopped()
+            if resumes and self.port.settings.replay_every_step and self.machine.in_flight() == 0:
+                await self.cell.replay(self)
+                raise RunStopped()
+            return self._hand_over(key, decision)
+        finally:
+            self._delivering -= 1
+
+    async def _deliver_later(self, key: StepKey, waiter: asyncio.Future[Decision]) -> Any:
+        await self.cell.commit()
+        decision = await waiter
+        while isinstance(decision, Suspend):
+            decision = await waiter
+        return await self._deliver_now(key, decision, True)
+
+    # -- after each turn ---------------------------------------------------------------------
+
+    def _after_turn(self) -> None:
+        if self.closed or self._delivering or self.machine.in_flight():
+            # Not idle (idle() would do nothing); the attempt's report commits what changed.
+            return
+        self.machine.idle(self.port.now())
+        self.port.spawn(self._after_idle(), "settling an idle run", self.cell.on_task_failure)
+
+    async def _after_idle(self) -> None:
+        await self.cell.commit()
+        if self.closed:
+            return
+        stall_at = self.machine.stall_deadline()
+        if stall_at is not None and self._stall_timer is None:
+            self._stall_timer = self.port.clock.call_at(stall_at, self._stall_due)
+        if self.parked:
+            await self.cell.parked_run(self)
+
+    def _stall_due(self) -> None:
+        self._stall_timer = None
+        if self.closed:
+            return
+        if self._delivering:
+            # An answer is on its way to JS; look again once it has landed.
+            self._stall_timer = self.port.clock.call_at(self.port.now() + 10, self._stall_due)
+            return
+        if self.machine.check_stalled(self.port.now()) is not None:
+            self.port.spawn(self.cell.settle_run(self), "failing a stalled run")
+            return
+        again = self.machine.stall_deadline()
+        if again is not None:
+            self._stall_timer = self.port.clock.call_at(again, self._stall_due)
+
+    # -- faults ------------------------------------------------------------------------------
+
+    def on_fault(self, fault: IsolateFault) -> None:
+        """The isolate hit a limit: fail the attempts it was running, or the instance."""
+        if self.closed:
+            return
+        ref = self.cell.ref
+        detail = self.port.settings.lines.rewrite(fault.detail)
+        log.error(
+            "workflow %s/%s: isolate stopped (%s)\n%s", ref.workflow, ref.id, fault.reason, detail
+        )
+        error = ErrorInfo("Error", f"Workflow exceeded a limit: {fault.reason}")
+        now = self.port.now()
+        attempts = self.machine.attempts_in_flight()
+        if attempts:
+            for key, attempt in attempts.items():
+                self.machine.attempt_failed(key, attempt, error, now)
+        else:
+            self.machine.run_failed(error, now)
+        self.port.spawn(
+            self.cell.replay(self), "recovering from an isolate fault", self.cell.on_task_failure
+        )
