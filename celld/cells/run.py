@@ -36,6 +36,7 @@ from celld.engine import (
 from celld.engine.errors import missing_callback, status_error
 from celld.isolate.host import AnswerWithdrawn, IsolateHost
 from celld.isolate.isolate import IsolateFault
+from celld.store.base import StoreUnavailable
 
 if TYPE_CHECKING:
     from celld.cells.cell import Cell
@@ -350,13 +351,19 @@ class CellRun:
         )
 
     async def _withdrawn(self, settling: Any) -> Any:
-        await settling
+        try:
+            await settling
+        except StoreUnavailable:
+            pass  # the cell broke: it is reloaded from the store, this run is over
         raise RunStopped()
 
     async def _deliver_now(self, key: StepKey, decision: Decision, resumes: bool) -> Any:
         self._delivering += 1
         try:
-            await self.cell.commit()
+            try:
+                await self.cell.commit()
+            except StoreUnavailable:
+                raise RunStopped() from None  # the cell broke; nothing is delivered
             if not self.live:
                 await self.cell.settle_run(self)
                 raise RunStopped()
@@ -368,7 +375,10 @@ class CellRun:
             self._delivering -= 1
 
     async def _deliver_later(self, key: StepKey, waiter: asyncio.Future[Decision]) -> Any:
-        await self.cell.commit()
+        try:
+            await self.cell.commit()
+        except StoreUnavailable:
+            raise RunStopped() from None
         decision = await waiter
         while isinstance(decision, Suspend):
             decision = await waiter
@@ -384,7 +394,10 @@ class CellRun:
         self.port.spawn(self._after_idle(), "settling an idle run", self.cell.on_task_failure)
 
     async def _after_idle(self) -> None:
-        await self.cell.commit()
+        try:
+            await self.cell.commit()
+        except StoreUnavailable:
+            return  # the cell broke: it is reloaded from the store
         if self.closed:
             return
         stall_at = self.machine.stall_deadline()

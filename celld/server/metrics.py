@@ -8,6 +8,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from celld.store.base import StoreUnavailable
+
 if TYPE_CHECKING:
     from celld.server.service import Service
 
@@ -45,7 +47,39 @@ async def render_metrics(service: Service) -> str:
     store = service.store
     if cells is None or store is None:
         return text.render()
-    counts = await store.counts()
+    health = store.health
+    text.add(
+        "celld_store_healthy",
+        "gauge",
+        "1 while the store commits, 0 while its writes fail (workflows wait, nothing is lost).",
+        1 if health.healthy else 0,
+    )
+    text.add(
+        "celld_store_failing_since_seconds",
+        "gauge",
+        "Unix time of the first failed commit of the current store outage (0: none).",
+        (health.failing_since or 0) / 1000,
+    )
+    text.add(
+        "celld_store_failed_commits_total", "counter", "Commits the store refused.", health.failures
+    )
+    text.add("celld_store_outages_total", "counter", "Store outages so far.", health.outages)
+    text.add(
+        "celld_store_writer_restarts_total",
+        "counter",
+        "Times the store's writer thread died and was replaced.",
+        store.writer_restarts,
+    )
+    text.add(
+        "celld_cells_background_tasks",
+        "gauge",
+        "Background tasks owned by the cells layer.",
+        len(cells.tasks),
+    )
+    try:
+        counts = await store.counts()
+    except StoreUnavailable:
+        return text.render()
     text.add(
         "celld_instances",
         "gauge",

@@ -23,6 +23,7 @@ from celld.isolate.worker_pool import WorkerPool
 from celld.project.config import ProjectConfig
 from celld.server.app import INTERNAL_PREFIX, build_app
 from celld.server.metrics import render_metrics
+from celld.store.base import StoreUnavailable
 from celld.store.sqlite import SqliteStore
 
 log = logging.getLogger("celld")
@@ -50,6 +51,8 @@ class Service:
     pool: WorkerPool | None = field(default=None, init=False)
     store: SqliteStore | None = field(default=None, init=False)
     cells: CellManager | None = field(default=None, init=False)
+    #: Per-workflow step limits beyond the config's cap (benchmarks of very long runs).
+    step_limit_overrides: dict[str, int] = field(default_factory=dict, init=False)
 
     def __post_init__(self) -> None:
         # Bundling happens before the server listens, so a broken project fails
@@ -74,7 +77,12 @@ class Service:
             )
             await self.store.open()
             specs = {
-                w.name: WorkflowSpec(w.name, w.binding, w.class_name, w.step_limit)
+                w.name: WorkflowSpec(
+                    w.name,
+                    w.binding,
+                    w.class_name,
+                    self.step_limit_overrides.get(w.name, w.step_limit),
+                )
                 for w in self.project.workflows
             }
             self.cells = CellManager(
@@ -130,9 +138,14 @@ class Service:
         async def describe(request: Request) -> Response:
             if self.cells is None:
                 return JSONResponse({"error": "this project has no workflows"}, status_code=404)
-            found = await self.cells.describe(
-                request.path_params["workflow"], request.path_params["instance"]
-            )
+            try:
+                found = await self.cells.describe(
+                    request.path_params["workflow"], request.path_params["instance"]
+                )
+            except StoreUnavailable as error:
+                return JSONResponse(
+                    {"error": f"the store is unavailable, retry later: {error}"}, status_code=503
+                )
             if found is None:
                 return JSONResponse({"error": "instance not found"}, status_code=404)
             return JSONResponse(found)

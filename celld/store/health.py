@@ -17,6 +17,7 @@ log = logging.getLogger("celld.store")
 
 FIRST_BACKOFF_S = 0.05
 MAX_BACKOFF_S = 5.0
+REPORT_EVERY_S = 10.0
 
 
 class StoreHealth:
@@ -73,9 +74,18 @@ class StoreHealth:
 
     async def _probe_until_healthy(self, probe: Callable[[], Awaitable[None]]) -> None:
         delay = FIRST_BACKOFF_S
+        last_report = time.monotonic()
         while self.failing_since is not None:
             await asyncio.sleep(delay)
             delay = min(MAX_BACKOFF_S, delay * 2)
+            if time.monotonic() - last_report >= REPORT_EVERY_S and self.failing_since:
+                last_report = time.monotonic()
+                seconds = (time.time_ns() // 1_000_000 - self.failing_since) / 1000
+                log.error(
+                    "the store has been failing for %.0f s (%s); workflows wait for it",
+                    seconds,
+                    self.last_error,
+                )
             try:
                 await probe()  # records success or failure itself
             except Exception as error:  # noqa: BLE001 - a failed probe means: wait longer

@@ -192,7 +192,6 @@ class SqliteStore:
         except BaseException as error:  # noqa: BLE001 - the writers queued are failed below
             log.exception("the store's writer thread stopped")
             self._writer_stopped(error)
-            raise
         finally:
             with contextlib.suppress(Exception):
                 connection.close()
@@ -219,6 +218,11 @@ class SqliteStore:
                 log.warning("commit of %d writes failed: %s", len(batch), failure)
                 self._rollback(connection)
                 outcome = StoreUnavailable(f"the store could not commit: {failure}")
+            except BaseException as fatal:
+                self._rollback(connection)
+                stopped = StoreUnavailable(f"the store's writer stopped: {fatal!r}")
+                self._call_loop(self._settle, batch, stopped)
+                raise
             self._call_loop(self._settle, batch, outcome)
             if stopping:
                 return

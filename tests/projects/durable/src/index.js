@@ -112,3 +112,16 @@ export default {
     return core.fetch(request, env, ctx);
   },
 };
+
+/** Many small steps whose results build on each other: long runs, store faults, benchmarks. */
+export class LongWorkflow extends WorkflowEntrypoint {
+  async run(event, step) {
+    const { steps, sleepEvery } = event.payload;
+    let total = 0;
+    for (let i = 1; i <= steps; i++) {
+      total = await step.do("add", async () => total + i);
+      if (sleepEvery && i % sleepEvery === 0) await step.sleep("nap", "1 second");
+    }
+    return { total, steps };
+  }
+}

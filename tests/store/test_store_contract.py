@@ -1,0 +1,166 @@
+"""The store contract (celld/store/base.py), on the real SQLite store in a temp folder.
+
+Written against the `Store` interface so that every backend passes the same tests.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import pytest
+
+from celld.engine import Machine, Status
+from celld.store.base import DuplicateInstance, InstanceRef, StoreUnavailable, Write
+from celld.store.sqlite import SqliteStore
+
+T0 = 1_700_000_000_000
+
+
+@pytest.fixture
+async def store(tmp_path: Path) -> AsyncIterator[SqliteStore]:
+    opened = SqliteStore(tmp_path / "state.sqlite3")
+    await opened.open()
+    try:
+        yield opened
+    finally:
+        await opened.close()
+
+
+def new(instance_id: str, now: int = T0, **kw: object) -> Machine:
+    return Machine.create("wf", instance_id, "{}", now, **kw)  # type: ignore[arg-type]
+
+
+def write_of(machine: Machine) -> Write:
+    changes = machine.take_changes()
+    return Write(
+        InstanceRef("wf", machine.state.id),
+        changes,
+        machine.next_wake(),
+        machine.status in (Status.QUEUED, Status.RUNNING, Status.WAITING_FOR_PAUSE),
+    )
+
+
+def disk_full() -> None:
+    raise sqlite3.OperationalError("database or disk is full")
+
+
+async def test_create_twice_is_a_duplicate_and_keeps_the_first(store: SqliteStore) -> None:
+    first = new("a")
+    first.start_run(T0)
+    await store.write(write_of(first))
+    with pytest.raises(DuplicateInstance):
+        await store.write(write_of(new("a", T0 + 1)))
+    loaded = await store.load(InstanceRef("wf", "a"))
+    assert loaded is not None and loaded.state.status is Status.RUNNING
+
+
+async def test_batch_skips_taken_ids_and_commits_the_rest(store: SqliteStore) -> None:
+    await store.write(write_of(new("a")))
+    skipped = await store.write_many([write_of(new(i)) for i in ("a", "b", "c")])
+    assert skipped == {InstanceRef("wf", "a")}
+    for instance_id in ("b", "c"):
+        assert await store.exists(InstanceRef("wf", instance_id))
+
+
+async def test_two_creates_of_one_id_in_one_group_commit(store: SqliteStore) -> None:
+    import asyncio
+
+    results = await asyncio.gather(
+        store.write(write_of(new("x"))),
+        store.write_many([write_of(new("x")), write_of(new("y"))]),
+        return_exceptions=True,
+    )
+    duplicates = [r for r in results if isinstance(r, DuplicateInstance)] + [
+        r for r in results if isinstance(r, set) and InstanceRef("wf", "x") in r
+    ]
+    assert len(duplicates) == 1  # exactly one of the two creates of "x" won
+    assert await store.exists(InstanceRef("wf", "y"))
+
+
+async def test_an_expired_instance_gives_its_id_back(store: SqliteStore) -> None:
+    old = new("a", retention={"successRetention": "1 second"})
+    await store.write(write_of(old))
+    old.start_run(T0)
+    old.step_do("s", 1, 1, None, T0)
+    old.attempt_succeeded(old.steps()[0].key, 1, "1", T0)
+    old.run_succeeded("1", T0)
+    await store.write(write_of(old))
+    with pytest.raises(DuplicateInstance):
+        await store.write(write_of(new("a", T0 + 500)))
+    await store.write(write_of(new("a", T0 + 2_000)))
+    loaded = await store.load(InstanceRef("wf", "a"))
+    assert loaded is not None
+    assert loaded.state.status is Status.QUEUED and loaded.steps == []
+
+
+async def test_a_failed_commit_changes_nothing_and_is_reported(store: SqliteStore) -> None:
+    await store.write(write_of(new("a")))
+    store.fault = disk_full
+    with pytest.raises(StoreUnavailable, match="database or disk is full"):
+        await store.write(write_of(new("b")))
+    assert not store.health.healthy and store.health.failing_since is not None
+    store.fault = None
+    assert not await store.exists(InstanceRef("wf", "b"))
+    await store.probe()
+    assert store.health.healthy
+    await store.write(write_of(new("b")))
+    assert await store.exists(InstanceRef("wf", "b"))
+
+
+async def test_every_writer_of_a_failed_group_learns_it(store: SqliteStore) -> None:
+    import asyncio
+
+    store.fault = disk_full
+    results = await asyncio.gather(
+        *(store.write(write_of(new(f"i{n}"))) for n in range(20)), return_exceptions=True
+    )
+    assert all(isinstance(r, StoreUnavailable) for r in results)
+    store.fault = None
+    assert await store.counts() == {}
+
+
+async def test_a_dead_writer_fails_its_writers_and_is_replaced(store: SqliteStore) -> None:
+    class WriterKilled(BaseException):
+        pass
+
+    def kill() -> None:
+        raise WriterKilled()
+
+    store.fault = kill
+    with pytest.raises(StoreUnavailable, match="writer stopped"):
+        await store.write(write_of(new("a")))
+    store.fault = None
+    await store.write(write_of(new("b")))
+    assert store.writer_restarts == 1
+    assert await store.exists(InstanceRef("wf", "b"))
+    assert not await store.exists(InstanceRef("wf", "a"))
+
+
+async def test_runnable_instances_page_by_key(store: SqliteStore) -> None:
+    await store.write_many([write_of(new(f"i{n:03}")) for n in range(25)])
+    done = new("zz")
+    done.terminate(T0)
+    await store.write(write_of(done))
+    seen: list[InstanceRef] = []
+    after = None
+    while True:
+        page = await store.runnable(10, after)
+        seen.extend(page)
+        if len(page) < 10:
+            break
+        after = page[-1]
+    assert [r.id for r in seen] == [f"i{n:03}" for n in range(25)]
+
+
+async def test_delete_expired_spares_an_id_reused_meanwhile(store: SqliteStore) -> None:
+    old = new("a", retention={"errorRetention": "1 second"})
+    old.terminate(T0)
+    await store.write(write_of(old))
+    stale = await store.expired(T0 + 5_000, 10)
+    assert stale == [InstanceRef("wf", "a")]
+    await store.write(write_of(new("a", T0 + 5_000)))  # the id is taken again
+    await store.delete_expired(stale, T0 + 5_000)
+    loaded = await store.load(InstanceRef("wf", "a"))
+    assert loaded is not None and loaded.state.status is Status.QUEUED
