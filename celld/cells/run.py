@@ -17,6 +17,7 @@ message it still receives is dropped, so an old run can never touch a newer one.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 from typing import TYPE_CHECKING, Any
 
@@ -351,10 +352,9 @@ class CellRun:
         )
 
     async def _withdrawn(self, settling: Any) -> Any:
-        try:
+        # A store failure broke the cell: it is reloaded from the store, this run is over.
+        with contextlib.suppress(StoreUnavailable):
             await settling
-        except StoreUnavailable:
-            pass  # the cell broke: it is reloaded from the store, this run is over
         raise RunStopped()
 
     async def _deliver_now(self, key: StepKey, decision: Decision, resumes: bool) -> Any:
