@@ -10,7 +10,12 @@ HTTP server counts every step callback execution. At the end:
 * every recorded step result is the value its last execution reported (a result,
   once recorded, is never produced again);
 * every event whose sendEvent was acknowledged was delivered;
-* each (step, attempt) callback ran at most once more per crash than without crashes.
+* each (step, attempt) callback ran at most once more per crash than without crashes,
+  where a crash is a SIGKILL or a time the instance was dropped from memory because its
+  store failed.
+
+With `--disk-full N` the state lives on a small tmpfs that the harness also fills for N
+random windows of up to a few seconds: a full disk must never fail an instance.
 
 Short form in CI (tests/e2e/test_crash_harness.py); long form:
 
@@ -21,6 +26,7 @@ from __future__ import annotations
 
 import argparse
 import random
+import re
 import tempfile
 import threading
 import time
@@ -32,6 +38,7 @@ from typing import Any
 import httpx
 
 from tests.celld_server import CelldServer
+from tests.disks import fill, small_disk
 from tests.e2e.counter import Counter, counter_server
 
 PROJECT = Path(__file__).resolve().parent / "projects" / "durable"
@@ -45,13 +52,18 @@ class Report:
     executions: int
     max_runs_per_attempt: int
     problems: list[str] = field(default_factory=list)
+    dropped: int = 0  # instances dropped from memory after store failures (and reloaded)
 
 
 class Harness:
-    def __init__(self, state: Path, instances: int, kills: int, seed: int) -> None:
+    def __init__(
+        self, state: Path, instances: int, kills: int, seed: int, disk_full: int = 0
+    ) -> None:
         self.state = state
         self.ids = [f"h{i}" for i in range(instances)]
         self.kills = kills
+        self.disk_full = disk_full
+        self.log_path = state.parent / "harness-celld.log"
         self.random = random.Random(seed)
         self.server: CelldServer | None = None
         self.acked: dict[str, dict[str, Any]] = {}
@@ -62,6 +74,7 @@ class Harness:
 
     def start(self) -> CelldServer:
         server = CelldServer(PROJECT, self.state)
+        server.log_path = self.log_path
         server.start()
         self.server = server
         return server
@@ -111,10 +124,17 @@ class Harness:
             response.raise_for_status()
         sender = threading.Thread(target=self.send_events, daemon=True)
         sender.start()
-        for _ in range(self.kills):
+        faults = ["kill"] * self.kills + ["disk full"] * self.disk_full
+        self.random.shuffle(faults)
+        for fault in faults:
             time.sleep(self.random.uniform(0.3, 2.0))
-            server.kill()
-            server = self.start()
+            if fault == "kill":
+                server.kill()
+                server = self.start()
+            else:
+                filler = fill(self.state.parent)
+                time.sleep(self.random.uniform(0.5, 3.0))
+                filler.unlink()
         sender.join(timeout)
         self._stop.set()
         deadline = time.monotonic() + timeout
@@ -127,8 +147,14 @@ class Harness:
         server.stop()
         return self.check(statuses, counter)
 
+    def drops(self) -> Tally[str]:
+        """Times each instance was dropped from memory after a store failure (log)."""
+        log = self.log_path.read_text(errors="replace") if self.log_path.exists() else ""
+        return Tally(re.findall(r"harness-workflow/(h\d+): dropped from memory", log))
+
     def check(self, statuses: dict[str, Any], counter: Counter) -> Report:
         problems: list[str] = []
+        drops = self.drops()
         runs = Tally(step for step, _ in counter.hits)
         last_value: dict[str, str] = {}
         for step, value in counter.hits:
@@ -162,19 +188,29 @@ class Harness:
             if runs[f"{instance}/b#1"] < 1 or runs[f"{instance}/b#2"] < 1:
                 problems.append(f"{instance}: step b did not fail once and then succeed")
         worst = max(runs.values(), default=0)
-        if worst > 1 + self.kills:
-            over = [key for key, n in runs.items() if n > 1 + self.kills]
+        over = [key for key, n in runs.items() if n > 1 + self.kills + drops[key.split("/", 1)[0]]]
+        if over:
             problems.append(f"callbacks ran more than once per crash: {over[:5]}")
-        return Report(len(self.ids), self.kills, len(counter.hits), worst, problems)
+        report = Report(len(self.ids), self.kills, len(counter.hits), worst, problems)
+        report.dropped = sum(drops.values())
+        return report
 
 
-def run_harness(instances: int, kills: int, seed: int = 1, timeout: float = 120) -> Report:
+def run_harness(
+    instances: int, kills: int, seed: int = 1, timeout: float = 120, disk_full: int = 0
+) -> Report:
+    """Raises CannotMount when `disk_full` is asked for on a machine that cannot mount."""
     with (
         tempfile.TemporaryDirectory(prefix="celld-harness-") as folder,
         counter_server() as counter,
     ):
-        harness = Harness(Path(folder) / "state", instances, kills, seed)
-        return harness.run(counter, timeout)
+        if not disk_full:
+            harness = Harness(Path(folder) / "state", instances, kills, seed)
+            return harness.run(counter, timeout)
+        with small_disk(Path(folder) / "disk", size_mb=48) as disk:
+            harness = Harness(disk / "state", instances, kills, seed, disk_full)
+            harness.log_path = Path(folder) / "harness-celld.log"
+            return harness.run(counter, timeout)
 
 
 def main() -> None:
@@ -185,13 +221,15 @@ def main() -> None:
     parser.add_argument("--kills", type=int, default=8)
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--timeout", type=float, default=300)
+    parser.add_argument("--disk-full", type=int, default=0, help="windows of a full disk")
     args = parser.parse_args()
     started = time.monotonic()
-    report = run_harness(args.instances, args.kills, args.seed, args.timeout)
+    report = run_harness(args.instances, args.kills, args.seed, args.timeout, args.disk_full)
     print(
         f"{report.instances} instances, {report.kills} SIGKILLs, "
         f"{report.executions} step executions, "
         f"at most {report.max_runs_per_attempt} runs of one (step, attempt), "
+        f"{report.dropped} drops after store failures, "
         f"{time.monotonic() - started:.1f} s"
     )
     for problem in report.problems:

@@ -9,3 +9,16 @@ def test_random_sigkills_under_load_lose_nothing() -> None:
     report = run_harness(instances=60, kills=3, seed=7, timeout=120)
     assert report.problems == []
     assert report.executions >= 60 * 6  # a, b twice, c1, c2, d for every instance
+
+
+def test_sigkills_and_full_disks_lose_nothing() -> None:
+    import pytest
+
+    from tests.disks import CannotMount
+
+    try:
+        report = run_harness(instances=40, kills=2, seed=11, timeout=150, disk_full=3)
+    except CannotMount as error:
+        pytest.skip(f"cannot mount a tmpfs here: {error}")
+    assert report.problems == []
+    assert report.executions >= 40 * 6

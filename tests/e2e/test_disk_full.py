@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -18,6 +17,7 @@ from pathlib import Path
 import pytest
 
 from tests.celld_server import CelldServer
+from tests.disks import CannotMount, fill, small_disk
 
 PROJECT = Path(__file__).resolve().parent.parent / "projects" / "durable"
 STEPS = 1500
@@ -25,37 +25,12 @@ INSTANCES = 10
 
 
 @pytest.fixture
-def small_disk(tmp_path: Path) -> Iterator[Path]:
-    mount = tmp_path / "disk"
-    mount.mkdir()
-    done = subprocess.run(
-        ["mount", "-t", "tmpfs", "-o", "size=48m", "tmpfs", str(mount)],
-        capture_output=True,
-        check=False,
-    )
-    if done.returncode != 0:
-        pytest.skip(f"cannot mount a tmpfs here: {done.stderr.decode().strip()}")
+def disk(tmp_path: Path) -> Iterator[Path]:
     try:
-        yield mount
-    finally:
-        subprocess.run(["umount", "-l", str(mount)], check=False)
-
-
-def fill(disk: Path) -> Path:
-    """Write zeros until the disk is full; returns the file to delete to free it."""
-    filler = disk / "filler"
-    descriptor = os.open(filler, os.O_WRONLY | os.O_CREAT, 0o600)
-    try:
-        for size in (1 << 20, 4096, 512):
-            chunk = b"\0" * size
-            try:
-                while True:
-                    os.write(descriptor, chunk)
-            except OSError:
-                continue
-    finally:
-        os.close(descriptor)
-    return filler
+        with small_disk(tmp_path / "disk", size_mb=48) as mounted:
+            yield mounted
+    except CannotMount as error:
+        pytest.skip(f"cannot mount a tmpfs here: {error}")
 
 
 def metrics(server: CelldServer) -> dict[str, float]:
@@ -77,8 +52,8 @@ def store_failing(server: CelldServer) -> bool:
     return scrape["celld_store_healthy"] == 0 and scrape["celld_store_failing_since_seconds"] > 0
 
 
-def test_instances_outlive_a_full_disk(small_disk: Path, tmp_path: Path) -> None:
-    server = CelldServer(PROJECT, small_disk / "state")
+def test_instances_outlive_a_full_disk(disk: Path, tmp_path: Path) -> None:
+    server = CelldServer(PROJECT, disk / "state")
     server.log_path = tmp_path / "celld.log"
     server.start()
     try:
@@ -89,7 +64,7 @@ def test_instances_outlive_a_full_disk(small_disk: Path, tmp_path: Path) -> None
             )
             assert response.status_code == 200, response.text
         server.wait_for(lambda: len(server.describe("long-workflow", ids[-1])["steps"]) > 50)
-        filler = fill(small_disk)
+        filler = fill(disk)
         try:
             server.wait_for(lambda: store_failing(server), timeout=30)
             time.sleep(4)
@@ -104,7 +79,8 @@ def test_instances_outlive_a_full_disk(small_disk: Path, tmp_path: Path) -> None
 
         def all_final() -> dict[str, object] | None:
             out = server.post("/statuses", params={"wf": "LONG"}, json=ids).json()
-            done = all(s.get("status") in ("complete", "errored", "terminated") for s in out.values())
+            final_statuses = ("complete", "errored", "terminated")
+            done = all(s.get("status") in final_statuses for s in out.values())
             return out if done else None
 
         final = server.wait_for(all_final, timeout=180, interval=0.5)
