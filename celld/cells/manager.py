@@ -294,9 +294,9 @@ class CellManager:
         runnable index and queue what is not running (in key order, a page at a time)."""
         queue = self.residency.queue
         while True:
-            await self._refill.wait()
-            self._refill.clear()
-            if not queue.overflowed:
+            if not (queue.overflowed and queue.has_room):
+                self._refill.clear()
+                await self._refill.wait()
                 continue
             queue.overflowed = False
             try:

@@ -186,8 +186,8 @@ class Residency:
             self._reserved += 1
             self.runs_started += 1
             self._spawn(self._start(ref, priority), "starting a run")
-        if self.queue.overflowed and self.queue.has_room:
-            self.on_room()
+        if self.queue.has_room:
+            self.on_room()  # a refill from the store waits for room
 
     def _evict_one(self) -> bool:
         for ref, cell in self._slots.items():
