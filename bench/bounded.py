@@ -62,8 +62,9 @@ async def long_run(steps: int, every: float) -> None:
                        params=params({"steps": steps}))  # fmt: skip
             started = time.monotonic()
             print(
-                "| s | steps done | steps/s | RSS MiB | cell tasks | host tasks | asyncio tasks | JS heap MiB |"
-            )  # noqa: E501
+                "| s | steps done | steps/s | RSS MiB | cell tasks | host tasks "
+                "| asyncio tasks | JS heap MiB |"
+            )
             print("|---|---|---|---|---|---|---|---|")
             last_done, last_t = 0, started
             while True:
