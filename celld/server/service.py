@@ -22,7 +22,12 @@ from celld.isolate.webops import close_fetch_client
 from celld.isolate.worker_pool import WorkerPool
 from celld.project.config import ProjectConfig
 from celld.server.app import INTERNAL_PREFIX, build_app
+from celld.server.explorer import explorer_routes
+from celld.server.guard import OperatorGuard
 from celld.server.metrics import render_metrics
+from celld.server.operator import Operator
+from celld.server.testing import testing_routes
+from celld.server.ui import ui_routes
 from celld.store.base import StoreUnavailable
 from celld.store.sqlite import SqliteStore
 
@@ -38,6 +43,8 @@ class ServiceOptions:
     synchronous: str = "FULL"
     clock: Clock = field(default_factory=SystemClock)
     cells: CellSettings = field(default_factory=CellSettings.from_environment)
+    #: required on operator routes when set (always set when bound beyond loopback)
+    operator_token: str | None = None
 
 
 @dataclass
@@ -124,13 +131,35 @@ class Service:
             assert self.pool is not None, "celld is not started"
             return self.pool
 
-        return build_app(
+        operator = self.operator()
+        app = build_app(
             get_pool,
             startup=self.start,
             shutdown=self.stop,
             metrics=lambda: render_metrics(self),
-            internal_routes=self._clock_routes() + self._instance_routes(),
+            internal_routes=[
+                *self._clock_routes(),
+                *self._instance_routes(),
+                *explorer_routes(operator),
+                *testing_routes(operator),
+                *ui_routes(),
+            ],
         )
+        app.add_middleware(OperatorGuard, token=self.options.operator_token)
+        return app
+
+    def operator(self) -> Operator:
+        """The operator surface's view of this service (its parts appear at start)."""
+        workflows = [
+            {
+                "name": w.name,
+                "binding": w.binding,
+                "class_name": w.class_name,
+                "script_name": w.script_name or self.project.name,
+            }
+            for w in self.project.workflows
+        ]
+        return Operator(lambda: (self.cells, self.store), workflows)
 
     def _instance_routes(self) -> list[Route]:
         """GET /cdn-cgi/celld/workflows/{workflow}/instances/{id}: one instance's steps."""
