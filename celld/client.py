@@ -110,7 +110,7 @@ class Client:
     def _clock(self, method: str, **kwargs: Any) -> int:
         response = self.http.request(method, "/cdn-cgi/celld/clock", **kwargs)
         if response.status_code == 404:
-            raise CelldError(404, NO_CLOCK)
+            raise CelldError(404, response.json().get("error") or NO_CLOCK)
         if response.is_error:
             raise CelldError(response.status_code, response.text[:500])
         return int(response.json()["now"])
@@ -259,6 +259,19 @@ class Instance:
             timeout=timeout + 10,
         )
         return data["result"]["output"]
+
+    def wait_until_settled(self, timeout: float = 10.0) -> dict[str, Any]:
+        """The instance's details once nothing already due is left to do (it is final,
+        paused, or its next deadline is later than the engine's now). Call it after
+        `advance_clock` before looking: the moved clock's wake-ups have then happened."""
+        path = f"{CELLD_API}/workflows/{_q(self.workflow.name)}/instances/{_q(self.id)}"
+        data = self.client.request(
+            "GET",
+            f"{path}/wait-until-settled",
+            params={"timeout_ms": int(timeout * 1000)},
+            timeout=timeout + 10,
+        )
+        return dict(data["result"])
 
     # the names Cloudflare's test APIs use
     waitForStatus = wait_for_status  # noqa: N815

@@ -431,6 +431,10 @@ class CellManager:
                 "next_wake": machine.next_wake(),
                 "stall_deadline": machine.stall_deadline(),
                 "resident": cell.run is not None,
+                # what the live run is doing (test helpers wait for it to settle)
+                "starting": cell.starting,
+                "attempts_in_flight": machine.in_flight(),
+                "calls_pending": len(machine.pending()),
                 # params, output and step values are the serializer's text
                 "params": state.params,
                 "output": state.output,

@@ -229,6 +229,14 @@ class Operator:
                 404, f"Workflow instance '{instance_id}' not found.", CODE_NOT_FOUND
             )
         steps = [_step(row) for row in found["steps"]]
+        final_or_paused = found["status"] in FINAL or found["status"] == "paused"
+        # JS is at work: a run is starting, an attempt runs, or run() is between steps
+        # (resident, not finished, and waiting on no step)
+        running = bool(
+            found["starting"]
+            or found["attempts_in_flight"]
+            or (found["resident"] and not found["calls_pending"] and not final_or_paused)
+        )
         return {
             "id": found["id"],
             "workflow": name,
@@ -242,7 +250,8 @@ class Operator:
             "steps": steps,
             "step_count": len(steps),
             "next_wake": iso(found.get("next_wake")),
-            "now": iso(cells.clock.now()),  # the engine's clock (a test clock may differ)
+            "now": iso(cells.clock.now()),
+            "running": running,  # the engine's clock (a test clock may differ)
             "events": [
                 {
                     "type": e["type"],
@@ -275,6 +284,28 @@ class Operator:
             if time.monotonic() >= deadline:
                 raise OperatorError(
                     408, f"instance still {view['status']} after {timeout_ms} ms, not {wanted}"
+                )
+            await asyncio.sleep(POLL_S)
+
+    async def wait_until_settled(
+        self, name: str, instance_id: str, timeout_ms: int
+    ) -> dict[str, Any]:
+        """Return the details once the instance waits on nothing already due: no JS of it
+        runs (`running`: an attempt, or run() between steps; its status may still say
+        `waiting` then), and it is final or paused or its next deadline is after the
+        engine's now. After moving a test clock,
+        this is when everything the move made due has happened."""
+        deadline = _deadline(timeout_ms)
+        busy = ("queued", "running", "waitingForPause")
+        while True:
+            details = await self.describe(name, instance_id)
+            wake = details["next_wake"]
+            due = wake is not None and wake <= details["now"]
+            if details["status"] not in busy and not details["running"] and not due:
+                return details
+            if time.monotonic() >= deadline:
+                raise OperatorError(
+                    408, f"instance still {details['status']} after {timeout_ms} ms"
                 )
             await asyncio.sleep(POLL_S)
 

@@ -32,6 +32,7 @@ from celld.store.base import StoreUnavailable
 from celld.store.sqlite import SqliteStore
 
 log = logging.getLogger("celld")
+ALL = ["GET", "HEAD", "POST", "PUT", "DELETE", "PATCH", "OPTIONS"]
 
 
 @dataclass
@@ -143,10 +144,17 @@ class Service:
                 *explorer_routes(operator),
                 *testing_routes(operator),
                 *ui_routes(),
+                Route(f"{INTERNAL_PREFIX}/{{rest:path}}", self._unknown_internal, methods=ALL),
             ],
         )
         app.add_middleware(OperatorGuard, token=self.options.operator_token)
         return app
+
+    @staticmethod
+    async def _unknown_internal(request: Request) -> Response:
+        """celld's own prefix never reaches the Worker: unknown paths there are 404s."""
+        message = f"celld has no route {request.method} {request.url.path}"
+        return JSONResponse({"error": message}, status_code=404)
 
     def operator(self) -> Operator:
         """The operator surface's view of this service (its parts appear at start)."""
@@ -186,7 +194,12 @@ class Service:
         """With a manual clock (tests), POST /cdn-cgi/celld/clock?advance=MS moves it."""
         clock = self.options.clock
         if not isinstance(clock, ManualClock):
-            return []
+
+            async def no_clock(request: Request) -> Response:
+                message = "this celld has no test clock: start it with CELLD_TEST_CLOCK=manual"
+                return JSONResponse({"error": message}, status_code=404)
+
+            return [Route(f"{INTERNAL_PREFIX}/clock", no_clock, methods=["GET", "POST"])]
 
         async def move_clock(request: Request) -> Response:
             advance = int(request.query_params.get("advance", "0"))

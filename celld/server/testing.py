@@ -7,6 +7,9 @@
   ended with another status).
 * `GET .../wait-for-step-result?name=N&count=1&type=do&timeout_ms=T` answers with the
   step's output once it has one (409 if the step failed).
+* `GET .../wait-until-settled?timeout_ms=T` answers with the instance's details once it
+  waits on nothing already due (final, paused, or its next deadline after the engine's
+  now): after moving the clock, the moment everything the move made due has happened.
 
 Waiting happens in celld, so a test makes one request instead of a polling loop.
 """
@@ -54,8 +57,17 @@ def testing_routes(operator: Operator) -> list[Route]:
         )
         return envelope(result)
 
+    async def wait_until_settled(request: Request) -> Response:
+        details = await operator.wait_until_settled(
+            request.path_params["workflow"],
+            await instance_id(operator, request),
+            int_param(request, "timeout_ms", DEFAULT_TIMEOUT_MS),
+        )
+        return envelope(details)
+
     one = f"{API_PREFIX}/workflows/{{workflow}}/instances/{{instance}}"
     return [
         Route(f"{one}/wait-for-status", guarded(wait_for_status), methods=["GET"]),
         Route(f"{one}/wait-for-step-result", guarded(wait_for_step_result), methods=["GET"]),
+        Route(f"{one}/wait-until-settled", guarded(wait_until_settled), methods=["GET"]),
     ]

@@ -23,6 +23,7 @@
       if (value === undefined || value === null || value === false) continue;
       if (key.startsWith("on")) node.addEventListener(key.slice(2), value);
       else if (key === "class") node.className = value;
+      else if (key === "style") Object.assign(node.style, value); // CSSOM: allowed by the CSP
       else node.setAttribute(key, value === true ? "" : String(value));
     }
     for (const child of children.flat()) {
@@ -164,7 +165,7 @@
       const start = Date.parse(s.start);
       const endIso = s.end || s.until || s.timeout_at || s.retry_at || instance.now;
       const end = Math.max(start, Date.parse(endIso));
-      const bar = h("div", { class: `bar ${s.state}`, style: `left:${pct(start)};width:calc(${pct(end)} - ${pct(start)})` });
+      const bar = h("div", { class: `bar ${s.state}`, style: { left: pct(start), width: pct(t0 + end - start) } });
       const facts = [h("span", {}, "start ", h("b", {}, when(s.start)))];
       if (s.end) facts.push(h("span", {}, " · end ", h("b", {}, when(s.end)), ` (${duration(s.start, s.end)})`));
       if (s.retry_at) facts.push(h("span", { class: "retry" }, " · next attempt ", h("b", {}, when(s.retry_at))));
