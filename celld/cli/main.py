@@ -13,6 +13,7 @@ import click
 import uvicorn
 
 from celld import __version__
+from celld.cli.workflows import workflows
 
 
 def _configure_logging(level: str) -> None:
@@ -144,8 +145,8 @@ def operator_token(ip: str, configured: str | None) -> tuple[str | None, bool]:
     return secrets.token_urlsafe(24), True
 
 
-def main() -> None:
-    from celld.cli.workflows import workflows
+cli.add_command(workflows)
 
-    cli.add_command(workflows)
+
+def main() -> None:
     cli()
