@@ -18,6 +18,7 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
 from celld.server.operator import CODE_INVALID, Operator, OperatorError
+from celld.store.base import StoreUnavailable
 
 EXPLORER_PREFIX = "/cdn-cgi/local/explorer/api"
 MAX_BODY = 2 * 1024 * 1024
@@ -42,6 +43,8 @@ def guarded(handler: Handler) -> Handler:
             return await handler(request)
         except OperatorError as error:
             return failure(error.status, error.message, error.code)
+        except StoreUnavailable as error:  # transient: the caller may try again
+            return failure(503, f"the store is unavailable: {error}")
 
     return run
 

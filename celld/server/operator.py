@@ -50,6 +50,8 @@ class OperatorError(Exception):
 
 def _binding_error(error: HostError) -> OperatorError:
     message = str(error)
+    if "(store.unavailable)" in message:
+        return OperatorError(503, message)
     if "not_found" in message:
         return OperatorError(404, message, CODE_NOT_FOUND)
     if "already_exists" in message or "cannot_" in message:
