@@ -227,7 +227,8 @@
       } catch (error) { say(`Delete failed: ${error.message}`); }
     } }, "Delete");
     const facts = h("div", { class: "kv", id: "facts" },
-      h("div", {}, "status"), h("div", {}, badge(instance.status)),
+      h("div", {}, "status"), h("div", {}, badge(instance.status),
+        instance.running ? h("span", { class: "muted", id: "working" }, " · JS at work") : null),
       h("div", {}, "created"), h("div", {}, when(instance.queued)),
       h("div", {}, "started"), h("div", {}, when(instance.start)),
       h("div", {}, "ended"), h("div", {}, instance.end ? `${when(instance.end)} (${duration(instance.start || instance.queued, instance.end)})` : "—"),
