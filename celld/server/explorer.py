@@ -91,7 +91,7 @@ def explorer_routes(operator: Operator) -> list[Route]:
         return envelope(await operator.workflow_details(request.path_params["workflow"]))
 
     async def delete_workflow(request: Request) -> Response:
-        operator._workflow(request.path_params["workflow"])
+        operator.require_workflow(request.path_params["workflow"])
         raise OperatorError(501, "deleting a workflow's instances is not supported by celld yet")
 
     async def list_instances(request: Request) -> Response:
@@ -147,11 +147,11 @@ def explorer_routes(operator: Operator) -> list[Route]:
         return envelope({"success": True})
 
     async def delete_instance(request: Request) -> Response:
-        operator._workflow(request.path_params["workflow"])
+        operator.require_workflow(request.path_params["workflow"])
         raise OperatorError(501, "deleting instances is not supported by celld yet")
 
     async def delete_batch(request: Request) -> Response:
-        operator._workflow(request.path_params["workflow"])
+        operator.require_workflow(request.path_params["workflow"])
         raise OperatorError(501, "deleting instances is not supported by celld yet")
 
     wf = f"{EXPLORER_PREFIX}/workflows/{{workflow}}"

@@ -79,7 +79,7 @@ class Operator:
             raise OperatorError(404, "this project has no workflows", CODE_NOT_FOUND)
         return cells, store
 
-    def _workflow(self, name: str) -> dict[str, str]:
+    def require_workflow(self, name: str) -> dict[str, str]:
         for workflow in self.workflows:
             if workflow["name"] == name:
                 return workflow
@@ -87,7 +87,7 @@ class Operator:
 
     async def _call(self, workflow: str, method: str, **fields: Any) -> Any:
         cells, _ = self._parts()
-        self._workflow(workflow)
+        self.require_workflow(workflow)
         handle: Callable[[dict[str, Any]], Awaitable[Any]] = cells.ops["wf.binding"]  # type: ignore[assignment]
         try:
             return await handle({"workflow": workflow, "method": method, **fields})
@@ -103,7 +103,7 @@ class Operator:
         ]
 
     async def workflow_details(self, name: str) -> dict[str, Any]:
-        workflow = self._workflow(name)
+        workflow = self.require_workflow(name)
         _, store = self._parts()
         counts = dict.fromkeys(STATUSES, 0)
         counts.update(await store.workflow_counts(name))
@@ -127,7 +127,7 @@ class Operator:
         date_start: str | None = None,
         date_end: str | None = None,
     ) -> tuple[list[dict[str, Any]], dict[str, Any]]:
-        self._workflow(name)
+        self.require_workflow(name)
         _, store = self._parts()
         if page < 1:
             raise OperatorError(400, "page must be a whole number >= 1")
@@ -222,7 +222,7 @@ class Operator:
 
     async def describe(self, name: str, instance_id: str) -> dict[str, Any]:
         """The explorer's instance details, plus celld's deadlines, counts and events."""
-        self._workflow(name)
+        self.require_workflow(name)
         cells, _ = self._parts()
         await self._call(name, "get", id=instance_id)  # validates the id: 404 otherwise
         found = await cells.describe(name, instance_id)

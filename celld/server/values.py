@@ -96,7 +96,7 @@ def _readable(node: Any, defs: dict[int, Any]) -> Any:
         return _readable(value, defs)
     if tag == "Object":
         return {str(k): _readable(v, defs) for k, v in value}
-    if tag in ("Map",):
+    if tag == "Map":
         return [[_readable(k, defs), _readable(v, defs)] for k, v in value]
     if tag == "Set":
         return [_readable(v, defs) for v in value]
