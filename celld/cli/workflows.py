@@ -159,7 +159,7 @@ def trigger(name: str, params: str, instance_id: str | None, **opts: Any) -> Non
 @click.argument("name")
 @connection
 def delete_workflow(name: str, **opts: Any) -> None:
-    """Delete every instance of a Workflow."""
+    """Delete every instance of a Workflow (celld answers: not supported yet)."""
 
     def body(client: Client) -> tuple[Any, str]:
         result = client.request("DELETE", client.workflow(name).path)["result"]
@@ -414,7 +414,7 @@ def send_event(name: str, instance_id: str, event_type: str, payload: str, **opt
 @click.argument("instance_ids", metavar="ID...", nargs=-1, required=True)
 @connection
 def delete_instances(name: str, instance_ids: tuple[str, ...], **opts: Any) -> None:
-    """Delete instances."""
+    """Delete instances (celld answers: not supported yet)."""
 
     def body(client: Client) -> tuple[Any, str]:
         path = f"{client.workflow(name).path}/instances/batch/delete"
