@@ -431,6 +431,13 @@ class CellManager:
                 "next_wake": machine.next_wake(),
                 "stall_deadline": machine.stall_deadline(),
                 "resident": cell.run is not None,
+                # what the live run is doing (test helpers wait for it to settle)
+                "starting": cell.starting,
+                "attempts_in_flight": machine.in_flight(),
+                "calls_pending": len(machine.pending()),
+                # params, output and step values are the serializer's text
+                "params": state.params,
+                "output": state.output,
                 "steps": [
                     {
                         "type": row.type,
@@ -440,6 +447,11 @@ class CellManager:
                         "failed_attempts": row.attempts,
                         "wake_at": row.wake_at,
                         "error": row.error.to_dict() if row.error else None,
+                        "started_at": row.started_at,
+                        "finished_at": row.finished_at,
+                        "config": row.config,
+                        "value": row.value,
+                        "event_type": row.event_type,
                     }
                     for row in machine.steps()
                 ],
@@ -448,6 +460,7 @@ class CellManager:
                         "type": e.type,
                         "timestamp": e.timestamp,
                         "consumed": e.consumed_by is not None,
+                        "payload": e.payload,
                     }
                     for e in machine.events()
                 ],

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import logging
 import os
+import re
+import secrets
 import sys
 from pathlib import Path
 
@@ -11,6 +13,7 @@ import click
 import uvicorn
 
 from celld import __version__
+from celld.cli.workflows import workflows
 
 
 def _configure_logging(level: str) -> None:
@@ -100,11 +103,19 @@ def run(
             # "manual:<epoch ms>" starts it at a given time (a restart resuming a test).
             _, _, start = test_clock.partition(":")
             options.clock = ManualClock(int(start) if start else None)
+        options.operator_token, printed = operator_token(ip, os.environ.get("CELLD_ADMIN_TOKEN"))
         service = Service(config, options)
     except (ConfigError, ModuleError, ValueError) as error:
         raise click.ClickException(str(error)) from None
 
     click.echo(f"celld {__version__}: serving {config.name} on http://{ip}:{port}", err=True)
+    click.echo(f"celld: operator page on http://{ip}:{port}/cdn-cgi/celld/", err=True)
+    if printed:
+        click.echo(
+            f"celld: listening beyond loopback; operator token (set CELLD_ADMIN_TOKEN to "
+            f"choose one): {options.operator_token}",
+            err=True,
+        )
     uvicorn.run(
         service.app(),
         host=ip,
@@ -113,6 +124,28 @@ def run(
         access_log=False,
         lifespan="on",
     )
+
+
+def operator_token(ip: str, configured: str | None) -> tuple[str | None, bool]:
+    """The token operator routes require, and whether it was made up here (to print).
+
+    Bound to loopback, no token is needed unless CELLD_ADMIN_TOKEN sets one; bound to
+    any other address, one is always required.
+    """
+    from celld.server.guard import is_loopback
+
+    if configured:
+        if len(configured) < 16 or not re.fullmatch(r"[A-Za-z0-9._~-]+", configured):
+            raise ValueError(
+                "CELLD_ADMIN_TOKEN must be at least 16 characters of A-Z a-z 0-9 . _ ~ -"
+            )
+        return configured, False
+    if is_loopback(ip):
+        return None, False
+    return secrets.token_urlsafe(24), True
+
+
+cli.add_command(workflows)
 
 
 def main() -> None:

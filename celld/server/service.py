@@ -22,11 +22,17 @@ from celld.isolate.webops import close_fetch_client
 from celld.isolate.worker_pool import WorkerPool
 from celld.project.config import ProjectConfig
 from celld.server.app import INTERNAL_PREFIX, build_app
+from celld.server.explorer import explorer_routes
+from celld.server.guard import OperatorGuard
 from celld.server.metrics import render_metrics
+from celld.server.operator import Operator
+from celld.server.testing import testing_routes
+from celld.server.ui import ui_routes
 from celld.store.base import StoreUnavailable
 from celld.store.sqlite import SqliteStore
 
 log = logging.getLogger("celld")
+ALL = ["GET", "HEAD", "POST", "PUT", "DELETE", "PATCH", "OPTIONS"]
 
 
 @dataclass
@@ -38,6 +44,8 @@ class ServiceOptions:
     synchronous: str = "FULL"
     clock: Clock = field(default_factory=SystemClock)
     cells: CellSettings = field(default_factory=CellSettings.from_environment)
+    #: required on operator routes when set (always set when bound beyond loopback)
+    operator_token: str | None = None
 
 
 @dataclass
@@ -124,13 +132,42 @@ class Service:
             assert self.pool is not None, "celld is not started"
             return self.pool
 
-        return build_app(
+        operator = self.operator()
+        app = build_app(
             get_pool,
             startup=self.start,
             shutdown=self.stop,
             metrics=lambda: render_metrics(self),
-            internal_routes=self._clock_routes() + self._instance_routes(),
+            internal_routes=[
+                *self._clock_routes(),
+                *self._instance_routes(),
+                *explorer_routes(operator),
+                *testing_routes(operator),
+                *ui_routes(),
+                Route(f"{INTERNAL_PREFIX}/{{rest:path}}", self._unknown_internal, methods=ALL),
+            ],
         )
+        app.add_middleware(OperatorGuard, token=self.options.operator_token)
+        return app
+
+    @staticmethod
+    async def _unknown_internal(request: Request) -> Response:
+        """celld's own prefix never reaches the Worker: unknown paths there are 404s."""
+        message = f"celld has no route {request.method} {request.url.path}"
+        return JSONResponse({"error": message}, status_code=404)
+
+    def operator(self) -> Operator:
+        """The operator surface's view of this service (its parts appear at start)."""
+        workflows = [
+            {
+                "name": w.name,
+                "binding": w.binding,
+                "class_name": w.class_name,
+                "script_name": w.script_name or self.project.name,
+            }
+            for w in self.project.workflows
+        ]
+        return Operator(lambda: (self.cells, self.store), workflows)
 
     def _instance_routes(self) -> list[Route]:
         """GET /cdn-cgi/celld/workflows/{workflow}/instances/{id}: one instance's steps."""
@@ -157,7 +194,12 @@ class Service:
         """With a manual clock (tests), POST /cdn-cgi/celld/clock?advance=MS moves it."""
         clock = self.options.clock
         if not isinstance(clock, ManualClock):
-            return []
+
+            async def no_clock(request: Request) -> Response:
+                message = "this celld has no test clock: start it with CELLD_TEST_CLOCK=manual"
+                return JSONResponse({"error": message}, status_code=404)
+
+            return [Route(f"{INTERNAL_PREFIX}/clock", no_clock, methods=["GET", "POST"])]
 
         async def move_clock(request: Request) -> Response:
             advance = int(request.query_params.get("advance", "0"))

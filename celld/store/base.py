@@ -50,6 +50,17 @@ class Write:
     runnable: bool  # queued or running: must be resumed after a restart
 
 
+@dataclass(frozen=True)
+class InstanceSummary:
+    """One row of an instance listing (operator reads)."""
+
+    id: str
+    status: str
+    created_at: int
+    started_at: int | None
+    finished_at: int | None
+
+
 class DuplicateInstance(Exception):  # noqa: N818 - a verdict, not a failure of the store
     """An instance with this id already exists (and is retained)."""
 
@@ -100,3 +111,28 @@ class Store(Protocol):
         ...
 
     async def counts(self) -> dict[str, int]: ...
+
+    # -- operator reads (listing and counts for the explorer API, CLI and page) ----------
+
+    async def list_instances(
+        self,
+        workflow: str,
+        *,
+        offset: int = 0,
+        limit: int = 25,
+        status: str | None = None,
+        created_from: int | None = None,
+        created_to: int | None = None,
+    ) -> list[InstanceSummary]:
+        """One page of a workflow's instances, newest first."""
+        ...
+
+    async def count_instances(
+        self,
+        workflow: str,
+        *,
+        status: str | None = None,
+        created_from: int | None = None,
+        created_to: int | None = None,
+    ) -> int: ...
+    async def workflow_counts(self, workflow: str) -> dict[str, int]: ...

@@ -38,7 +38,14 @@ from typing import Any
 
 import aiosqlite
 
-from celld.store.base import DuplicateInstance, InstanceRef, Loaded, StoreUnavailable, Write
+from celld.store.base import (
+    DuplicateInstance,
+    InstanceRef,
+    InstanceSummary,
+    Loaded,
+    StoreUnavailable,
+    Write,
+)
 from celld.store.health import StoreHealth
 from celld.store.rows import (
     INSERT_INSTANCE,
@@ -424,4 +431,71 @@ class SqliteStore:
 
     async def counts(self) -> dict[str, int]:
         rows = await self._fetch("SELECT status, COUNT(*) AS n FROM instances GROUP BY status")
+        return {row["status"]: row["n"] for row in rows}
+
+    # -- operator reads (listing and counts for the explorer API, CLI and page) ----------
+    # Read-only queries added for the operator surface. They scan one workflow's rows
+    # (the primary key starts with the workflow); no index is added for created_at, so
+    # a page of a workflow with N instances costs a sort of N rows.
+
+    @staticmethod
+    def _listing_filter(
+        workflow: str, status: str | None, created_from: int | None, created_to: int | None
+    ) -> tuple[str, tuple[Any, ...]]:
+        where = ["workflow = ?"]
+        params: list[Any] = [workflow]
+        if status is not None:
+            where.append("status = ?")
+            params.append(status)
+        if created_from is not None:
+            where.append("created_at >= ?")
+            params.append(created_from)
+        if created_to is not None:
+            where.append("created_at <= ?")
+            params.append(created_to)
+        return " AND ".join(where), tuple(params)
+
+    async def list_instances(
+        self,
+        workflow: str,
+        *,
+        offset: int = 0,
+        limit: int = 25,
+        status: str | None = None,
+        created_from: int | None = None,
+        created_to: int | None = None,
+    ) -> list[InstanceSummary]:
+        """One page of a workflow's instances, newest first (ties broken by id)."""
+        where, params = self._listing_filter(workflow, status, created_from, created_to)
+        rows = await self._fetch(
+            "SELECT id, status, created_at, started_at, finished_at FROM instances "
+            f"WHERE {where} ORDER BY created_at DESC, id DESC LIMIT ? OFFSET ?",
+            (*params, limit, offset),
+        )
+        return [
+            InstanceSummary(
+                r["id"], r["status"], r["created_at"], r["started_at"], r["finished_at"]
+            )
+            for r in rows
+        ]
+
+    async def count_instances(
+        self,
+        workflow: str,
+        *,
+        status: str | None = None,
+        created_from: int | None = None,
+        created_to: int | None = None,
+    ) -> int:
+        """How many instances `list_instances` with these filters pages through."""
+        where, params = self._listing_filter(workflow, status, created_from, created_to)
+        rows = await self._fetch(f"SELECT COUNT(*) AS n FROM instances WHERE {where}", params)
+        return int(rows[0]["n"])
+
+    async def workflow_counts(self, workflow: str) -> dict[str, int]:
+        """Instances of one workflow by status."""
+        rows = await self._fetch(
+            "SELECT status, COUNT(*) AS n FROM instances WHERE workflow = ? GROUP BY status",
+            (workflow,),
+        )
         return {row["status"]: row["n"] for row in rows}

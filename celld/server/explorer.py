@@ -1,0 +1,178 @@
+"""The local explorer API at /cdn-cgi/local/explorer/api, the one `wrangler dev` serves.
+
+`wrangler workflows ... --local --port P` and the explorer page speak it, so they work
+against `celld run` unchanged. Answers use Cloudflare's API envelope
+(`{success, errors, messages, result}`); failures carry a 4xx/5xx status and an
+`errors[0].message` that wrangler prints as is. celld adds fields of its own to the
+instance details (step counts and kinds, deadlines, events); wrangler ignores them.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response
+from starlette.routing import Route
+
+from celld.server.operator import CODE_INVALID, Operator, OperatorError
+from celld.store.base import StoreUnavailable
+
+EXPLORER_PREFIX = "/cdn-cgi/local/explorer/api"
+MAX_BODY = 2 * 1024 * 1024
+
+Handler = Callable[[Request], Awaitable[Response]]
+
+
+def envelope(result: Any, **extra: Any) -> JSONResponse:
+    return JSONResponse({"success": True, "errors": [], "messages": [], "result": result, **extra})
+
+
+def failure(status: int, message: str, code: int = CODE_INVALID) -> JSONResponse:
+    body = {"success": False, "errors": [{"code": code, "message": message}], "messages": []}
+    return JSONResponse({**body, "result": None}, status_code=status)
+
+
+def guarded(handler: Handler) -> Handler:
+    """Turn OperatorError (and bad JSON) into the envelope's error form."""
+
+    async def run(request: Request) -> Response:
+        try:
+            return await handler(request)
+        except OperatorError as error:
+            return failure(error.status, error.message, error.code)
+        except StoreUnavailable as error:  # transient: the caller may try again
+            return failure(503, f"the store is unavailable: {error}")
+
+    return run
+
+
+async def json_body(request: Request, *, required: bool = False) -> Any:
+    """The request's JSON body; ... when it is empty and not required."""
+    raw = await request.body()
+    if len(raw) > MAX_BODY:
+        raise OperatorError(413, f"request body is larger than {MAX_BODY} bytes")
+    if not raw.strip():
+        if required:
+            raise OperatorError(400, "a JSON body is required")
+        return ...
+    try:
+        return json.loads(raw)
+    except ValueError as error:
+        raise OperatorError(400, f"the body is not valid JSON: {error}") from None
+
+
+def int_param(request: Request, name: str, default: int) -> int:
+    text = request.query_params.get(name)
+    if text is None or text == "":
+        return default
+    try:
+        return int(text)
+    except ValueError:
+        raise OperatorError(400, f"{name} must be a whole number, not {text!r}") from None
+
+
+async def instance_id(operator: Operator, request: Request) -> str:
+    """The id in the path; `latest` means the newest instance (as wrangler's CLI says)."""
+    value = request.path_params["instance"]
+    if value == "latest":
+        return await operator.latest_id(request.path_params["workflow"])
+    return str(value)
+
+
+def explorer_routes(operator: Operator) -> list[Route]:
+    async def list_workflows(request: Request) -> Response:
+        workflows = operator.list_workflows()
+        return envelope(workflows, result_info={"count": len(workflows)})
+
+    async def workflow_details(request: Request) -> Response:
+        return envelope(await operator.workflow_details(request.path_params["workflow"]))
+
+    async def delete_workflow(request: Request) -> Response:
+        operator.require_workflow(request.path_params["workflow"])
+        raise OperatorError(501, "deleting a workflow's instances is not supported by celld yet")
+
+    async def list_instances(request: Request) -> Response:
+        params = request.query_params
+        items, info = await operator.list_instances(
+            request.path_params["workflow"],
+            page=int_param(request, "page", 1),
+            per_page=int_param(request, "per_page", 25),
+            status=params.get("status") or None,
+            date_start=params.get("date_start") or None,
+            date_end=params.get("date_end") or None,
+        )
+        return envelope(items, result_info=info)
+
+    async def create_instance(request: Request) -> Response:
+        body = await json_body(request)
+        if body is ...:
+            body = {}
+        if not isinstance(body, dict):
+            raise OperatorError(400, "the body must be an object {id?, params?}")
+        created = await operator.create(
+            request.path_params["workflow"], body.get("id"), body.get("params")
+        )
+        return envelope({"id": created})
+
+    async def describe_instance(request: Request) -> Response:
+        workflow = request.path_params["workflow"]
+        return envelope(await operator.describe(workflow, await instance_id(operator, request)))
+
+    async def change_status(request: Request) -> Response:
+        body = await json_body(request, required=True)
+        if not isinstance(body, dict):
+            raise OperatorError(400, "the body must be an object {status, from?}")
+        # wrangler's CLI sends {status}; the explorer page of some versions sends {action}
+        action = body.get("status", body.get("action"))
+        if action == "terminate" and body.get("rollback") is True:
+            raise OperatorError(501, "terminate with rollback is not supported by celld yet")
+        workflow = request.path_params["workflow"]
+        result = await operator.change_status(
+            workflow, await instance_id(operator, request), action, body.get("from")
+        )
+        return envelope(result)
+
+    async def send_event(request: Request) -> Response:
+        payload = await json_body(request)
+        workflow = request.path_params["workflow"]
+        await operator.send_event(
+            workflow,
+            await instance_id(operator, request),
+            request.path_params["event_type"],
+            payload,
+        )
+        return envelope({"success": True})
+
+    async def delete_instance(request: Request) -> Response:
+        operator.require_workflow(request.path_params["workflow"])
+        raise OperatorError(501, "deleting instances is not supported by celld yet")
+
+    async def delete_batch(request: Request) -> Response:
+        operator.require_workflow(request.path_params["workflow"])
+        raise OperatorError(501, "deleting instances is not supported by celld yet")
+
+    wf = f"{EXPLORER_PREFIX}/workflows/{{workflow}}"
+    one = f"{wf}/instances/{{instance}}"
+    table: list[tuple[str, Handler, list[str]]] = [
+        (f"{EXPLORER_PREFIX}/workflows", list_workflows, ["GET"]),
+        (wf, workflow_details, ["GET"]),
+        (wf, delete_workflow, ["DELETE"]),
+        (f"{wf}/instances", list_instances, ["GET"]),
+        (f"{wf}/instances", create_instance, ["POST"]),
+        (f"{wf}/instances/batch/delete", delete_batch, ["POST"]),
+        (one, describe_instance, ["GET"]),
+        (one, delete_instance, ["DELETE"]),
+        (f"{one}/status", change_status, ["PATCH"]),
+        (f"{one}/events/{{event_type}}", send_event, ["POST"]),
+    ]
+    routes = [Route(path, guarded(handler), methods=methods) for path, handler, methods in table]
+
+    async def unknown(request: Request) -> Response:
+        return failure(404, f"no explorer API route {request.method} {request.url.path}", 10000)
+
+    every = ["GET", "POST", "PATCH", "DELETE", "PUT"]
+    routes.append(Route(f"{EXPLORER_PREFIX}/{{rest:path}}", unknown, methods=every))
+    return routes

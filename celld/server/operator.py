@@ -1,0 +1,448 @@
+"""What an operator can see and do, in one place for the explorer API, the CLI and the page.
+
+Instance operations go through the same entry point as the Worker's `env.MY_WORKFLOW`
+binding (`wf.binding`), so an operator's pause or event is exactly a Worker's pause or
+event: same validation, same errors, same durability. Reads come from
+`CellManager.describe` (one instance) and the store's listing queries.
+
+Every answer is plain JSON: stored values are decoded for reading (celld.server.values)
+and step outputs marked `sensitive: "output"` are replaced with "[REDACTED]".
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+from celld.cells.manager import CellManager
+from celld.isolate.host import HostError
+from celld.server.values import REDACTED, decode, encode, iso, parse_iso
+from celld.store.sqlite import SqliteStore
+
+STATUSES = (
+    "queued", "running", "paused", "errored", "terminated", "complete", "waitingForPause",
+    "waiting",
+)  # fmt: skip
+FINAL = frozenset({"errored", "terminated", "complete"})
+ACTIONS = ("pause", "resume", "terminate", "restart")
+MAX_PER_PAGE = 100
+MAX_WAIT_MS = 300_000
+POLL_S = 0.025
+
+# wrangler's local explorer error codes (what its CLI prints comes from `message`)
+CODE_NOT_FOUND = 10501
+CODE_BAD_DATE_RANGE = 10502
+CODE_INVALID = 10001
+
+
+class OperatorError(Exception):
+    """A request the operator surface refuses: HTTP status, explorer code, message."""
+
+    def __init__(self, status: int, message: str, code: int = CODE_INVALID) -> None:
+        super().__init__(message)
+        self.status = status
+        self.code = code
+        self.message = message
+
+
+def _binding_error(error: HostError) -> OperatorError:
+    message = str(error)
+    if "(store.unavailable)" in message:
+        return OperatorError(503, message)
+    if "not_found" in message:
+        return OperatorError(404, message, CODE_NOT_FOUND)
+    if "already_exists" in message or "cannot_" in message:
+        return OperatorError(409, message)
+    return OperatorError(400, message)
+
+
+class Operator:
+    """The operations behind every operator route; `cells` and `store` appear at start."""
+
+    def __init__(
+        self,
+        get_parts: Callable[[], tuple[CellManager | None, SqliteStore | None]],
+        workflows: list[dict[str, str]],
+    ) -> None:
+        self._get_parts = get_parts
+        #: [{name, binding, class_name, script_name}] from the project config
+        self.workflows = workflows
+
+    # -- plumbing ------------------------------------------------------------------------
+
+    def _parts(self) -> tuple[CellManager, SqliteStore]:
+        cells, store = self._get_parts()
+        if cells is None or store is None:
+            raise OperatorError(404, "this project has no workflows", CODE_NOT_FOUND)
+        return cells, store
+
+    def require_workflow(self, name: str) -> dict[str, str]:
+        for workflow in self.workflows:
+            if workflow["name"] == name:
+                return workflow
+        raise OperatorError(404, f"Workflow '{name}' not found.", CODE_NOT_FOUND)
+
+    async def _call(self, workflow: str, method: str, **fields: Any) -> Any:
+        cells, _ = self._parts()
+        self.require_workflow(workflow)
+        handle: Callable[[dict[str, Any]], Awaitable[Any]] = cells.ops["wf.binding"]  # type: ignore[assignment]
+        try:
+            return await handle({"workflow": workflow, "method": method, **fields})
+        except HostError as error:
+            raise _binding_error(error) from None
+
+    # -- workflows -----------------------------------------------------------------------
+
+    def list_workflows(self) -> list[dict[str, str]]:
+        return [
+            {"name": w["name"], "class_name": w["class_name"], "script_name": w["script_name"]}
+            for w in self.workflows
+        ]
+
+    async def workflow_details(self, name: str) -> dict[str, Any]:
+        workflow = self.require_workflow(name)
+        _, store = self._parts()
+        counts = dict.fromkeys(STATUSES, 0)
+        counts.update(await store.workflow_counts(name))
+        return {
+            "name": workflow["name"],
+            "class_name": workflow["class_name"],
+            "script_name": workflow["script_name"],
+            "binding": workflow["binding"],
+            "instances": counts,
+        }
+
+    # -- instances -----------------------------------------------------------------------
+
+    async def list_instances(
+        self,
+        name: str,
+        *,
+        page: int = 1,
+        per_page: int = 25,
+        status: str | None = None,
+        date_start: str | None = None,
+        date_end: str | None = None,
+    ) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+        self.require_workflow(name)
+        _, store = self._parts()
+        if page < 1:
+            raise OperatorError(400, "page must be a whole number >= 1")
+        if not 1 <= per_page <= MAX_PER_PAGE:
+            raise OperatorError(400, f"per_page must be between 1 and {MAX_PER_PAGE}")
+        if status is not None and status not in STATUSES:
+            raise OperatorError(400, f"status must be one of {', '.join(STATUSES)}")
+        try:
+            start = parse_iso(date_start) if date_start else None
+            end = parse_iso(date_end) if date_end else None
+        except ValueError as error:
+            raise OperatorError(400, str(error)) from None
+        if end is not None and date_end is not None and len(date_end.strip()) == 10:
+            end += 86_400_000 - 1  # a bare date covers the whole UTC day
+        if start is not None and end is not None and start > end:
+            raise OperatorError(
+                400, "'date_start' must not be after 'date_end'.", CODE_BAD_DATE_RANGE
+            )
+        rows = await store.list_instances(
+            name,
+            offset=(page - 1) * per_page,
+            limit=per_page,
+            status=status,
+            created_from=start,
+            created_to=end,
+        )
+        total = await store.count_instances(name, status=status, created_from=start, created_to=end)
+        items = [
+            {
+                "id": r.id,
+                "status": r.status,
+                "created_on": iso(r.created_at),
+                "started_on": iso(r.started_at),
+                "ended_on": iso(r.finished_at),
+            }
+            for r in rows
+        ]
+        info = {
+            "page": page,
+            "per_page": per_page,
+            "total_count": total,
+            "total_pages": max(1, -(-total // per_page)),
+        }
+        return items, info
+
+    async def latest_id(self, name: str) -> str:
+        items, _ = await self.list_instances(name, per_page=1)
+        if not items:
+            raise OperatorError(404, f'There are no instances in workflow "{name}"', CODE_NOT_FOUND)
+        return str(items[0]["id"])
+
+    async def create(self, name: str, instance_id: Any = None, params: Any = None) -> str:
+        fields: dict[str, Any] = {}
+        if instance_id is not None:
+            if not isinstance(instance_id, str):
+                raise OperatorError(400, "id must be a string")
+            fields["id"] = instance_id
+        if params is not None:
+            fields["params"] = encode(params)
+        created = await self._call(name, "create", **fields)
+        return str(created["id"])
+
+    async def status(self, name: str, instance_id: str) -> dict[str, Any]:
+        view = await self._call(name, "status", id=instance_id)
+        result: dict[str, Any] = {"status": view["status"]}
+        if "output" in view:
+            result["output"] = decode(view["output"])
+        if view.get("error"):
+            result["error"] = view["error"]
+        return result
+
+    async def change_status(
+        self, name: str, instance_id: str, action: Any, restart_from: Any = None
+    ) -> dict[str, Any]:
+        if action not in ACTIONS:
+            raise OperatorError(400, f"status must be one of {', '.join(ACTIONS)}")
+        fields: dict[str, Any] = {"id": instance_id}
+        if action == "restart":
+            if restart_from is not None and not (
+                isinstance(restart_from, dict) and isinstance(restart_from.get("name"), str)
+            ):
+                raise OperatorError(400, "from must be an object {name, count?, type?}")
+            fields["from"] = restart_from
+        await self._call(name, action, **fields)
+        view = await self._call(name, "status", id=instance_id)
+        return {"status": view["status"], "timestamp": iso(time.time() * 1000)}
+
+    async def send_event(self, name: str, instance_id: str, event_type: str, payload: Any) -> None:
+        """`payload` is a JSON value, or ... for none (the event's payload is undefined)."""
+        text = '{"$":"undefined"}' if payload is ... else encode(payload)
+        await self._call(name, "sendEvent", id=instance_id, type=event_type, payload=text)
+
+    async def describe(self, name: str, instance_id: str) -> dict[str, Any]:
+        """The explorer's instance details, plus celld's deadlines, counts and events."""
+        self.require_workflow(name)
+        cells, _ = self._parts()
+        await self._call(name, "get", id=instance_id)  # validates the id: 404 otherwise
+        found = await cells.describe(name, instance_id)
+        if found is None:
+            raise OperatorError(
+                404, f"Workflow instance '{instance_id}' not found.", CODE_NOT_FOUND
+            )
+        steps = [_step(row) for row in found["steps"]]
+        final_or_paused = found["status"] in FINAL or found["status"] == "paused"
+        # JS is at work: a run is starting, an attempt runs, or run() is between steps
+        # (resident, not finished, and waiting on no step)
+        running = bool(
+            found["starting"]
+            or found["attempts_in_flight"]
+            or (found["resident"] and not found["calls_pending"] and not final_or_paused)
+        )
+        return {
+            "id": found["id"],
+            "workflow": name,
+            "status": found["status"],
+            "params": decode(found.get("params")),
+            "queued": iso(found["created_at"]),
+            "start": iso(found["started_at"]),
+            "end": iso(found["finished_at"]),
+            "output": decode(found.get("output")) if found["status"] == "complete" else None,
+            "error": found.get("error"),
+            "steps": steps,
+            "step_count": len(steps),
+            "next_wake": iso(found.get("next_wake")),
+            "now": iso(cells.clock.now()),
+            "running": running,  # the engine's clock (a test clock may differ)
+            "events": [
+                {
+                    "type": e["type"],
+                    "timestamp": iso(e["timestamp"]),
+                    "consumed": e["consumed"],
+                    "payload": decode(e.get("payload")),
+                }
+                for e in found["events"]
+            ],
+        }
+
+    # -- test helpers --------------------------------------------------------------------
+
+    async def wait_for_status(
+        self, name: str, instance_id: str, wanted: str, timeout_ms: int
+    ) -> dict[str, Any]:
+        """Return the status once it is `wanted`; 409 if the instance ended otherwise,
+        408 after `timeout_ms` of real time."""
+        if wanted not in STATUSES:
+            raise OperatorError(400, f"status must be one of {', '.join(STATUSES)}")
+        deadline = _deadline(timeout_ms)
+        while True:
+            view = await self.status(name, instance_id)
+            if view["status"] == wanted:
+                return view
+            if view["status"] in FINAL and wanted not in FINAL:
+                raise OperatorError(
+                    409, f"instance is {view['status']}; it will not become {wanted}"
+                )
+            if time.monotonic() >= deadline:
+                raise OperatorError(
+                    408, f"instance still {view['status']} after {timeout_ms} ms, not {wanted}"
+                )
+            await asyncio.sleep(POLL_S)
+
+    async def wait_until_settled(
+        self, name: str, instance_id: str, timeout_ms: int
+    ) -> dict[str, Any]:
+        """Return the details once the instance waits on nothing already due: no JS of it
+        runs (`running`: an attempt, or run() between steps; its status may still say
+        `waiting` then), and it is final or paused or its next deadline is after the
+        engine's now. After moving a test clock,
+        this is when everything the move made due has happened."""
+        deadline = _deadline(timeout_ms)
+        busy = ("queued", "running", "waitingForPause")
+        while True:
+            details = await self.describe(name, instance_id)
+            wake = details["next_wake"]
+            due = wake is not None and wake <= details["now"]
+            if details["status"] not in busy and not details["running"] and not due:
+                return details
+            if time.monotonic() >= deadline:
+                raise OperatorError(
+                    408, f"instance still {details['status']} after {timeout_ms} ms"
+                )
+            await asyncio.sleep(POLL_S)
+
+    async def wait_for_step_result(
+        self,
+        name: str,
+        instance_id: str,
+        step: str,
+        *,
+        count: int = 1,
+        step_type: str = "do",
+        timeout_ms: int,
+    ) -> dict[str, Any]:
+        """The step's result once it has one; 409 if the step failed or the instance ended
+        without reaching it, 408 after `timeout_ms` of real time."""
+        deadline = _deadline(timeout_ms)
+        while True:
+            details = await self.describe(name, instance_id)
+            for row in details["steps"]:
+                if (row["name"], row["count"], row["kind"]) != (step, count, step_type):
+                    continue
+                if row["state"] in ("done", "received"):
+                    return {"output": row.get("output"), "sensitive": row.get("sensitive")}
+                if row["state"] in ("failed", "timed_out"):
+                    raise OperatorError(409, f"step {step!r} failed: {row.get('error')}")
+            if details["status"] in FINAL:
+                raise OperatorError(
+                    409, f"instance is {details['status']} without a result for {step!r}"
+                )
+            if time.monotonic() >= deadline:
+                raise OperatorError(408, f"step {step!r} has no result after {timeout_ms} ms")
+            await asyncio.sleep(POLL_S)
+
+
+def _deadline(timeout_ms: int) -> float:
+    if not 0 <= timeout_ms <= MAX_WAIT_MS:
+        raise OperatorError(400, f"timeout must be between 0 and {MAX_WAIT_MS} ms")
+    return time.monotonic() + timeout_ms / 1000
+
+
+def _config(text: str | None) -> dict[str, Any] | None:
+    if not text:
+        return None
+    raw = json.loads(text)
+    retries = {"limit": raw.get("limit"), "delay": raw.get("delay"), "backoff": raw.get("backoff")}
+    config: dict[str, Any] = {"retries": retries, "timeout": raw.get("timeout")}
+    if raw.get("sensitive"):
+        config["sensitive"] = raw["sensitive"]
+    return config
+
+
+def _attempts(row: dict[str, Any]) -> list[dict[str, Any]]:
+    """The attempts of a `step.do`, as far as the journal knows them.
+
+    celld keeps the count of failed attempts and the last error, not a row per attempt,
+    so times are given where they are known (the first start, the last end) and null
+    elsewhere; the last failed attempt carries the error.
+    """
+    failed = int(row.get("failed_attempts") or 0)
+    state = row["state"]
+    attempts = [
+        {"attempt": n, "start": None, "end": None, "success": False, "error": None}
+        for n in range(1, failed + 1)
+    ]
+    if state == "running":
+        attempts.append(
+            {"attempt": failed + 1, "start": None, "end": None, "success": None, "error": None}
+        )
+    elif state == "done":
+        attempts.append(
+            {"attempt": failed + 1, "start": None, "end": None, "success": True, "error": None}
+        )
+        attempts[-1]["end"] = iso(row.get("finished_at"))
+    if attempts:
+        attempts[0]["start"] = iso(row.get("started_at"))
+        if state in ("failed",):
+            attempts[-1]["end"] = iso(row.get("finished_at"))
+        if state in ("failed", "retrying"):
+            attempts[-1]["error"] = row.get("error")
+    return attempts
+
+
+def _step(row: dict[str, Any]) -> dict[str, Any]:
+    kind = row["type"]
+    state = row["state"]
+    base: dict[str, Any] = {
+        "name": row["name"],
+        "count": row["count"],
+        "kind": kind,
+        "state": state,
+        "start": iso(row.get("started_at")),
+        "end": iso(row.get("finished_at")),
+    }
+    if kind == "do":
+        config = _config(row.get("config"))
+        sensitive = bool(config and config.get("sensitive") == "output")
+        success = True if state == "done" else False if state == "failed" else None
+        step: dict[str, Any] = {
+            **base,
+            "type": "step",
+            "success": success,
+            "config": config,
+            "attempts": _attempts(row),
+            "retry_at": iso(row.get("wake_at")) if state == "retrying" else None,
+            "error": row.get("error") if state in ("failed", "retrying") else None,
+            "sensitive": sensitive,
+        }
+        if state == "done":
+            step["output"] = REDACTED if sensitive else decode(row.get("value"))
+        return step
+    if kind == "sleep":
+        finished = state == "done"
+        return {
+            **base,
+            "type": "sleep",
+            "end": base["end"] or (iso(row.get("wake_at")) if finished else None),
+            "finished": finished,
+            "until": iso(row.get("wake_at")),
+            "error": None,
+        }
+    # waitForEvent
+    output = None
+    if state == "received" and row.get("value"):
+        event = json.loads(row["value"])
+        output = {
+            "type": event.get("type"),
+            "payload": decode(event.get("payload")),
+            "timestamp": iso(event.get("timestamp")),
+        }
+    return {
+        **base,
+        "type": "waitForEvent",
+        "event_type": row.get("event_type"),
+        "finished": state in ("received", "timed_out"),
+        "timeout_at": iso(row.get("wake_at")) if state == "waiting" else None,
+        "output": output,
+        "error": row.get("error") if state == "timed_out" else None,
+    }
