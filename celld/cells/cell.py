@@ -21,7 +21,7 @@ from typing import Any
 from celld.cells.port import CellPort, WorkflowSpec
 from celld.cells.run import CellRun
 from celld.cells.runqueue import Priority
-from celld.engine import ErrorInfo, Machine, Status
+from celld.engine import ErrorInfo, EventRecord, Machine, Status, StepRecord
 from celld.isolate.host import IsolateHost
 from celld.store.base import InstanceRef, StoreUnavailable, Write
 
@@ -84,6 +84,7 @@ class Cell:
                 except StoreUnavailable as error:
                     self.break_(error)
                     raise
+                self.machine.forget_finished(row.key for row in write.changes.steps)
                 self.committed(write.next_wake)
         finally:
             self._committing -= 1
@@ -116,6 +117,31 @@ class Cell:
         """A background task of this cell failed: whatever it left half done in memory is
         dropped (a store failure has broken the cell already)."""
         self.break_(error)
+
+    # -- history ------------------------------------------------------------------------------
+
+    async def restore_history(self) -> None:
+        """Bring finished steps back from the store (a new run's journal needs them). Holds
+        the commit lock, so no row is forgotten between the read and the restore."""
+        if not self.machine.history_dropped:
+            return
+        async with self._commit_lock:
+            if self.broken:
+                raise StoreUnavailable("an earlier commit of this instance failed")
+            loaded = await self.port.read(self.ref)
+            self.machine.restore_history(
+                loaded.steps if loaded else (), loaded.events if loaded else ()
+            )
+
+    async def history(self) -> tuple[list[StepRecord], list[EventRecord]]:
+        """Every step row and event, for viewing (nothing is restored into memory)."""
+        if not self.machine.history_dropped:
+            return self.machine.steps(), self.machine.events()
+        async with self._commit_lock:
+            loaded = await self.port.read(self.ref)
+            return self.machine.merged_history(
+                loaded.steps if loaded else (), loaded.events if loaded else ()
+            )
 
     # -- runs ---------------------------------------------------------------------------------
 
@@ -153,6 +179,11 @@ class Cell:
         if self.broken:
             await self.port.give_isolate(isolate)
             return
+        try:
+            await self.restore_history()
+        except BaseException:
+            await self.port.give_isolate(isolate)
+            raise
         host = IsolateHost(isolate, self.port.settings.ops)
         run = CellRun(self, host)
         host.on_fault = run.on_fault
@@ -162,6 +193,7 @@ class Cell:
             await self.commit()  # raises (and drops the run) if the store fails
         if self.run is run:
             run.post_start(start, fresh)
+            self.machine.forget_finished()  # JS has the journal now
 
     def _detach_run(self) -> CellRun | None:
         """Close the run in memory now (synchronously: nothing reaches it after this)."""
@@ -282,6 +314,8 @@ class Cell:
         await self.stop_run()
 
     async def restart(self, from_: dict[str, Any] | None) -> None:
+        if from_ is not None:
+            await self.restore_history()
         self.machine.restart(self.port.now(), from_)
         await self.commit()
         await self.stop_run()

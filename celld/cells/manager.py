@@ -35,7 +35,7 @@ from celld.isolate.host import OpHandler
 from celld.isolate.isolate import Isolate, Limits
 from celld.isolate.program import Program
 from celld.isolate.threads import JsThreadPool
-from celld.store.base import InstanceRef, Store, StoreUnavailable, Write
+from celld.store.base import InstanceRef, Loaded, Store, StoreUnavailable, Write
 
 __all__ = ["CellManager", "CellSettings", "WorkflowSpec"]
 
@@ -165,6 +165,9 @@ class CellManager:
 
     async def commit(self, write: Write) -> None:
         await self.store.write(write)
+
+    async def read(self, ref: InstanceRef) -> Loaded | None:
+        return await self.store.load(ref)
 
     def schedule(self, ref: InstanceRef, next_wake: int | None) -> None:
         if next_wake is not None and next_wake <= self.clock.now() + self.residency_ms:
@@ -421,6 +424,7 @@ class CellManager:
                 return None
             machine = cell.machine
             state = machine.state
+            steps, events = await cell.history()
             return {
                 "id": state.id,
                 "workflow": state.workflow,
@@ -453,7 +457,7 @@ class CellManager:
                         "value": row.value,
                         "event_type": row.event_type,
                     }
-                    for row in machine.steps()
+                    for row in steps
                 ],
                 "events": [
                     {
@@ -462,7 +466,7 @@ class CellManager:
                         "consumed": e.consumed_by is not None,
                         "payload": e.payload,
                     }
-                    for e in machine.events()
+                    for e in events
                 ],
             }
 

@@ -19,7 +19,7 @@ from celld.cells.tasks import ErrorHandler
 from celld.isolate.host import OpHandler
 from celld.isolate.isolate import Isolate
 from celld.isolate.linemap import LineMap
-from celld.store.base import InstanceRef, Write
+from celld.store.base import InstanceRef, Loaded, Write
 
 if TYPE_CHECKING:
     from celld.cells.cell import Cell
@@ -52,6 +52,10 @@ class CellPort(Protocol):
 
     async def commit(self, write: Write) -> None:
         """Commit one instance's changes (raises StoreUnavailable, DuplicateInstance)."""
+        ...
+
+    async def read(self, ref: InstanceRef) -> Loaded | None:
+        """The instance's committed rows (to restore history dropped from memory)."""
         ...
 
     def schedule(self, ref: InstanceRef, next_wake: int | None) -> None:

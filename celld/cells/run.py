@@ -103,9 +103,7 @@ class CellRun:
                 },
                 "journal": start.journal_json(),
                 "unfinished": [
-                    str(row.key)
-                    for row in self.machine.steps()
-                    if row.type == "do" and not row.finished
+                    str(row.key) for row in self.machine.unfinished_steps() if row.type == "do"
                 ],
                 "stepLimit": start.step_limit,
                 "speculate": True,

@@ -145,6 +145,8 @@ class Machine:
         self._refused: dict[StepKey, Decision] = {}
         self._ordinal = 0
         self._idle_since: int | None = None
+        #: finished rows and consumed events were dropped from memory (they are on disk)
+        self._history_dropped = False
 
     # ----------------------------------------------------------------------------------------
     # construction and read-only views
@@ -197,9 +199,15 @@ class Machine:
 
     def steps(self) -> list[StepRecord]:
         """Step rows in start order (treat as read-only)."""
+        self._need_history("steps()")
         return sorted(self._steps.values(), key=lambda r: r.seq)
 
+    def unfinished_steps(self) -> list[StepRecord]:
+        """Step rows not finished yet, in start order (always in memory)."""
+        return sorted((r for r in self._steps.values() if not r.finished), key=lambda r: r.seq)
+
     def events(self) -> list[EventRecord]:
+        self._need_history("events()")
         return [self._events[seq] for seq in sorted(self._events)]
 
     def in_flight(self) -> int:
@@ -251,6 +259,66 @@ class Machine:
             self._steps[key].type == "waitForEvent" and self._steps[key].event_type == event_type
             for key in self._timed
         )
+
+    # ----------------------------------------------------------------------------------------
+    # history in memory
+
+    @property
+    def history_dropped(self) -> bool:
+        """True when finished steps and consumed events are only on disk: call
+        :meth:`restore_history` before :meth:`start_run`, :meth:`restart` from a step,
+        :meth:`steps` or :meth:`events`."""
+        return self._history_dropped
+
+    def forget_finished(self, keys: Iterable[StepKey] | None = None) -> None:
+        """Drop finished step rows (all, or those of ``keys``) and consumed events from
+        memory once they are committed (not dirty). A live run never needs them again: JS
+        got their outcome; a new run or a restart restores them from the store first.
+        This keeps a resident instance's memory to its unfinished work, however long its
+        history grows."""
+        candidates = list(self._steps) if keys is None else keys
+        for key in candidates:
+            row = self._steps.get(key)
+            if row is not None and row.finished and key not in self._dirty_steps:
+                del self._steps[key]
+                self._configs.pop(key, None)
+                self._history_dropped = True
+        for seq in [s for s, e in self._events.items() if e.consumed_by is not None]:
+            if seq not in self._dirty_events:
+                del self._events[seq]
+                self._history_dropped = True
+
+    def restore_history(self, steps: Iterable[StepRecord], events: Iterable[EventRecord]) -> None:
+        """Put back finished rows and consumed events read from the store. Rows and events
+        in memory win (they may be newer than what was read); finished rows never change
+        once committed, so the union is exact."""
+        if not self._history_dropped:
+            return
+        for row in steps:
+            if row.key not in self._steps and row.key not in self._deleted_steps:
+                self._steps[row.key] = row
+        for event in events:
+            if event.seq not in self._events and event.seq not in self._deleted_events:
+                self._events[event.seq] = event
+        self._history_dropped = False
+
+    def merged_history(
+        self, steps: Iterable[StepRecord], events: Iterable[EventRecord]
+    ) -> tuple[list[StepRecord], list[EventRecord]]:
+        """Every step row and event: those read from the store with the ones in memory
+        over them, in order, without restoring anything (a read-only view)."""
+        rows = {row.key: row for row in steps if row.key not in self._deleted_steps}
+        rows.update(self._steps)
+        by_seq = {e.seq: e for e in events if e.seq not in self._deleted_events}
+        by_seq.update(self._events)
+        return (
+            sorted(rows.values(), key=lambda r: r.seq),
+            [by_seq[seq] for seq in sorted(by_seq)],
+        )
+
+    def _need_history(self, what: str) -> None:
+        if self._history_dropped:
+            raise HistoryDropped(what)
 
     # ----------------------------------------------------------------------------------------
     # commits
@@ -368,6 +436,7 @@ class Machine:
         whose deadline has passed take a buffered event sent before the deadline or time out,
         durably, so the journal and the rows agree.
         """
+        self._need_history("start_run()")
         self._go(_E.START)
         if self._state.started_at is None:
             self._state.started_at = now
@@ -950,6 +1019,7 @@ class Machine:
         wiped. With ``from_={name, count=1, type="do"}`` only that step and every step started
         after it are wiped (and events those waits consumed); earlier results replay."""
         if from_ is not None:
+            self._need_history("restart() from a step")
             target = self._restart_target(from_)
             for row in list(self._steps.values()):
                 if row.seq >= target.seq:
@@ -965,6 +1035,7 @@ class Machine:
             self._dirty_events.clear()
             self._deleted_events.clear()
             self._wiped = True
+            self._history_dropped = False  # nothing is left to restore
         self._go(_E.RESTART)
         state = self._state
         state.generation += 1
@@ -1001,6 +1072,14 @@ class Machine:
                 del self._events[seq]
                 self._dirty_events.pop(seq, None)
                 self._deleted_events.add(seq)
+
+
+class HistoryDropped(RuntimeError):
+    """A caller asked for history the machine dropped from memory without restoring it
+    (a bug in the caller, never a user error)."""
+
+    def __init__(self, what: str) -> None:
+        super().__init__(f"{what} needs the finished steps: call restore_history() first")
 
 
 def _thrown(error: ErrorInfo) -> Reject:
