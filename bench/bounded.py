@@ -28,6 +28,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from celld.cells.manager import CellSettings  # noqa: E402
 from celld.server.service import Service  # noqa: E402
+from celld.store.base import InstanceRef  # noqa: E402
 from tests.inprocess import call, params, running_service  # noqa: E402
 
 
@@ -70,8 +71,8 @@ async def long_run(steps: int, every: float) -> None:
             while True:
                 await asyncio.sleep(every)
                 status = await call(service, "long-workflow", "status", id="long")
-                cell = service.cells.loaded(next(iter([]), None) or _ref())
-                done = len(cell.machine.steps()) if cell is not None else steps
+                cell = service.cells.loaded(InstanceRef("long-workflow", "long"))
+                done = cell.machine.state.next_seq - 1 if cell is not None else steps
                 now = time.monotonic()
                 rate = (done - last_done) / (now - last_t)
                 last_done, last_t = done, now
@@ -86,12 +87,6 @@ async def long_run(steps: int, every: float) -> None:
                         f"\nfinal: {status['status']} {status.get('output') or status.get('error')}"
                     )
                     return
-
-
-def _ref():  # type: ignore[no-untyped-def]
-    from celld.store.base import InstanceRef
-
-    return InstanceRef("long-workflow", "long")
 
 
 async def burst(creates: int, concurrency: int, max_resident: int, every: float) -> None:

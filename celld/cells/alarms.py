@@ -52,6 +52,15 @@ class AlarmQueue:
 
     def start(self) -> None:
         self._task = asyncio.get_running_loop().create_task(self._run())
+        self._task.add_done_callback(self._stopped)
+
+    def _stopped(self, task: asyncio.Task[None]) -> None:
+        """The firing loop never ends on its own: if it failed, log why and start it again
+        (alarms are in the heap and the store, so none is lost)."""
+        if task.cancelled() or task is not self._task:
+            return
+        log.error("the alarm loop failed; restarting it", exc_info=task.exception())
+        self.start()
 
     async def stop(self) -> None:
         if self._task is not None:

@@ -120,11 +120,13 @@ class IsolateHost:
                 try:
                     outbox = await self.isolate.turn(batch)
                 except IsolateFault as fault:
-                    self._inbox.clear()
-                    self._in_turn = False
-                    self._run_boundary()
-                    if self.on_fault is not None:
-                        self.on_fault(fault)
+                    self._fail(fault)
+                    return
+                except Exception as error:  # noqa: BLE001 - the bridge itself broke
+                    log.exception("a turn failed outside JS; the isolate is dropped")
+                    fault = IsolateFault("isolate failure", f"{type(error).__name__}: {error}")
+                    self.isolate.fault = fault
+                    self._fail(fault)
                     return
                 for message in outbox:
                     self._dispatch(message)
@@ -141,6 +143,13 @@ class IsolateHost:
             self._idle.set()
             if not self._tasks and self.idle_callback is not None:
                 self.idle_callback()
+
+    def _fail(self, fault: IsolateFault) -> None:
+        self._inbox.clear()
+        self._in_turn = False
+        self._run_boundary()
+        if self.on_fault is not None:
+            self.on_fault(fault)
 
     def _dispatch(self, message: dict[str, Any]) -> None:
         op = message.get("op")
