@@ -59,3 +59,28 @@ async def test_startup_pages_runnable_instances_in(tmp_path: Path) -> None:
         most_queued, most_loaded = await watch_until_complete(service, total)
     assert most_queued <= SETTINGS.queue_capacity
     assert most_loaded <= 3 * SETTINGS.max_resident
+
+
+async def test_steps_leave_no_host_work_behind(tmp_path: Path) -> None:
+    """300 steps, then a sleep: the parked run holds one pending host request, the sleep's
+    (not one per step, as a timer per attempt used to leave)."""
+    from celld.store.base import InstanceRef
+
+    async with running_service(tmp_path / "state") as service:
+        assert service.cells is not None
+        await call(service, "long-workflow", "create", id="l",
+                   params=params({"steps": 300, "sleepEvery": 300}))  # fmt: skip
+        for _ in range(3_000):
+            cell = service.cells.loaded(InstanceRef("long-workflow", "l"))
+            if cell is not None and cell.run is not None and cell.parked:
+                break
+            await asyncio.sleep(0.01)
+        else:
+            raise AssertionError("the instance never parked on its sleep")
+        host = cell.run.host
+        await host.wait_idle()
+        assert len(host._tasks) == 1  # noqa: SLF001 - what the test is about
+        assert len(host._by_ticket) == 1  # noqa: SLF001
+        assert len(cell.run.waiters) == 1
+        assert cell.machine.unfinished_steps()[0].name == "nap"
+        assert len(service.cells.tasks) <= 4  # the manager's own loops only

@@ -125,3 +125,22 @@ export class LongWorkflow extends WorkflowEntrypoint {
     return { total, steps };
   }
 }
+
+/** A step reached while a pause is pending, after its config has been seen: it must not
+ * start on its own (no callback runs until the instance is resumed). */
+export class PauseRaceWorkflow extends WorkflowEntrypoint {
+  async run(event, step) {
+    const { upstream } = event.payload;
+    const slow = step.do("slow", async () => {
+      await new Promise((resolve) => setTimeout(resolve, 800));
+      return "slow";
+    });
+    await step.do("warm", async () => "warm");
+    await new Promise((resolve) => setTimeout(resolve, 300)); // the pause arrives meanwhile
+    const after = await step.do("after", async () => {
+      await report(upstream, "after", event.instanceId);
+      return "after";
+    });
+    return [await slow, after];
+  }
+}
