@@ -12,6 +12,10 @@ real SQLite, synchronous=FULL), printed as a table:
 
     python bench/bounded.py long --steps 100000
     python bench/bounded.py burst --creates 50000 --max-resident 64
+    python bench/bounded.py startup --instances 1000000 --seconds 60
+
+* `startup`: that many runnable (queued) instances written to a fresh store, then a
+  service started on it: RSS, run queue and loaded cells while it pages them in.
 """
 
 from __future__ import annotations
@@ -133,6 +137,46 @@ async def burst(creates: int, concurrency: int, max_resident: int, every: float)
                   f"{time.monotonic() - started:.1f} s")  # fmt: skip
 
 
+async def startup(instances: int, seconds: float, max_resident: int, every: float) -> None:
+    from celld.engine import Machine
+    from celld.store.base import Write
+    from celld.store.sqlite import SqliteStore
+
+    with tempfile.TemporaryDirectory(prefix="celld-bench-") as folder:
+        state = Path(folder) / "state"
+        store = SqliteStore(state / "celld.sqlite3")
+        await store.open()
+        began = time.monotonic()
+        payload = params({"steps": 1})
+        for start in range(0, instances, 10_000):
+            writes = []
+            for n in range(start, min(instances, start + 10_000)):
+                machine = Machine.create("long-workflow", f"i{n:07}", payload, 1_700_000_000_000)
+                writes.append(Write(InstanceRef("long-workflow", machine.state.id),
+                                    machine.take_changes(), None, True))  # fmt: skip
+            await store.write_many(writes)
+        await store.close()
+        print(f"{instances} queued instances written in {time.monotonic() - began:.0f} s\n")
+        settings = CellSettings(max_resident=max_resident)
+        baseline = rss_mb()
+        began = time.monotonic()
+        async with running_service(state, cells=settings) as service:
+            assert service.cells is not None and service.store is not None
+            started_in = time.monotonic() - began
+            print(f"serving {started_in:.2f} s after start; RSS before start {baseline:.0f} MiB")
+            print("| s | complete | run queue | loaded cells | RSS MiB |")
+            print("|---|---|---|---|---|")
+            while time.monotonic() - began < seconds:
+                await asyncio.sleep(every)
+                complete = (await service.store.counts()).get("complete", 0)
+                print(
+                    f"| {time.monotonic() - began:.0f} | {complete} | "
+                    f"{service.cells.run_queue_length} | {len(service.cells.cells)} | "
+                    f"{rss_mb():.0f} |",
+                    flush=True,
+                )
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
@@ -146,10 +190,17 @@ def main() -> None:
     burst_parser.add_argument("--concurrency", type=int, default=200)
     burst_parser.add_argument("--max-resident", type=int, default=64)
     burst_parser.add_argument("--every", type=float, default=0.5)
+    startup_parser = sub.add_parser("startup")
+    startup_parser.add_argument("--instances", type=int, default=1_000_000)
+    startup_parser.add_argument("--seconds", type=float, default=60)
+    startup_parser.add_argument("--max-resident", type=int, default=64)
+    startup_parser.add_argument("--every", type=float, default=5)
     args = parser.parse_args()
     os.environ.setdefault("CELLD_SQLITE_SYNC", "FULL")
     if args.what == "long":
         asyncio.run(long_run(args.steps, args.every))
+    elif args.what == "startup":
+        asyncio.run(startup(args.instances, args.seconds, args.max_resident, args.every))
     else:
         asyncio.run(burst(args.creates, args.concurrency, args.max_resident, args.every))
 

@@ -127,6 +127,7 @@ class CellManager:
         self.alarms = AlarmQueue(clock, self._on_alarm)
         self._refill = asyncio.Event()
         self._recovering: set[InstanceRef] = set()
+        self._stopping = False
 
     # -- start and stop ------------------------------------------------------------------
 
@@ -152,10 +153,13 @@ class CellManager:
         )
 
     async def stop(self) -> None:
+        """Stop every run first (their isolates stop answering), then the background work;
+        nothing is committed after this returns, so the store can close."""
+        self._stopping = True
         await self.alarms.stop()
-        await self.tasks.close()
         for cell in list(self.residency.cells.values()):
             await cell.stop_run()
+        await self.tasks.close()
         await self.isolates.close()
 
     # -- the port every cell uses (CellPort) -------------------------------------------------
@@ -176,14 +180,16 @@ class CellManager:
             self.alarms.cancel(ref)
 
     def request_run(self, ref: InstanceRef, priority: Priority) -> None:
-        self.residency.request_run(ref, priority)
+        if not self._stopping:
+            self.residency.request_run(ref, priority)
 
     def release(self, cell: Cell) -> None:
         self.residency.release(cell)
 
     def lost(self, cell: Cell) -> None:
         self.residency.forget(cell)
-        self._recover_later(cell.ref)
+        if not self._stopping:
+            self._recover_later(cell.ref)
 
     async def take_isolate(self) -> tuple[Isolate, bool]:
         return await self.isolates.take()

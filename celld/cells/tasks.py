@@ -23,6 +23,7 @@ class TaskOwner:
         self.name = name
         self._tasks: dict[asyncio.Task[Any], tuple[str, ErrorHandler | None]] = {}
         self.failures = 0
+        self.closed = False
 
     def __len__(self) -> int:
         return len(self._tasks)
@@ -32,7 +33,11 @@ class TaskOwner:
         coroutine: Coroutine[Any, Any, Any],
         what: str,
         on_error: ErrorHandler | None = None,
-    ) -> asyncio.Task[Any]:
+    ) -> asyncio.Task[Any] | None:
+        """Start `coroutine` as an owned task; once the owner is closed nothing starts."""
+        if self.closed:
+            coroutine.close()
+            return None
         task = asyncio.get_running_loop().create_task(coroutine)
         self._tasks[task] = (what, on_error)
         task.add_done_callback(self._done)
@@ -54,6 +59,7 @@ class TaskOwner:
                 log.exception("%s: handling the failure of %s failed too", self.name, what)
 
     async def close(self) -> None:
+        self.closed = True
         tasks = list(self._tasks)
         for task in tasks:
             task.cancel()

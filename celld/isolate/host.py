@@ -41,6 +41,13 @@ def error_shape(error: BaseException) -> dict[str, str]:
     return {"name": name, "message": str(error) or type(error).__name__}
 
 
+def _close_unstarted(work: Any) -> None:
+    """An operation's coroutine whose task was cancelled before it ran is closed, not
+    left to be collected unawaited."""
+    if inspect.iscoroutine(work) and inspect.getcoroutinestate(work) == inspect.CORO_CREATED:
+        work.close()
+
+
 class IsolateHost:
     """Runs the message loop of one isolate."""
 
@@ -184,6 +191,7 @@ class IsolateHost:
             task = asyncio.get_running_loop().create_task(self._await(ticket, op, result))
             self._tasks.add(task)
             task.add_done_callback(self._task_done)
+            task.add_done_callback(lambda _, work=result: _close_unstarted(work))
             if ticket is not None:
                 self._by_ticket[ticket] = (task, result)
                 task.add_done_callback(lambda _, t=ticket: self._by_ticket.pop(t, None))

@@ -369,7 +369,7 @@ class SqliteStore:
         try:
             async with self._reader.execute(sql, params) as cursor:
                 return list(await cursor.fetchall())
-        except sqlite3.Error as error:
+        except (sqlite3.Error, ValueError) as error:  # ValueError: aiosqlite closed
             raise StoreUnavailable(f"the store could not be read: {error}") from error
 
     async def load(self, ref: InstanceRef) -> Loaded | None:
