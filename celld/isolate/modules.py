@@ -514,7 +514,9 @@ class _Analyzer:
 
     def rewrite_references(self, replaced: list[tuple[int, int]]) -> None:
         """Turn every use of an imported name into a read of the exporter's namespace."""
-        imported = {k: v for k, v in self.m.imports.items() if v.name != "*"}
+        imported = {
+            k: v for k, v in self.m.imports.items() if v.name != "*" or self.m.typescript
+        }
         if not imported:
             return
         names = " ".join(json.dumps(name) for name in imported)
@@ -549,6 +551,8 @@ class _Analyzer:
             scope = scope.parent
         binding = self.m.imports[name]
         binding.used = True
+        if binding.name == "*":
+            return  # a namespace is a plain local; TypeScript only needs to know it is used
         prop = binding.name
         access = f"__celld_i{binding.request}" + (
             f".{prop}" if _is_identifier(prop) else f"[{json.dumps(prop)}]"
@@ -1494,12 +1498,25 @@ def bundle_worker(
     root: Path | None = None,
     nodejs_compat: bool = False,
 ) -> Bundle:
-    """Bundle the ES module graph rooted at `entry` into one classic script.
+    """Bundle the module graph rooted at `entry` into one classic script.
 
     `builtins` are the specifiers the runtime provides through
     `globalThis.__celld_builtin_modules`; `root` (default: the working directory) is what
-    file paths in errors and `Bundle.locate` are shown relative to.
+    file paths in errors and `Bundle.locate` are shown relative to; `nodejs_compat` lets
+    bare Node.js module names (`buffer`) mean the `node:` builtins.
     """
+    return build_bundle(entry, builtins=builtins, root=root, nodejs_compat=nodejs_compat)[0]
+
+
+def build_bundle(
+    entry: Path,
+    *,
+    builtins: Iterable[str] = BUILTIN_MODULES,
+    root: Path | None = None,
+    nodejs_compat: bool = False,
+) -> tuple[Bundle, list[Path]]:
+    """`bundle_worker`, also returning the package.json files resolution read (what a
+    cache of the bundle must watch besides the modules themselves)."""
     entry = Path(entry)
     if not entry.is_file():
         raise ModuleError(f"{entry}: entry module not found")
@@ -1509,4 +1526,6 @@ def bundle_worker(
     for module in linker.modules:
         exports.check_imports(module)
     source, spans = _generate(linker.modules, exports)
-    return Bundle(source, tuple(m.path for m in linker.modules), spans)
+    bundle = Bundle(source, tuple(m.path for m in linker.modules), spans)
+    packages = [info.path for info in linker.resolver.packages.values() if info is not None]
+    return bundle, packages

@@ -66,3 +66,23 @@ def runtime_scripts() -> tuple[Script, ...]:
     root = js_root()
     names = HOST_FILES + WEB_FILES + CLOUDFLARE_FILES
     return tuple(Script(name, (root / name).read_text(encoding="utf-8")) for name in names)
+
+
+#: The `node:` modules nodejs_compat adds, loaded after the runtime (js/node/).
+NODE_FILES: tuple[str, ...] = ()
+
+
+@cache
+def node_scripts() -> tuple[Script, ...]:
+    """The `node:` module files, read once per process."""
+    root = js_root()
+    return tuple(Script(name, (root / name).read_text(encoding="utf-8")) for name in NODE_FILES)
+
+
+def node_builtins() -> frozenset[str]:
+    """The `node:` specifiers the node scripts register."""
+    return frozenset(
+        "node:" + name.removeprefix("node/").removesuffix(".js").replace("__", "/")
+        for name in NODE_FILES
+        if not name.startswith("node/_")
+    )
