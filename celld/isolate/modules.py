@@ -22,6 +22,7 @@ import json
 from bisect import bisect_right
 from collections.abc import Generator, Iterable
 from dataclasses import dataclass, field
+from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
@@ -519,13 +520,7 @@ class _Analyzer:
         }
         if not imported:
             return
-        names = " ".join(json.dumps(name) for name in imported)
-        query = Query(
-            self.language,
-            f"((identifier) @id (#any-of? @id {names}))\n"
-            f"((shorthand_property_identifier) @id (#any-of? @id {names}))\n"
-            f"((shorthand_property_identifier_pattern) @id (#any-of? @id {names}))",
-        )
+        query = _reference_query(self.language, tuple(sorted(imported)))
         starts = [start for start, _ in replaced]
         occurrences = []
         declared: dict[int, set[str]] = {}
@@ -601,6 +596,18 @@ class _Analyzer:
             json.dumps(self.where(call).rstrip(": ")) + ", ",
         )
         return False
+
+
+@lru_cache(maxsize=512)
+def _reference_query(language: Language, names: tuple[str, ...]) -> Query:
+    """The query finding uses of `names` (compiled once per set: compiling costs ~1 ms)."""
+    listed = " ".join(json.dumps(name) for name in names)
+    return Query(
+        language,
+        f"((identifier) @id (#any-of? @id {listed}))\n"
+        f"((shorthand_property_identifier) @id (#any-of? @id {listed}))\n"
+        f"((shorthand_property_identifier_pattern) @id (#any-of? @id {listed}))",
+    )
 
 
 def _top_level_names(statements: list[Node], data: bytes) -> set[str]:
@@ -929,6 +936,8 @@ class _Exports:
 
     def __init__(self, modules: list[_Module]) -> None:
         self.modules = modules
+        self.memo: dict[tuple[int, str], tuple | None] = {}
+        self.cuts = 0  # times a cycle cut a search short; results that saw one are not kept
 
     def target(self, module: _Module, request: int) -> int | str | dict[str, str]:
         return module.requests[request].target
@@ -937,9 +946,22 @@ class _Exports:
         return _trampoline(self._resolve(index, name, set() if seen is None else seen))
 
     def _resolve(self, index: int, name: str, seen: set) -> Generator[Any, Any, tuple | None]:
-        if (index, name) in seen:
+        key = (index, name)
+        if key in self.memo:
+            return self.memo[key]
+        if key in seen:
+            self.cuts += 1
             return None
-        seen.add((index, name))
+        seen.add(key)
+        cuts = self.cuts
+        result = yield self._resolve_uncached(index, name, seen)
+        if self.cuts == cuts:
+            self.memo[key] = result
+        return result
+
+    def _resolve_uncached(
+        self, index: int, name: str, seen: set
+    ) -> Generator[Any, Any, tuple | None]:
         module = self.modules[index]
         if module.kind != "script":
             return ("local", index, "default") if name == "default" else None
@@ -1099,8 +1121,9 @@ function __celld_enter(index) {
   const state = __celld_S[index];
   if (state === 0) {
     __celld_S[index] = 1;
+    const body = __celld_W[index];
     try {
-      __celld_W[index].call(undefined);
+      body();
     } catch (error) {
       __celld_S[index] = 3;
       __celld_E[index] = error;
@@ -1164,7 +1187,7 @@ function __celld_namespace(table) {
   const getters = new Map();
   for (const row of table[0]) getters.set(row[0], __celld_getter(row));
   for (const spec of table[1]) {
-    const source = typeof spec === "number" ? __celld_N[spec] : __celld_builtin(spec);
+    const source = typeof spec === "number" ? __celld_N[spec] ?? {} : __celld_builtin(spec);
     for (const name of Object.keys(source)) {
       if (name !== "default" && !getters.has(name)) {
         getters.set(name, typeof spec === "number"
@@ -1185,13 +1208,14 @@ function __celld_cjs_namespace(value) {
   // itself unless the module says it was compiled from ESM (`__esModule`).
   const ns = Object.create(null);
   const object = value !== null && (typeof value === "object" || typeof value === "function");
+  if (!object || !value.__esModule) {
+    Object.defineProperty(ns, "default", { value, enumerable: true });
+  }
   if (object) {
     for (const name of Object.getOwnPropertyNames(value)) {
+      if (name in ns) continue;
       Object.defineProperty(ns, name, { get: () => value[name], enumerable: true });
     }
-  }
-  if (!object || !value.__esModule) {
-    Object.defineProperty(ns, "default", { get: () => value, enumerable: true });
   }
   Object.defineProperty(ns, Symbol.toStringTag, { value: "Module" });
   return Object.freeze(ns);
@@ -1201,7 +1225,7 @@ function __celld_required(target) {
   const kind = __celld_kinds[target];
   if (kind === "cjs") {
     if (__celld_S[target] === 1) return __celld_M[target].exports;  // a require cycle
-    __celld_run(target);
+    __celld_enter(target);  // CommonJS has no static imports to run first
     return __celld_M[target].exports;
   }
   if (kind === "value") {
@@ -1223,7 +1247,13 @@ function __celld_require(targets, filename) {
       throw error;
     }
     const target = targets[specifier];
-    if (typeof target === "number") return __celld_required(target);
+    if (typeof target === "number") {
+      if (__celld_kinds[target] === "cjs") {  // the common case, kept shallow
+        if (__celld_S[target] !== 1) __celld_enter(target);
+        return __celld_M[target].exports;  // (a require cycle sees exports so far)
+      }
+      return __celld_required(target);
+    }
     if (typeof target === "string") return __celld_builtin(target);
     const error = new Error(target.e);
     error.code = "MODULE_NOT_FOUND";
@@ -1234,14 +1264,19 @@ function __celld_require(targets, filename) {
 }
 function __celld_cjs(index, targets, filename, body) {
   "use strict";
-  const module = { exports: {}, id: filename, filename, loaded: false, children: [], paths: [] };
-  module.require = __celld_require(targets, filename);
-  __celld_M[index] = module;
-  __celld_B[index] = () => module.exports;
-  const dirname = filename.includes("/") ? filename.slice(0, filename.lastIndexOf("/")) : ".";
-  body.call(module.exports, module.exports, module.require, module, filename, dirname);
-  module.loaded = true;
-  __celld_N[index] = __celld_cjs_namespace(module.exports);
+  // The module function of a CommonJS module: runs its body with Node's five arguments.
+  return () => {
+    const module = {
+      exports: {}, id: filename, filename, loaded: false, children: [], paths: [],
+    };
+    module.require = __celld_require(targets, filename);
+    __celld_M[index] = module;
+    __celld_B[index] = () => module.exports;
+    const dirname = filename.includes("/") ? filename.slice(0, filename.lastIndexOf("/")) : ".";
+    body.call(module.exports, module.exports, module.require, module, filename, dirname);
+    module.loaded = true;
+    __celld_N[index] = __celld_cjs_namespace(module.exports);
+  };
 }
 function __celld_dynamic_loader(target) {
   "use strict";
@@ -1459,12 +1494,12 @@ def _generate(modules: list[_Module], exports: _Exports) -> tuple[str, tuple[_Sp
             body, anchors = _apply_splices(module.data, module.splices)
             if module.format == "cjs":
                 header = (
-                    f"__celld_W[{index}] = function () {{ {' '.join(_shared_prologue(module))} "
-                    f"__celld_cjs({index}, {_require_targets(module)}, "
+                    f"__celld_W[{index}] = (() => {{ {' '.join(_shared_prologue(module))} "
+                    f"return __celld_cjs({index}, {_require_targets(module)}, "
                     f"{json.dumps(module.display)}, "
                     "function (exports, require, module, __filename, __dirname) {\n"
                 )
-                footer = "}); };\n"
+                footer = "}); })();\n"
             else:
                 rebuild = any(isinstance(t, int) for t in tables[index][1])
                 header = (
