@@ -53,8 +53,18 @@ def project(tmp_path: Path) -> Path:
             **{
                 nm + f"cond/{f}": ""
                 for f in (
-                    "node.js workerd.js esm.js default.js feature.cjs feature.mjs nb.mjs nb.js "
-                    "yes.js no.js".split()
+                    [
+                        "node.js",
+                        "workerd.js",
+                        "esm.js",
+                        "default.js",
+                        "feature.cjs",
+                        "feature.mjs",
+                        "nb.mjs",
+                        "nb.js",
+                        "yes.js",
+                        "no.js",
+                    ]
                 )
             },
             # sugar: the whole exports value is the "." entry's conditions

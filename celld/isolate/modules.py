@@ -60,6 +60,7 @@ def parse_javascript(data: bytes) -> tuple[Language, Node]:
             return _TS, fallback
     return _JS, root
 
+
 _SCRIPT_SUFFIXES = (".js", ".mjs", ".cjs", ".ts", ".mts", ".cts")
 _TS_SUFFIXES = (".ts", ".mts", ".cts")
 #: The largest single module celld loads. Cloudflare refuses Workers over 10 MB (compressed);
@@ -86,8 +87,7 @@ _BLOCKS = frozenset(
     {"statement_block", "for_statement", "for_in_statement", "switch_body", "catch_clause"}
 )
 
-_MISC_SOURCE = (
-    """
+_MISC_SOURCE = """
     (await_expression) @await
     (for_in_statement "await") @for_await
     (return_statement) @return
@@ -95,7 +95,6 @@ _MISC_SOURCE = (
     (call_expression function: (import)) @dynamic
     (decorator) @decorator
     """
-)
 _PROBLEMS = {
     "top-level await": "top-level await is not supported (celld runs modules as scripts); "
     "move it into a function",
@@ -292,8 +291,10 @@ class _Analyzer:
         check_syntax(self.root, self.data, self.m.display)
         statements = self.root.named_children
         self.top_level = _top_level_names(statements, self.data)
-        self.m.format = module_format(self.language, self.root, self.m.path.suffix, self.package_type)
-        for call, spec in require_calls(self.language, self.root):
+        self.m.format = module_format(
+            self.language, self.root, self.m.path.suffix, self.package_type
+        )
+        for _call, spec in require_calls(self.language, self.root):
             self.m.requires.append(_Request(_string_value(self.data, spec), self.where(spec)))
         if self.m.format == "cjs":
             for node in statements:
@@ -515,9 +516,7 @@ class _Analyzer:
 
     def rewrite_references(self, replaced: list[tuple[int, int]]) -> None:
         """Turn every use of an imported name into a read of the exporter's namespace."""
-        imported = {
-            k: v for k, v in self.m.imports.items() if v.name != "*" or self.m.typescript
-        }
+        imported = {k: v for k, v in self.m.imports.items() if v.name != "*" or self.m.typescript}
         if not imported:
             return
         query = _reference_query(self.language, tuple(sorted(imported)))
@@ -743,12 +742,61 @@ def _display(path: Path, root: Path | None) -> str:
 
 #: Node's own modules, for telling a missing `nodejs_compat` flag from a missing package.
 NODE_CORE_MODULES = frozenset(
-    "assert assert/strict async_hooks buffer child_process cluster console constants crypto "
-    "dgram diagnostics_channel dns dns/promises domain events fs fs/promises http http2 https "
-    "inspector module net os path path/posix path/win32 perf_hooks process punycode "
-    "querystring readline repl stream stream/promises stream/web string_decoder sys timers "
-    "timers/promises tls trace_events tty url util util/types v8 vm wasi worker_threads "
-    "zlib test sqlite".split()
+    [
+        "assert",
+        "assert/strict",
+        "async_hooks",
+        "buffer",
+        "child_process",
+        "cluster",
+        "console",
+        "constants",
+        "crypto",
+        "dgram",
+        "diagnostics_channel",
+        "dns",
+        "dns/promises",
+        "domain",
+        "events",
+        "fs",
+        "fs/promises",
+        "http",
+        "http2",
+        "https",
+        "inspector",
+        "module",
+        "net",
+        "os",
+        "path",
+        "path/posix",
+        "path/win32",
+        "perf_hooks",
+        "process",
+        "punycode",
+        "querystring",
+        "readline",
+        "repl",
+        "stream",
+        "stream/promises",
+        "stream/web",
+        "string_decoder",
+        "sys",
+        "timers",
+        "timers/promises",
+        "tls",
+        "trace_events",
+        "tty",
+        "url",
+        "util",
+        "util/types",
+        "v8",
+        "vm",
+        "wasi",
+        "worker_threads",
+        "zlib",
+        "test",
+        "sqlite",
+    ]
 )
 
 
@@ -790,9 +838,7 @@ class _Linker:
             )
         if spec.startswith("cloudflare:"):
             known = ", ".join(sorted(b for b in self.builtins if b.startswith("cloudflare:")))
-            raise ModuleError(
-                f"{where}unknown builtin module {spec!r} (celld provides {known})"
-            )
+            raise ModuleError(f"{where}unknown builtin module {spec!r} (celld provides {known})")
         return None
 
     def resolve(self, request: _Request, importer: _Module, kind: str) -> int | str:

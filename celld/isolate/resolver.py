@@ -164,9 +164,7 @@ class Resolver:
             raise ResolveError(f"{spec!r} maps to {path}, which does not exist")
         return path
 
-    def legacy_package(
-        self, root: Path, info: PackageInfo | None, subpath: str, spec: str
-    ) -> Path:
+    def legacy_package(self, root: Path, info: PackageInfo | None, subpath: str, spec: str) -> Path:
         if subpath != ".":
             found = probe(root / subpath[2:], directory=True, resolver=self)
             if found is None:
@@ -217,9 +215,9 @@ def match_map(table: dict[str, Any], key: str, conditions: frozenset[str]) -> st
         if star < 0 or pattern.count("*") != 1:
             continue
         prefix, suffix = pattern[:star], pattern[star + 1 :]
-        if key.startswith(prefix) and key.endswith(suffix) and len(key) >= len(pattern) - 1:
-            if best is None or _pattern_order(pattern) > _pattern_order(best[0]):
-                best = (pattern, key[len(prefix) : len(key) - len(suffix)])
+        fits = key.startswith(prefix) and key.endswith(suffix) and len(key) >= len(pattern) - 1
+        if fits and (best is None or _pattern_order(pattern) > _pattern_order(best[0])):
+            best = (pattern, key[len(prefix) : len(key) - len(suffix)])
     if best is not None:
         return pick(table[best[0]], conditions, best[1])
     # Legacy folder mappings ("./dir/": "./lib/dir/")

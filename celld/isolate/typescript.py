@@ -379,10 +379,10 @@ def _is_type_only_body(body: Node | None) -> bool:
 
 def _expression_statement(node: Node, er: _Eraser) -> bool:
     inner = node.named_children[0] if node.named_child_count == 1 else None
-    if inner is not None and inner.type in ("internal_module", "module"):
-        if _is_type_only_body(inner.child_by_field_name("body")):
-            er.erase_statement(node)
-            return False
+    namespace = inner is not None and inner.type in ("internal_module", "module")
+    if namespace and _is_type_only_body(inner.child_by_field_name("body")):
+        er.erase_statement(node)
+        return False
     return True
 
 
@@ -459,10 +459,56 @@ def _namespace(node: Node, er: _Eraser) -> bool:
 
 
 _RESERVED = frozenset(
-    "break case catch class const continue debugger default delete do else enum export extends "
-    "false finally for function if import in instanceof new null return super switch this "
-    "throw true try typeof var void while with yield let static implements interface package "
-    "private protected public await arguments eval".split()
+    [
+        "break",
+        "case",
+        "catch",
+        "class",
+        "const",
+        "continue",
+        "debugger",
+        "default",
+        "delete",
+        "do",
+        "else",
+        "enum",
+        "export",
+        "extends",
+        "false",
+        "finally",
+        "for",
+        "function",
+        "if",
+        "import",
+        "in",
+        "instanceof",
+        "new",
+        "null",
+        "return",
+        "super",
+        "switch",
+        "this",
+        "throw",
+        "true",
+        "try",
+        "typeof",
+        "var",
+        "void",
+        "while",
+        "with",
+        "yield",
+        "let",
+        "static",
+        "implements",
+        "interface",
+        "package",
+        "private",
+        "protected",
+        "public",
+        "await",
+        "arguments",
+        "eval",
+    ]
 )
 
 
@@ -506,7 +552,9 @@ def _enum(node: Node, er: _Eraser) -> bool:
     for member in body.named_children:
         if member.type == "comment":
             continue
-        key_node = member.child_by_field_name("name") if member.type == "enum_assignment" else member
+        key_node = (
+            member.child_by_field_name("name") if member.type == "enum_assignment" else member
+        )
         if key_node is None:
             continue
         if key_node.type == "string":
@@ -544,9 +592,7 @@ _HANDLERS = {
     "internal_module": _namespace,
     "module": _namespace,
     "import_alias": _import_alias,
-    "decorator": _fail_with(
-        "decorators are not supported; remove them or build the project first"
-    ),
+    "decorator": _fail_with("decorators are not supported; remove them or build the project first"),
     "abstract_class_declaration": _abstract_class,
     "public_field_definition": _field,
     "method_definition": _method,
