@@ -90,6 +90,10 @@ app.notFound((c) => c.json({ error: "not found", path: new URL(c.req.url).pathna
 
 export default {
   fetch(request: Request, env: Env, ctx: ExecutionContext) {
+    if (new URL(request.url).pathname === "/boom") {
+      // an error thrown inside a CommonJS package, not caught by anything
+      ms(undefined as unknown as string);
+    }
     return app.fetch(request, env, ctx);
   },
 };
