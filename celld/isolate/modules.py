@@ -1300,7 +1300,12 @@ function __celld_require(targets, filename) {
       }
       return __celld_required(target);
     }
-    if (typeof target === "string") return __celld_builtin(target);
+    if (typeof target === "string") {
+      // Node's own modules are their default export when required (`require("events")`
+      // is EventEmitter itself)
+      const ns = __celld_builtin(target);
+      return target.startsWith("node:") && ns.default !== undefined ? ns.default : ns;
+    }
     const error = new Error(target.e);
     error.code = "MODULE_NOT_FOUND";
     throw error;

@@ -68,8 +68,33 @@ def runtime_scripts() -> tuple[Script, ...]:
     return tuple(Script(name, (root / name).read_text(encoding="utf-8")) for name in names)
 
 
-#: The `node:` modules nodejs_compat adds, loaded after the runtime (js/node/).
-NODE_FILES: tuple[str, ...] = ()
+#: The `node:` modules nodejs_compat adds, loaded after the runtime (js/node/), in order.
+NODE_FILES: tuple[str, ...] = (
+    "node/process.js",
+    "node/events.js",
+    "node/buffer.js",
+    "node/util.js",
+    "node/path.js",
+    "node/url.js",
+    "node/assert.js",
+    "node/crypto.js",
+)
+#: What they register.
+NODE_MODULES: frozenset[str] = frozenset(
+    {
+        "node:process",
+        "node:events",
+        "node:buffer",
+        "node:util",
+        "node:util/types",
+        "node:path",
+        "node:path/posix",
+        "node:url",
+        "node:assert",
+        "node:assert/strict",
+        "node:crypto",
+    }
+)
 
 
 @cache
@@ -81,8 +106,4 @@ def node_scripts() -> tuple[Script, ...]:
 
 def node_builtins() -> frozenset[str]:
     """The `node:` specifiers the node scripts register."""
-    return frozenset(
-        "node:" + name.removeprefix("node/").removesuffix(".js").replace("__", "/")
-        for name in NODE_FILES
-        if not name.startswith("node/_")
-    )
+    return NODE_MODULES
