@@ -59,7 +59,8 @@ def test_crypto_random_and_compare() -> None:
         "const a = c.randomBytes(16), b = c.randomBytes(16);\n"
         "return [a.length, a.equals(b), c.timingSafeEqual(a, Buffer.from(a)),\n"
         "  /^[0-9a-f-]{36}$/.test(c.randomUUID()), c.randomInt(5, 6), c.webcrypto === crypto,\n"
-        "  (() => { try { c.timingSafeEqual(a, b.subarray(1)); } catch (e) { return e.name; } })()];"
+        "  (() => { try { c.timingSafeEqual(a, b.subarray(1)); }\n"
+        "    catch (e) { return e.name; } })()];"
     )
     assert result == [16, False, True, True, 5, True, "RangeError"]
 
@@ -108,7 +109,8 @@ def test_util_path_url_assert() -> None:
         "  util.inspect({ a: [1, { b: 2 }] }), util.types.isDate(new Date()),\n"
         "  util.isDeepStrictEqual(new Map([[1, 2]]), new Map([[1, 2]])),\n"
         "  path.join('/a/b', '../c', './d.txt'), path.resolve('x', '/y', 'z'),\n"
-        "  path.basename('/q/w.e.ts', '.ts'), path.extname('a/b.js'), path.relative('/a/b', '/a/c/d'),\n"
+        "  path.basename('/q/w.e.ts', '.ts'), path.extname('a/b.js'),\n"
+        "  path.relative('/a/b', '/a/c/d'),\n"
         "  path.dirname('/a/b/'), path.parse('/home/u/f.txt').name,\n"
         "  url.fileURLToPath('file:///tmp/a%20b'), url.pathToFileURL('/x y').href, failed];"
     )
