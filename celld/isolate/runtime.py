@@ -27,6 +27,7 @@ WEB_FILES: tuple[str, ...] = (
     "web/urlsearchparams.js",
     "web/headers.js",
     "web/streams.js",
+    "web/blob.js",
     "web/body.js",
     "web/fetch.js",
     "web/final.js",
