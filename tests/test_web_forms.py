@@ -14,7 +14,8 @@ from tests.jsharness import JsError, run_js
 
 def test_blob_and_file() -> None:
     result = run_js(
-        "const b = new Blob(['ab', new Uint8Array([99]), new Blob(['d'])], { type: 'Text/Plain' });\n"
+        "const b = new Blob(['ab', new Uint8Array([99]), new Blob(['d'])],\n"
+        "  { type: 'Text/Plain' });\n"
         "const f = new File([b], 'x.txt', { lastModified: 5 });\n"
         "return [b.size, b.type, await b.text(), await b.slice(1, 3).text(), f.name,\n"
         "  f.lastModified, f instanceof Blob, f.type, Object.prototype.toString.call(f),\n"
@@ -69,7 +70,8 @@ def test_hmac_sign_and_verify(hash_name: str) -> None:
         "const key = await crypto.subtle.importKey('raw', enc.encode('secret'),"
         f" {{ name: 'HMAC', hash: '{hash_name}' }}, true, ['sign', 'verify']);\n"
         "const sig = await crypto.subtle.sign('HMAC', key, enc.encode('message'));\n"
-        "const ok = await crypto.subtle.verify({ name: 'HMAC' }, key, sig, enc.encode('message'));\n"
+        "const ok = await crypto.subtle.verify({ name: 'HMAC' }, key, sig,\n"
+        "  enc.encode('message'));\n"
         "const bad = await crypto.subtle.verify('HMAC', key, sig, enc.encode('messagE'));\n"
         "const raw = new Uint8Array(await crypto.subtle.exportKey('raw', key));\n"
         "return [btoa(String.fromCharCode(...new Uint8Array(sig))), ok, bad,\n"
