@@ -5,30 +5,23 @@ cookie and ms, with value imports of type names, enums and parameter properties.
 from __future__ import annotations
 
 import shutil
-import subprocess
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
+from compat.targets import ensure_node_modules as install
 from tests.celld_server import CelldServer
 
 PROJECT = Path(__file__).resolve().parents[2] / "compat" / "projects" / "npm-app"
 
 
 def ensure_node_modules(project: Path) -> None:
-    """`npm ci` the project unless its node_modules matches its lockfile already
-    (.ci/run installs it; this keeps a bare `pytest` working where npm exists)."""
-    marker = project / "node_modules" / ".package-lock.json"
-    lock = project / "package-lock.json"
-    if marker.is_file() and marker.stat().st_mtime >= lock.stat().st_mtime:
-        return
-    npm = shutil.which("npm")
-    if npm is None:
+    """`npm ci` the project unless installed (.ci/run does it; this keeps a bare `pytest`
+    working wherever npm exists)."""
+    if shutil.which("npm") is None and not (project / "node_modules").is_dir():
         pytest.skip("npm is not installed; `npm ci` in compat/projects/npm-app to run these")
-    subprocess.run(
-        [npm, "ci", "--no-audit", "--no-fund"], cwd=project, check=True, capture_output=True
-    )
+    install(project)
 
 
 @pytest.fixture(scope="module")
@@ -88,6 +81,45 @@ def test_workflow_with_type_name_imports(server: CelldServer) -> None:
         lambda: (s := server.get(f"/greet/{instance}").json())["status"] == "complete" and s
     )
     assert status["output"] == "hello from vars, ADA"
+
+
+def test_node_modules_under_nodejs_compat(server: CelldServer) -> None:
+    assert server.get("/node").json() == {
+        "buffer": ["aMOpbGxv", "hi\n"],
+        "digest": "03c621260697b826d67f5bf13ab991e403d3e6da8b86f6c2c3a55231babe91ce",
+        "mac": "EEFSxb/coHvGM+69RhmfAlXJ9J0=",
+        "same": True,
+        "events": ["go"],
+        "promisified": 42,
+        "inspect": "{ a: [ 1, { b: 2 } ] }",
+        "path": ["/a/c.txt", ".gz"],
+        "env": "hello from vars",
+    }
+
+
+def test_forms_hmac_and_redirects(server: CelldServer) -> None:
+    form = server.post(
+        "/form",
+        data={"name": "Ada", "tag": ["a", "b"]},
+        files={"upload": ("d.csv", b"x,y\n1,2", "text/csv")},
+    )
+    assert form.json() == {
+        "name": "Ada",
+        "tags": ["a", "b"],
+        "file": ["d.csv", "text/csv", "x,y\n1,2"],
+    }
+    plain = server.post("/form", data={"name": "Bob", "tag": ["z"]})
+    assert plain.json() == {"name": "Bob", "tags": ["z"], "file": None}
+    signed = server.get("/signed/hi").json()
+    assert signed == {
+        "signature": "fd07bee97d548f8ff7fe11fefff15f08614fb2f164ea7a78fc580fc5f280f478",
+        "verified": True,
+    }
+    moved = server.get("/moved", follow_redirects=False)
+    assert (moved.status_code, moved.headers["location"]) == (
+        307,
+        "https://example.com/hello?from=moved",
+    )
 
 
 def test_error_inside_a_package_names_its_file(server: CelldServer) -> None:

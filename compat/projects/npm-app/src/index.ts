@@ -7,6 +7,11 @@ import { WorkflowEntrypoint, WorkflowEvent, WorkflowStep } from "cloudflare:work
 import { D1Database, ExecutionContext } from "@cloudflare/workers-types";
 import { defaults, Flag, Rect, Role, Units } from "./model";
 import ms = require("ms");
+import { Buffer } from "node:buffer";
+import { createHash, createHmac, timingSafeEqual } from "node:crypto";
+import { EventEmitter, once } from "node:events";
+import path from "node:path";
+import { promisify, inspect } from "node:util";
 
 interface Env {
   GREETING: string;
@@ -71,6 +76,57 @@ app.get("/ts", (c) => {
     defaults,
   });
 });
+
+app.get("/node", async (c) => {
+  const bus = new EventEmitter();
+  const fired = once(bus, "ready");
+  bus.emit("ready", "go");
+  const later = promisify((value: number, done: (e: Error | null, v?: number) => void) =>
+    done(null, value * 2),
+  );
+  const digest = createHash("sha256").update("celld").digest("hex");
+  const mac = createHmac("sha1", "key").update("data").digest("base64");
+  return c.json({
+    buffer: [Buffer.from("héllo").toString("base64"), Buffer.from("68690a", "hex").toString()],
+    digest,
+    mac,
+    same: timingSafeEqual(Buffer.from("ab"), Buffer.from("ab")),
+    events: await fired,
+    promisified: await later(21),
+    inspect: inspect({ a: [1, { b: 2 }] }),
+    path: [path.join("/a/b", "../c.txt"), path.extname("x.tar.gz")],
+    env: process.env.GREETING,
+  });
+});
+
+app.post("/form", async (c) => {
+  const form = await c.req.raw.formData();
+  const file = form.get("upload");
+  return c.json({
+    name: form.get("name"),
+    tags: form.getAll("tag"),
+    file: file instanceof File ? [file.name, file.type, await file.text()] : null,
+  });
+});
+
+app.get("/signed/:message", async (c) => {
+  const encoder = new TextEncoder();
+  const key = await crypto.subtle.importKey(
+    "raw",
+    encoder.encode("top secret"),
+    { name: "HMAC", hash: "SHA-256" },
+    false,
+    ["sign", "verify"],
+  );
+  const data = encoder.encode(c.req.param("message"));
+  const signature = await crypto.subtle.sign("HMAC", key, data);
+  return c.json({
+    signature: Buffer.from(signature).toString("hex"),
+    verified: await crypto.subtle.verify("HMAC", key, signature, data),
+  });
+});
+
+app.get("/moved", () => Response.redirect(new URL("/hello?from=moved", "https://example.com/x"), 307));
 
 const router = AutoRouter({ base: "/itty" });
 router.get("/items/:id", ({ id }) => ({ id, via: "itty-router" }));
