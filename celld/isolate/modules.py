@@ -10,10 +10,14 @@ script that reproduces ES module semantics closely enough for real Worker projec
 * exports are getters over the module's own bindings, and every use of an imported name is
   rewritten into a property read on the exporter's namespace, so bindings stay live and
   import cycles behave as in ESM;
-* modules are evaluated once each, dependencies first (depth-first post-order).
+* modules are evaluated once each, dependencies first (depth-first post-order, found
+  with an explicit stack so an import chain of any length loads);
+* CommonJS modules (`celld.isolate.commonjs`) become functions of Node's five arguments,
+  run when first imported or required, with esbuild's interop for ES module importers.
 
+Specifiers resolve with `celld.isolate.resolver` (relative files and npm packages).
 TypeScript files are type-stripped first (see `celld.isolate.typescript`); stripping keeps
-every position, so one mapping serves both languages.
+every line, so one mapping serves both languages.
 """
 
 from __future__ import annotations
