@@ -60,6 +60,22 @@ def test_es_module_interop_flag(tmp_path: Path) -> None:
     assert run(entry) == ["the default", "n", "inner", 1]
 
 
+def test_node_mode_importers_get_module_exports_as_default(tmp_path: Path) -> None:
+    entry = write(
+        tmp_path,
+        {
+            "index.mjs": 'import d, { named } from "./compiled.cjs";\n'
+            'import fromJs from "./lib/user.js";\n'
+            "export const result = [typeof d, d.default, named, fromJs];\n",
+            "compiled.cjs": 'Object.defineProperty(exports, "__esModule", { value: true });\n'
+            'exports.default = "the default";\nexports.named = "n";\n',
+            "lib/package.json": '{"type": "module"}',
+            "lib/user.js": 'import d from "../compiled.cjs";\nexport default typeof d;\n',
+        },
+    )
+    assert run(entry) == ["object", "the default", "n", "object"]
+
+
 def test_require_cycle_sees_partial_exports(tmp_path: Path) -> None:
     entry = write(
         tmp_path,

@@ -235,6 +235,7 @@ class _Module:
     requires: list[_Request] = field(default_factory=list)  # require("literal") calls
     import_locals: dict[int, list[str]] = field(default_factory=dict)  # request -> bindings
     defines_require: bool = False  # an ES module with its own top-level `require`
+    node_mode: bool = False  # .mjs/.mts or "type": "module": CommonJS default is exports
     splices: list[tuple[int, int, str]] = field(default_factory=list)
     prologue_fixups: list[str] = field(default_factory=list)
     uses_meta: bool = False
@@ -307,6 +308,11 @@ class _Analyzer:
             self.walk()
             return
         self.m.defines_require = "require" in self.top_level
+        # esbuild's "node mode": such an importer sees module.exports itself as the default
+        # export of a CommonJS module, even one marked `__esModule`
+        self.m.node_mode = (
+            self.m.path.suffix.lower() in (".mjs", ".mts") or self.package_type == "module"
+        )
         for node in statements:
             if node.type == "import_statement":
                 self.import_statement(node)
@@ -1147,7 +1153,7 @@ def _missing_export(
 _RUNTIME = """\
 (function (__celld_tables, __celld_deps, __celld_scc, __celld_kinds) {
 const __celld_W = [], __celld_B = [], __celld_N = [], __celld_S = [], __celld_E = [];
-const __celld_M = [];
+const __celld_M = [], __celld_NN = [];
 function __celld_builtin(spec, names) {
   "use strict";
   const registry = globalThis.__celld_builtin_modules;
@@ -1252,13 +1258,24 @@ function __celld_namespace(table) {
   Object.defineProperty(ns, Symbol.toStringTag, { value: "Module" });
   return Object.freeze(ns);
 }
-function __celld_cjs_namespace(value) {
+function __celld_node_ns(index) {
+  "use strict";
+  // The namespace a node-mode importer sees (default = module.exports, always).
+  __celld_enter(index);
+  const module = __celld_M[index];
+  if (module === undefined || !module.loaded) return __celld_N[index];  // inside a cycle
+  if (__celld_NN[index] === undefined) {
+    __celld_NN[index] = __celld_cjs_namespace(module.exports, true);
+  }
+  return __celld_NN[index];
+}
+function __celld_cjs_namespace(value, nodeMode) {
   "use strict";
   // esbuild's interop: every own property is a named export; `default` is module.exports
   // itself unless the module says it was compiled from ESM (`__esModule`).
   const ns = Object.create(null);
   const object = value !== null && (typeof value === "object" || typeof value === "function");
-  if (!object || !value.__esModule) {
+  if (nodeMode || !object || !value.__esModule) {
     Object.defineProperty(ns, "default", { value, enumerable: true });
   }
   if (object) {
@@ -1429,7 +1446,7 @@ def _require_targets(module: _Module) -> str:
     return json.dumps(targets)
 
 
-def _prologue(index: int, module: _Module, rebuild: bool) -> str:
+def _prologue(index: int, module: _Module, rebuild: bool, kinds: list[str]) -> str:
     parts = [f"__celld_B[{index}] = {_binding_switch(module)};"]
     parts += module.prologue_fixups
     namespaces = {b.request: b.local for b in module.imports.values() if b.name == "*"}
@@ -1448,6 +1465,8 @@ def _prologue(index: int, module: _Module, rebuild: bool) -> str:
             value = f"__celld_builtin({json.dumps(target)}, {json.dumps(names)})"
         else:
             value = f"__celld_enter({target})"
+            if module.node_mode and kinds[target] == "cjs":
+                value = f"__celld_node_ns({target})"
         parts.append(f"const __celld_i{number} = {value};")
         if number in namespaces:
             parts.append(f"const {namespaces[number]} = __celld_i{number};")
@@ -1539,6 +1558,7 @@ def _generate(modules: list[_Module], exports: _Exports) -> tuple[str, tuple[_Sp
     line = _RUNTIME.count("\n") + 1  # the bundle line the next chunk starts on
     spans: list[_Span] = []
     tables = [[exports.table(i), exports.runtime_stars(i)] for i in range(len(modules))]
+    kinds = [_kind(m) for m in modules]
     for index, module in enumerate(modules):
         if module.kind != "script":
             chunk = (
@@ -1559,14 +1579,13 @@ def _generate(modules: list[_Module], exports: _Exports) -> tuple[str, tuple[_Sp
                 rebuild = any(isinstance(t, int) for t in tables[index][1])
                 header = (
                     f"__celld_W[{index}] = function () {{ "
-                    f'"use strict"; {_prologue(index, module, rebuild)}\n'
+                    f'"use strict"; {_prologue(index, module, rebuild, kinds)}\n'
                 )
                 footer = "};\n"
             spans.append(_Span(module.display, line + 1, body.count("\n") + 1, anchors))
             chunk = header + body + ("" if body.endswith("\n") else "\n") + footer
         chunks.append(chunk)
         line += chunk.count("\n")
-    kinds = [_kind(m) for m in modules]
     deps = [_static_deps(m) for m in modules]
     epilogue = (
         _EPILOGUE.replace("__CELLD_TABLES__", json.dumps(tables))
