@@ -35,7 +35,7 @@ import tree_sitter_typescript
 from tree_sitter import Language, Node, Parser, Query, QueryCursor
 
 from celld.isolate.commonjs import module_format, require_calls
-from celld.isolate.resolver import ResolveError, Resolver
+from celld.isolate.resolver import ResolveError, Resolver, real_path
 
 BUILTIN_MODULES: frozenset[str] = frozenset({"cloudflare:workers", "cloudflare:workflows"})
 
@@ -529,11 +529,19 @@ class _Analyzer:
         imported = {k: v for k, v in self.m.imports.items() if v.name != "*" or self.m.typescript}
         if not imported:
             return
-        query = _reference_query(self.language, tuple(sorted(imported)))
+        if len(self.data) < _SMALL_MODULE:
+            # compiling a query costs more than filtering a small module's identifiers
+            wanted = {name.encode("utf-8") for name in imported}
+            found = QueryCursor(_query(self.language, _IDENTIFIERS)).captures(self.root)
+            nodes = [n for n in found.get("id", []) if n.text in wanted]
+            nodes.sort(key=lambda n: n.start_byte)
+        else:
+            query = _reference_query(self.language, tuple(sorted(imported)))
+            nodes = QueryCursor(query).captures(self.root).get("id", [])
         starts = [start for start, _ in replaced]
         occurrences = []
         declared: dict[int, set[str]] = {}
-        for node in QueryCursor(query).captures(self.root).get("id", []):
+        for node in nodes:
             at = bisect_right(starts, node.start_byte) - 1
             if at >= 0 and node.start_byte < replaced[at][1]:
                 continue
@@ -605,6 +613,14 @@ class _Analyzer:
             json.dumps(self.where(call).rstrip(": ")) + ", ",
         )
         return False
+
+
+#: Modules smaller than this find imported names among all their identifiers.
+_SMALL_MODULE = 24 * 1024
+_IDENTIFIERS = (
+    "(identifier) @id\n(shorthand_property_identifier) @id\n"
+    "(shorthand_property_identifier_pattern) @id"
+)
 
 
 @lru_cache(maxsize=512)
@@ -870,7 +886,7 @@ class _Linker:
 
     def add(self, path: Path) -> int:
         """The index of the module at `path`, reading and analysing it the first time."""
-        path = path.resolve()
+        path = real_path(path)
         if path in self.index:
             return self.index[path]
         package = self.resolver.package_of(path) if path.suffix.lower() in (".js", ".ts") else None
@@ -1035,6 +1051,14 @@ class _Exports:
             target = self.target(module, request)
             if not isinstance(target, int) or self.modules[target].format == "cjs":
                 continue
+            other = self.modules[target]
+            if (
+                other.kind == "script"
+                and not other.star_exports
+                and name not in other.local_exports
+                and name not in other.indirect_exports
+            ):
+                continue  # cannot provide it (the common case under `export *` fan-outs)
             result = yield self._resolve(target, name, seen)
             if result is _AMBIGUOUS:
                 return result

@@ -18,7 +18,9 @@ Node resolution implement Node's own condition set and file probing, not esbuild
 from __future__ import annotations
 
 import json
+import os
 from dataclasses import dataclass, field
+from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
@@ -159,7 +161,7 @@ class Resolver:
     def package_file(self, info: PackageInfo, target: str, spec: str) -> Path:
         if not target.startswith("./") or "/node_modules/" in target or "/../" in target:
             raise ResolveError(f"{info.path}: invalid target {target!r} for {spec!r}")
-        path = (info.root / target).resolve()
+        path = real_path(info.root / target)
         if not path.is_file():
             raise ResolveError(f"{spec!r} maps to {path}, which does not exist")
         return path
@@ -249,6 +251,21 @@ def pick(value: Any, conditions: frozenset[str], star: str | None) -> str | None
     return None
 
 
+@lru_cache(maxsize=4096)
+def _real_folder(folder: str) -> str:
+    return os.path.realpath(folder)
+
+
+def real_path(path: Path) -> Path:
+    """`path` made absolute with symbolic links resolved, as Path.resolve() does, but with
+    the folder part cached: resolution asks about the same few folders thousands of times."""
+    if path.is_symlink():
+        return path.resolve()
+    absolute = path if path.is_absolute() else Path.cwd() / path
+    parent, name = os.path.split(os.path.normpath(absolute))
+    return Path(_real_folder(parent)) / name
+
+
 def probe(base: Path, *, directory: bool, resolver: Resolver | None = None) -> Path | None:
     """The file `base` names: itself, a TypeScript twin, an added extension, or an index
     file (or a folder's package.json `main`)."""
@@ -263,7 +280,7 @@ def probe(base: Path, *, directory: bool, resolver: Resolver | None = None) -> P
     candidates += [base.with_name(base.name + ext) for ext in PROBE_SUFFIXES] if base.name else []
     for candidate in candidates:
         if candidate.is_file():
-            return candidate.resolve()
+            return real_path(candidate)
     if directory and base.is_dir():
         info = resolver.package_at(base) if resolver is not None else None
         if info is not None and base.resolve() != base.resolve().anchor:
@@ -275,5 +292,5 @@ def probe(base: Path, *, directory: bool, resolver: Resolver | None = None) -> P
         for ext in PROBE_SUFFIXES:
             index = base / f"index{ext}"
             if index.is_file():
-                return index.resolve()
+                return real_path(index)
     return None
