@@ -153,3 +153,26 @@ def test_node_imports_need_the_flag_and_a_provided_module(tmp_path: Path) -> Non
         "const EventEmitter = require('events');\nmodule.exports = new EventEmitter();\n"
     )
     build_program(tmp_path / "bare.cjs", root=tmp_path, compatibility_flags=("nodejs_compat",))
+
+
+def test_streams() -> None:
+    result = node(
+        "const { Readable, Writable, Transform, PassThrough, pipeline } = m('stream');\n"
+        "const upper = new Transform({ transform(chunk, enc, cb) {"
+        " cb(null, chunk.toString().toUpperCase()); } });\n"
+        "const got = [];\n"
+        "const sink = new Writable({ write(chunk, enc, cb) { got.push(chunk.toString()); cb(); } });\n"
+        "await m('stream/promises').pipeline(Readable.from(['a', 'b', 'c']), upper,"
+        " new PassThrough(), sink);\n"
+        "const iterated = [];\n"
+        "for await (const item of Readable.from([1, 2, 3])) iterated.push(item);\n"
+        "const r = new Readable({ read() {} }); r.setEncoding('utf8');\n"
+        "const texts = []; r.on('data', (t) => texts.push(t));\n"
+        "const ended = new Promise((resolve) => r.on('end', resolve));\n"
+        "r.push('x'); r.push(Buffer.from('y')); r.push(null); await ended;\n"
+        "const failed = await new Promise((resolve) => pipeline(\n"
+        "  new Readable({ read() { this.destroy(new Error('source broke')); } }),\n"
+        "  new PassThrough(), (error) => resolve(error && error.message)));\n"
+        "return [got, iterated, texts, failed];"
+    )
+    assert result == [["A", "B", "C"], [1, 2, 3], ["x", "y"], "source broke"]

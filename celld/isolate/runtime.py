@@ -79,6 +79,7 @@ NODE_FILES: tuple[str, ...] = (
     "node/url.js",
     "node/assert.js",
     "node/crypto.js",
+    "node/stream.js",
 )
 #: What they register.
 NODE_MODULES: frozenset[str] = frozenset(
@@ -94,6 +95,8 @@ NODE_MODULES: frozenset[str] = frozenset(
         "node:assert",
         "node:assert/strict",
         "node:crypto",
+        "node:stream",
+        "node:stream/promises",
     }
 )
 

@@ -73,6 +73,7 @@ def test_node_modules(npm_target: Target) -> None:
         "inspect": "{ a: [ 1, { b: 2 } ] }",
         "path": ["/a/c.txt", ".gz"],
         "env": "hello from vars",
+        "streamed": ["X", "Y"],
     }
 
 

@@ -94,6 +94,7 @@ def test_node_modules_under_nodejs_compat(server: CelldServer) -> None:
         "inspect": "{ a: [ 1, { b: 2 } ] }",
         "path": ["/a/c.txt", ".gz"],
         "env": "hello from vars",
+        "streamed": ["X", "Y"],
     }
 
 

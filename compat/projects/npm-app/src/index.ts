@@ -12,6 +12,8 @@ import { createHash, createHmac, timingSafeEqual } from "node:crypto";
 import { EventEmitter, once } from "node:events";
 import path from "node:path";
 import { promisify, inspect } from "node:util";
+import { Readable, Transform } from "node:stream";
+import { pipeline } from "node:stream/promises";
 
 interface Env {
   GREETING: string;
@@ -86,6 +88,16 @@ app.get("/node", async (c) => {
   );
   const digest = createHash("sha256").update("celld").digest("hex");
   const mac = createHmac("sha1", "key").update("data").digest("base64");
+  const streamed: string[] = [];
+  await pipeline(
+    Readable.from(["x", "y"]),
+    new Transform({
+      transform(chunk, _encoding, done) {
+        streamed.push(String(chunk).toUpperCase());
+        done(null, chunk);
+      },
+    }),
+  );
   return c.json({
     buffer: [Buffer.from("héllo").toString("base64"), Buffer.from("68690a", "hex").toString()],
     digest,
@@ -96,6 +108,7 @@ app.get("/node", async (c) => {
     inspect: inspect({ a: [1, { b: 2 }] }),
     path: [path.join("/a/b", "../c.txt"), path.extname("x.tar.gz")],
     env: process.env.GREETING,
+    streamed,
   });
 });
 
