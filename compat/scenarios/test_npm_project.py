@@ -105,6 +105,12 @@ def test_hmac_and_redirect(npm_target: Target) -> None:
     assert moved.headers["location"] == "https://example.com/hello?from=moved"
 
 
+def test_error_caught_by_hono(npm_target: Target) -> None:
+    """A ZodError thrown in a handler becomes hono's plain 500."""
+    response = get(npm_target, "/strict")
+    assert (response.status_code, response.text) == (500, "Internal Server Error")
+
+
 def test_uncaught_error_in_a_package(npm_target: Target) -> None:
     """An error thrown inside a CommonJS package and not caught is a 500."""
     assert get(npm_target, "/boom").status_code == 500

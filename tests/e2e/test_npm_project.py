@@ -123,6 +123,15 @@ def test_forms_hmac_and_redirects(server: CelldServer) -> None:
     )
 
 
+def test_logged_errors_name_package_files(server: CelldServer) -> None:
+    response = server.get("/strict")
+    assert (response.status_code, response.text) == (500, "Internal Server Error")
+    # hono logs the ZodError it caught with console.error; its stack names zod's own files
+    log = server.wait_for(lambda: "ZodError" in server.log() and server.log())
+    assert "node_modules/zod/v3/types.js:" in log
+    assert "src/index.ts:" in log
+
+
 def test_error_inside_a_package_names_its_file(server: CelldServer) -> None:
     response = server.get("/boom")
     assert response.status_code == 500

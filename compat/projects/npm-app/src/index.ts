@@ -51,6 +51,8 @@ app.post("/users", async (c) => {
   return c.json({ created: user }, 201);
 });
 
+app.get("/strict", (c) => c.json(User.parse({ name: 1 }))); // hono catches the ZodError
+
 app.get("/ids", (c) => {
   const id = nanoid();
   return c.json({
