@@ -177,3 +177,17 @@ def test_streams() -> None:
         "return [got, iterated, texts, failed];"
     )
     assert result == [["A", "B", "C"], [1, 2, 3], ["x", "y"], "source broke"]
+
+
+def test_only_the_node_modules_a_worker_imports_are_loaded(tmp_path: Path) -> None:
+    (tmp_path / "index.js").write_text(
+        'import { pipeline } from "node:stream";\n'
+        "export default { fetch: () => new Response(typeof pipeline) };\n"
+    )
+    source = build_program(
+        tmp_path / "index.js", root=tmp_path, compatibility_flags=("nodejs_compat",)
+    ).script.source
+    assert 'modules["node:stream"]' in source and 'modules["node:events"]' in source
+    assert 'modules["node:crypto"]' not in source and 'modules["node:assert"]' not in source
+    # the globals nodejs_compat defines are always there
+    assert 'modules["node:process"]' in source and 'modules["node:buffer"]' in source

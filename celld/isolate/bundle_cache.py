@@ -22,7 +22,7 @@ from celld.isolate.modules import Bundle, _Span
 
 log = logging.getLogger(__name__)
 
-_FORMAT = 1
+_FORMAT = 2
 _BUNDLER_FILES = ("modules.py", "typescript.py", "commonjs.py", "resolver.py")
 
 
@@ -71,6 +71,7 @@ def _encode(bundle: Bundle) -> dict[str, Any]:
     return {
         "source": bundle.source,
         "files": [str(p) for p in bundle.files],
+        "builtins": list(bundle.builtins),
         "spans": [
             [s.display, s.first_line, s.line_count, [[k, v] for k, v in s.anchors.items()]]
             for s in bundle.spans
@@ -88,7 +89,8 @@ def _decode(data: dict[str, Any]) -> Bundle:
         )
         for display, first_line, line_count, rows in data["spans"]
     )
-    return Bundle(data["source"], tuple(Path(p) for p in data["files"]), spans)
+    files = tuple(Path(p) for p in data["files"])
+    return Bundle(data["source"], files, spans, tuple(data["builtins"]))
 
 
 def cached_bundle(

@@ -174,6 +174,8 @@ class Bundle:
     source: str
     files: tuple[Path, ...]
     spans: tuple[_Span, ...] = field(default=(), repr=False, compare=False)
+    #: The builtin modules the graph imports or requires (what the runtime must provide).
+    builtins: tuple[str, ...] = ()
 
     def locate(self, line: int, column: int) -> tuple[str, int, int] | None:
         """Map a 1-based (line, column) in `source` back to (file path, line, column) in the
@@ -1659,6 +1661,12 @@ def build_bundle(
     for module in linker.modules:
         exports.check_imports(module)
     source, spans = _generate(linker.modules, exports)
-    bundle = Bundle(source, tuple(m.path for m in linker.modules), spans)
+    used = {
+        request.target
+        for module in linker.modules
+        for request in (*module.requests, *module.dynamic, *module.requires)
+        if isinstance(request.target, str) and not request.elided
+    }
+    bundle = Bundle(source, tuple(m.path for m in linker.modules), spans, tuple(sorted(used)))
     packages = [info.path for info in linker.resolver.packages.values() if info is not None]
     return bundle, packages

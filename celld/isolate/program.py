@@ -39,8 +39,6 @@ def build_program(
     bundled module graph between runs (see `celld.isolate.bundle_cache`).
     """
     nodejs_compat = bool(NODEJS_COMPAT_FLAGS & set(compatibility_flags))
-    scripts = runtime_scripts() + (node_scripts() if nodejs_compat else ())
-    parts = [(s.name, s.source, None) for s in scripts + extra]
     bundle = None
     if entry is not None:
         builtins = BUILTIN_MODULES | (node_builtins() if nodejs_compat else frozenset())
@@ -55,6 +53,11 @@ def build_program(
             key,
             lambda: build_bundle(entry, builtins=builtins, root=root, nodejs_compat=nodejs_compat),
         )
+    node: tuple[Script, ...] = ()
+    if nodejs_compat:
+        node = node_scripts(None if bundle is None else frozenset(bundle.builtins))
+    parts = [(s.name, s.source, None) for s in runtime_scripts() + node + extra]
+    if bundle is not None:
         parts.append((str(entry), bundle.source, bundle.locate))
     source, lines = join_scripts(parts)
     return Program(Script("celld program", source), lines, bundle)

@@ -69,43 +69,42 @@ def runtime_scripts() -> tuple[Script, ...]:
     return tuple(Script(name, (root / name).read_text(encoding="utf-8")) for name in names)
 
 
-#: The `node:` modules nodejs_compat adds, loaded after the runtime (js/node/), in order.
-NODE_FILES: tuple[str, ...] = (
-    "node/process.js",
-    "node/events.js",
-    "node/buffer.js",
-    "node/util.js",
-    "node/path.js",
-    "node/url.js",
-    "node/assert.js",
-    "node/crypto.js",
-    "node/stream.js",
-)
-#: What they register.
-NODE_MODULES: frozenset[str] = frozenset(
-    {
-        "node:process",
-        "node:events",
-        "node:buffer",
-        "node:util",
-        "node:util/types",
-        "node:path",
-        "node:path/posix",
-        "node:url",
-        "node:assert",
-        "node:assert/strict",
-        "node:crypto",
-        "node:stream",
-        "node:stream/promises",
-    }
-)
+#: The `node:` module files nodejs_compat adds, in load order, each with the specifiers it
+#: registers and the files it needs loaded before it. process.js and buffer.js are always
+#: loaded (they define the `process` and `Buffer` globals); the others only when the
+#: Worker imports what they provide, which keeps isolates that need little cheap.
+NODE_FILES: dict[str, tuple[frozenset[str], tuple[str, ...]]] = {
+    "node/process.js": (frozenset({"node:process"}), ()),
+    "node/events.js": (frozenset({"node:events"}), ()),
+    "node/buffer.js": (frozenset({"node:buffer"}), ()),
+    "node/util.js": (frozenset({"node:util", "node:util/types"}), ()),
+    "node/path.js": (frozenset({"node:path", "node:path/posix"}), ()),
+    "node/url.js": (frozenset({"node:url"}), ()),
+    "node/assert.js": (frozenset({"node:assert", "node:assert/strict"}), ("node/util.js",)),
+    "node/crypto.js": (frozenset({"node:crypto"}), ("node/buffer.js",)),
+    "node/stream.js": (
+        frozenset({"node:stream", "node:stream/promises"}),
+        ("node/events.js", "node/buffer.js"),
+    ),
+}
+_ALWAYS = ("node/process.js", "node/buffer.js")
+#: Every `node:` specifier celld provides.
+NODE_MODULES: frozenset[str] = frozenset().union(*(names for names, _ in NODE_FILES.values()))
 
 
 @cache
-def node_scripts() -> tuple[Script, ...]:
-    """The `node:` module files, read once per process."""
-    root = js_root()
-    return tuple(Script(name, (root / name).read_text(encoding="utf-8")) for name in NODE_FILES)
+def _node_source(name: str) -> Script:
+    return Script(name, (js_root() / name).read_text(encoding="utf-8"))
+
+
+def node_scripts(used: frozenset[str] | None = None) -> tuple[Script, ...]:
+    """The `node:` module files to load for a Worker importing `used` (None: all of them)."""
+    wanted = set(_ALWAYS)
+    for name, (provides, needs) in NODE_FILES.items():
+        if used is None or provides & used:
+            wanted.add(name)
+            wanted.update(needs)
+    return tuple(_node_source(name) for name in NODE_FILES if name in wanted)
 
 
 def node_builtins() -> frozenset[str]:
