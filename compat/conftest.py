@@ -18,7 +18,7 @@ from typing import Any
 import pytest
 
 from compat.scenario import Scenario
-from compat.targets import Target, connect
+from compat.targets import NPM_APP, Target, connect, ensure_node_modules
 
 _results: dict[str, dict[str, Any]] = {}
 
@@ -37,6 +37,22 @@ def target_kind() -> str:
 def target(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Target]:
     """One server for the whole session (scenarios use unique instance ids)."""
     server = connect(target_kind(), tmp_path_factory.mktemp("compat") / "state")
+    try:
+        yield server
+    finally:
+        server.close()
+
+
+@pytest.fixture(scope="session")
+def npm_target(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Target]:
+    """The npm project (compat/projects/npm-app) on the same kind of target;
+    CELLD_COMPAT_NPM_URL reuses a running server."""
+    if not os.environ.get("CELLD_COMPAT_NPM_URL"):
+        ensure_node_modules(NPM_APP)
+    server = connect(
+        target_kind(), tmp_path_factory.mktemp("compat-npm") / "state", NPM_APP,
+        "CELLD_COMPAT_NPM_URL",
+    )  # fmt: skip
     try:
         yield server
     finally:

@@ -26,6 +26,8 @@ import httpx
 REPO = Path(__file__).resolve().parent.parent
 PROJECTS = REPO / "compat" / "projects"
 CORE = PROJECTS / "core"
+#: A TypeScript Worker with npm dependencies (installed by `npm ci` from its lockfile).
+NPM_APP = PROJECTS / "npm-app"
 
 #: Statuses in which an instance is doing work right now (its state may still change without
 #: any outside help and without time passing).
@@ -130,11 +132,29 @@ class WranglerTarget(Target):
 # -- starting servers --------------------------------------------------------------------------
 
 
-def start_celld(state_dir: Path) -> CelldTarget:
-    """Start `celld run compat/projects/core` with the manual clock on a free port."""
+def ensure_node_modules(project: Path) -> None:
+    """`npm ci` the project unless its node_modules already matches its lockfile."""
+    marker = project / "node_modules" / ".package-lock.json"
+    lock = project / "package-lock.json"
+    if marker.is_file() and marker.stat().st_mtime >= lock.stat().st_mtime:
+        return
+    npm = shutil.which("npm")
+    if npm is None:
+        raise RuntimeError(f"npm is not installed; run `npm ci` in {project} first")
+    subprocess.run(
+        [npm, "ci", "--no-audit", "--no-fund"],
+        cwd=project,
+        check=True,
+        capture_output=True,
+        timeout=600,
+    )
+
+
+def start_celld(state_dir: Path, project: Path = CORE) -> CelldTarget:
+    """Start `celld run` on `project` (default compat/projects/core) with the manual clock."""
     from tests.celld_server import CelldServer
 
-    server = CelldServer(CORE, state_dir, manual_clock=True).start(timeout=60)
+    server = CelldServer(project, state_dir, manual_clock=True).start(timeout=60)
     return CelldTarget(server.url, server)
 
 
@@ -153,8 +173,8 @@ def oracle_scripts() -> Path:
     )
 
 
-def start_wrangler(state_dir: Path) -> WranglerTarget:
-    """Install (first time only) and start `wrangler dev` on the core project."""
+def start_wrangler(state_dir: Path, project: Path = CORE) -> WranglerTarget:
+    """Install (first time only) and start `wrangler dev` on `project`."""
     from tests.celld_server import free_port
 
     scripts = oracle_scripts()
@@ -166,7 +186,7 @@ def start_wrangler(state_dir: Path) -> WranglerTarget:
     if state_dir.exists():
         shutil.rmtree(state_dir)
     completed = subprocess.run(
-        ["bash", str(scripts / "start.sh"), str(CORE), str(port), str(state_dir)],
+        ["bash", str(scripts / "start.sh"), str(project), str(port), str(state_dir)],
         env=env,
         capture_output=True,
         text=True,
@@ -183,11 +203,12 @@ def start_wrangler(state_dir: Path) -> WranglerTarget:
     return WranglerTarget(f"http://127.0.0.1:{port}", stop)
 
 
-def connect(kind: str, state_dir: Path) -> Target:
-    """The target named by CELLD_COMPAT_TARGET (started here unless CELLD_COMPAT_URL is set)."""
-    url = os.environ.get("CELLD_COMPAT_URL")
+def connect(kind: str, state_dir: Path, project: Path = CORE, url_variable: str = "") -> Target:
+    """The target named by CELLD_COMPAT_TARGET, serving `project` (started here unless
+    `url_variable`, CELLD_COMPAT_URL for the core project, names a running server)."""
+    url = os.environ.get(url_variable or "CELLD_COMPAT_URL")
     if kind == "celld":
-        return CelldTarget(url) if url else start_celld(state_dir)
+        return CelldTarget(url) if url else start_celld(state_dir, project)
     if kind == "wrangler":
-        return WranglerTarget(url) if url else start_wrangler(state_dir)
+        return WranglerTarget(url) if url else start_wrangler(state_dir, project)
     raise RuntimeError(f"CELLD_COMPAT_TARGET must be celld or wrangler, not {kind!r}")

@@ -35,7 +35,13 @@ class JsError(Exception):
         self.message = message
 
 
-async def run_js_async(body: str, *, limits: Limits | None = None, timeout: float = 20) -> Any:
+async def run_js_async(
+    body: str,
+    *,
+    limits: Limits | None = None,
+    timeout: float = 20,
+    extra: tuple[Script, ...] = (),
+) -> Any:
     isolate = Isolate(pool().pick(), limits)
     source = (
         '__celld_host.on("run", (m) => {\n'
@@ -48,7 +54,7 @@ async def run_js_async(body: str, *, limits: Limits | None = None, timeout: floa
         "});\n"
     )
     harness = Script("harness.js", source)
-    await isolate.load(runtime_scripts() + (harness,))
+    await isolate.load(runtime_scripts() + extra + (harness,))
     loop = asyncio.get_running_loop()
     done: asyncio.Future[dict[str, Any]] = loop.create_future()
 

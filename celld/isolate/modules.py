@@ -10,29 +10,68 @@ script that reproduces ES module semantics closely enough for real Worker projec
 * exports are getters over the module's own bindings, and every use of an imported name is
   rewritten into a property read on the exporter's namespace, so bindings stay live and
   import cycles behave as in ESM;
-* modules are evaluated once each, dependencies first (depth-first post-order).
+* modules are evaluated once each, dependencies first (depth-first post-order, found
+  with an explicit stack so an import chain of any length loads);
+* CommonJS modules (`celld.isolate.commonjs`) become functions of Node's five arguments,
+  run when first imported or required, with esbuild's interop for ES module importers.
 
+Specifiers resolve with `celld.isolate.resolver` (relative files and npm packages).
 TypeScript files are type-stripped first (see `celld.isolate.typescript`); stripping keeps
-every position, so one mapping serves both languages.
+every line, so one mapping serves both languages.
 """
 
 from __future__ import annotations
 
 import json
 from bisect import bisect_right
-from collections.abc import Iterable
+from collections.abc import Generator, Iterable
 from dataclasses import dataclass, field
+from functools import lru_cache
 from pathlib import Path
+from typing import Any
 
 import tree_sitter_javascript
+import tree_sitter_typescript
 from tree_sitter import Language, Node, Parser, Query, QueryCursor
+
+from celld.isolate.commonjs import module_format, require_calls
+from celld.isolate.resolver import ResolveError, Resolver, real_path
 
 BUILTIN_MODULES: frozenset[str] = frozenset({"cloudflare:workers", "cloudflare:workflows"})
 
 _JS = Language(tree_sitter_javascript.language())
+_TS = Language(tree_sitter_typescript.language_typescript())
+_QUERIES: dict[tuple[int, str], Query] = {}
 
-_SCRIPT_SUFFIXES = (".js", ".mjs", ".ts", ".mts")
-_TS_SUFFIXES = (".ts", ".mts")
+
+def _query(language: Language, source: str) -> Query:
+    """A compiled query, kept per grammar (compiling costs more than running)."""
+    key = (id(language), source)
+    query = _QUERIES.get(key)
+    if query is None:
+        query = _QUERIES[key] = Query(language, source)
+    return query
+
+
+def parse_javascript(data: bytes) -> tuple[Language, Node]:
+    """Parse JavaScript, falling back to the TypeScript grammar (a superset) when the
+    JavaScript grammar fails on valid code it does not know, such as reserved words used
+    as export names (`export { x as function }`, which zod ships)."""
+    root = Parser(_JS).parse(data).root_node
+    if root.has_error:
+        fallback = Parser(_TS).parse(data).root_node
+        if not fallback.has_error:
+            return _TS, fallback
+    return _JS, root
+
+
+_SCRIPT_SUFFIXES = (".js", ".mjs", ".cjs", ".ts", ".mts", ".cts")
+_TS_SUFFIXES = (".ts", ".mts", ".cts")
+#: The largest single module celld loads. Cloudflare refuses Workers over 10 MB (compressed);
+#: parsing is the costly part of loading, so a bigger file is refused before it is read.
+MAX_MODULE_BYTES = 10 * 1024 * 1024
+#: The largest whole program (all modules together).
+MAX_BUNDLE_BYTES = 64 * 1024 * 1024
 _TEXT_SUFFIXES = (".txt", ".html", ".sql")
 _DATA_SUFFIXES = (".bin",)
 
@@ -52,17 +91,14 @@ _BLOCKS = frozenset(
     {"statement_block", "for_statement", "for_in_statement", "switch_body", "catch_clause"}
 )
 
-_MISC_QUERY = Query(
-    _JS,
-    """
+_MISC_SOURCE = """
     (await_expression) @await
     (for_in_statement "await") @for_await
     (return_statement) @return
     (meta_property) @meta
     (call_expression function: (import)) @dynamic
     (decorator) @decorator
-    """,
-)
+    """
 _PROBLEMS = {
     "top-level await": "top-level await is not supported (celld runs modules as scripts); "
     "move it into a function",
@@ -138,6 +174,8 @@ class Bundle:
     source: str
     files: tuple[Path, ...]
     spans: tuple[_Span, ...] = field(default=(), repr=False, compare=False)
+    #: The builtin modules the graph imports or requires (what the runtime must provide).
+    builtins: tuple[str, ...] = ()
 
     def locate(self, line: int, column: int) -> tuple[str, int, int] | None:
         """Map a 1-based (line, column) in `source` back to (file path, line, column) in the
@@ -168,7 +206,8 @@ class _Request:
 
     specifier: str
     where: str  # 'path:line:col: ' of the specifier
-    target: int | str = -1  # module index, or builtin specifier
+    target: int | str | dict[str, str] = -1  # module index, builtin specifier, or {"e": why}
+    elided: bool = False  # a TypeScript import of types only: never loaded, as with tsc
 
 
 @dataclass
@@ -186,6 +225,7 @@ class _Module:
     display: str
     kind: str  # "script", "json", "text", "data"
     typescript: bool = False
+    format: str = "esm"  # "esm" or "cjs" (scripts only)
     data: bytes = b""
     value: str = ""  # JS expression of the default export for non-script modules
     requests: list[_Request] = field(default_factory=list)
@@ -194,6 +234,10 @@ class _Module:
     indirect_exports: dict[str, tuple[int, str, str]] = field(default_factory=dict)
     star_exports: list[int] = field(default_factory=list)
     dynamic: list[_Request] = field(default_factory=list)
+    requires: list[_Request] = field(default_factory=list)  # require("literal") calls
+    import_locals: dict[int, list[str]] = field(default_factory=dict)  # request -> bindings
+    defines_require: bool = False  # an ES module with its own top-level `require`
+    node_mode: bool = False  # .mjs/.mts or "type": "module": CommonJS default is exports
     splices: list[tuple[int, int, str]] = field(default_factory=list)
     prologue_fixups: list[str] = field(default_factory=list)
     uses_meta: bool = False
@@ -230,10 +274,11 @@ class _Analyzer:
     """Reads one script module's syntax tree: its requests, bindings and the splices that
     turn it into a function body."""
 
-    def __init__(self, module: _Module, data: bytes) -> None:
+    def __init__(self, module: _Module, data: bytes, package_type: str = "commonjs") -> None:
         self.m = module
         self.data = data
-        self.root = Parser(_JS).parse(data).root_node
+        self.language, self.root = parse_javascript(data)
+        self.package_type = package_type
 
     def where(self, node: Node) -> str:
         return format_position(self.m.display, self.data, node)
@@ -253,6 +298,23 @@ class _Analyzer:
         check_syntax(self.root, self.data, self.m.display)
         statements = self.root.named_children
         self.top_level = _top_level_names(statements, self.data)
+        self.m.format = module_format(
+            self.language, self.root, self.m.path.suffix, self.package_type
+        )
+        for _call, spec in require_calls(self.language, self.root):
+            self.m.requires.append(_Request(_string_value(self.data, spec), self.where(spec)))
+        if self.m.format == "cjs":
+            for node in statements:
+                if node.type == "hash_bang_line":
+                    self.blank(node)
+            self.walk()
+            return
+        self.m.defines_require = "require" in self.top_level
+        # esbuild's "node mode": such an importer sees module.exports itself as the default
+        # export of a CommonJS module, even one marked `__esModule`
+        self.m.node_mode = (
+            self.m.path.suffix.lower() in (".mjs", ".mts") or self.package_type == "module"
+        )
         for node in statements:
             if node.type == "import_statement":
                 self.import_statement(node)
@@ -262,6 +324,10 @@ class _Analyzer:
             if node.type == "export_statement":
                 self.export_statement(node)
         self.walk()
+        if self.m.typescript:
+            for request, locals_ in self.m.import_locals.items():
+                if locals_ and not any(self.m.imports[name].used for name in locals_):
+                    self.m.requests[request].elided = True
 
     # ---- requests
 
@@ -277,9 +343,11 @@ class _Analyzer:
         if source is None:
             raise ModuleError(f"{self.where(node)}unsupported import statement")
         index = self.request(source)
+        before = set(self.m.imports)
         for clause in node.named_children:
             if clause.type == "import_clause":
                 self.import_clause(clause, index)
+        self.m.import_locals[index] = [n for n in self.m.imports if n not in before]
         self.blank(node)
 
     def bind(self, local: Node, index: int, name: str) -> None:
@@ -428,11 +496,13 @@ class _Analyzer:
         Queries run in C and return only the few nodes of interest, which keeps large
         (pre-bundled) Workers fast to load.
         """
-        captures = QueryCursor(_MISC_QUERY).captures(self.root)
+        captures = QueryCursor(_query(self.language, _MISC_SOURCE)).captures(self.root)
         problems = [(n, "top-level await") for n in captures.get("await", [])]
         problems += [(n, "top-level await") for n in captures.get("for_await", [])]
         problems += [(n, "return") for n in captures.get("return", [])]
         problems = [(n, what) for n, what in problems if _enclosing(n, _FUNCTIONS) is None]
+        if self.m.format == "cjs":  # a CommonJS body is a function: `return` is allowed
+            problems = [(n, what) for n, what in problems if what != "return"]
         problems += [(n, "decorator") for n in captures.get("decorator", [])]
         if problems:
             node, what = min(problems, key=lambda item: item[0].start_byte)
@@ -458,20 +528,22 @@ class _Analyzer:
 
     def rewrite_references(self, replaced: list[tuple[int, int]]) -> None:
         """Turn every use of an imported name into a read of the exporter's namespace."""
-        imported = {k: v for k, v in self.m.imports.items() if v.name != "*"}
+        imported = {k: v for k, v in self.m.imports.items() if v.name != "*" or self.m.typescript}
         if not imported:
             return
-        names = " ".join(json.dumps(name) for name in imported)
-        query = Query(
-            _JS,
-            f"((identifier) @id (#any-of? @id {names}))\n"
-            f"((shorthand_property_identifier) @id (#any-of? @id {names}))\n"
-            f"((shorthand_property_identifier_pattern) @id (#any-of? @id {names}))",
-        )
+        if len(self.data) < _SMALL_MODULE:
+            # compiling a query costs more than filtering a small module's identifiers
+            wanted = {name.encode("utf-8") for name in imported}
+            found = QueryCursor(_query(self.language, _IDENTIFIERS)).captures(self.root)
+            nodes = [n for n in found.get("id", []) if n.text in wanted]
+            nodes.sort(key=lambda n: n.start_byte)
+        else:
+            query = _reference_query(self.language, tuple(sorted(imported)))
+            nodes = QueryCursor(query).captures(self.root).get("id", [])
         starts = [start for start, _ in replaced]
         occurrences = []
         declared: dict[int, set[str]] = {}
-        for node in QueryCursor(query).captures(self.root).get("id", []):
+        for node in nodes:
             at = bisect_right(starts, node.start_byte) - 1
             if at >= 0 and node.start_byte < replaced[at][1]:
                 continue
@@ -493,6 +565,8 @@ class _Analyzer:
             scope = scope.parent
         binding = self.m.imports[name]
         binding.used = True
+        if binding.name == "*":
+            return  # a namespace is a plain local; TypeScript only needs to know it is used
         prop = binding.name
         access = f"__celld_i{binding.request}" + (
             f".{prop}" if _is_identifier(prop) else f"[{json.dumps(prop)}]"
@@ -541,6 +615,26 @@ class _Analyzer:
             json.dumps(self.where(call).rstrip(": ")) + ", ",
         )
         return False
+
+
+#: Modules smaller than this find imported names among all their identifiers.
+_SMALL_MODULE = 24 * 1024
+_IDENTIFIERS = (
+    "(identifier) @id\n(shorthand_property_identifier) @id\n"
+    "(shorthand_property_identifier_pattern) @id"
+)
+
+
+@lru_cache(maxsize=512)
+def _reference_query(language: Language, names: tuple[str, ...]) -> Query:
+    """The query finding uses of `names` (compiled once per set: compiling costs ~1 ms)."""
+    listed = " ".join(json.dumps(name) for name in names)
+    return Query(
+        language,
+        f"((identifier) @id (#any-of? @id {listed}))\n"
+        f"((shorthand_property_identifier) @id (#any-of? @id {listed}))\n"
+        f"((shorthand_property_identifier_pattern) @id (#any-of? @id {listed}))",
+    )
 
 
 def _top_level_names(statements: list[Node], data: bytes) -> set[str]:
@@ -674,70 +768,174 @@ def _display(path: Path, root: Path | None) -> str:
     return str(path)
 
 
-def _resolve_file(base: Path) -> Path | None:
-    """Find the file a relative specifier names, the way TypeScript-era bundlers do."""
-    candidates = [base]
-    if base.suffix == ".js":
-        candidates.append(base.with_suffix(".ts"))
-    elif base.suffix == ".mjs":
-        candidates.append(base.with_suffix(".mts"))
-    candidates += [base.with_name(base.name + ext) for ext in _SCRIPT_SUFFIXES]
-    candidates += [base / f"index{ext}" for ext in _SCRIPT_SUFFIXES]
-    for candidate in candidates:
-        if candidate.is_file():
-            return candidate.resolve()
-    return None
+#: Node's own modules, for telling a missing `nodejs_compat` flag from a missing package.
+NODE_CORE_MODULES = frozenset(
+    [
+        "assert",
+        "assert/strict",
+        "async_hooks",
+        "buffer",
+        "child_process",
+        "cluster",
+        "console",
+        "constants",
+        "crypto",
+        "dgram",
+        "diagnostics_channel",
+        "dns",
+        "dns/promises",
+        "domain",
+        "events",
+        "fs",
+        "fs/promises",
+        "http",
+        "http2",
+        "https",
+        "inspector",
+        "module",
+        "net",
+        "os",
+        "path",
+        "path/posix",
+        "path/win32",
+        "perf_hooks",
+        "process",
+        "punycode",
+        "querystring",
+        "readline",
+        "repl",
+        "stream",
+        "stream/promises",
+        "stream/web",
+        "string_decoder",
+        "sys",
+        "timers",
+        "timers/promises",
+        "tls",
+        "trace_events",
+        "tty",
+        "url",
+        "util",
+        "util/types",
+        "v8",
+        "vm",
+        "wasi",
+        "worker_threads",
+        "zlib",
+        "test",
+        "sqlite",
+    ]
+)
 
 
 class _Linker:
-    """Loads the module graph from the entry, assigning indexes in discovery order."""
+    """Loads the module graph from the entry, assigning indexes in discovery order.
 
-    def __init__(self, builtins: Iterable[str], root: Path | None) -> None:
+    The walk keeps its own work list (never Python recursion), so a graph of any depth
+    loads; each file is read and analysed once.
+    """
+
+    def __init__(
+        self, builtins: Iterable[str], root: Path | None, nodejs_compat: bool = False
+    ) -> None:
         self.builtins = frozenset(builtins)
         self.root = root
+        self.nodejs_compat = nodejs_compat
         self.modules: list[_Module] = []
         self.index: dict[Path, int] = {}
+        self.resolver = Resolver()
+        self.total_bytes = 0
 
-    def resolve(self, request: _Request, importer: _Module) -> int | str:
-        spec = request.specifier
+    def builtin(self, spec: str, where: str) -> str | None:
+        """The builtin `spec` names, None when it is not a builtin; raise when unavailable."""
         if spec in self.builtins:
             return spec
+        name = spec.removeprefix("node:")
+        if spec.startswith("node:") or (self.nodejs_compat and name in NODE_CORE_MODULES):
+            if f"node:{name}" in self.builtins:
+                return f"node:{name}"
+            if not self.nodejs_compat:
+                raise ModuleError(
+                    f"{where}cannot import {spec!r}: Node.js modules need "
+                    'compatibility_flags = ["nodejs_compat"] in the wrangler config'
+                )
+            provided = sorted(b for b in self.builtins if b.startswith("node:"))
+            raise ModuleError(
+                f"{where}celld does not provide the Node.js module {spec!r} "
+                f"(with nodejs_compat it provides {', '.join(provided) or 'none'})"
+            )
         if spec.startswith("cloudflare:"):
-            known = ", ".join(sorted(self.builtins))
-            raise ModuleError(
-                f"{request.where}unknown builtin module {spec!r} (celld provides {known})"
-            )
-        if not (spec.startswith("./") or spec.startswith("../") or spec in (".", "..")):
-            raise ModuleError(
-                f"{request.where}cannot import {spec!r}: celld loads relative modules "
-                "('./x.js', '../lib/y.js') and the cloudflare:* builtins; bundle npm "
-                "packages and node: modules into the project first"
-            )
-        base = importer.path.parent / spec
-        found = _resolve_file(base)
-        if found is None:
-            raise ModuleError(
-                f"{request.where}cannot find module {spec!r} (looked for {base.resolve()})"
-            )
-        return self.load(found)
+            known = ", ".join(sorted(b for b in self.builtins if b.startswith("cloudflare:")))
+            raise ModuleError(f"{where}unknown builtin module {spec!r} (celld provides {known})")
+        return None
 
-    def load(self, path: Path) -> int:
-        path = path.resolve()
+    def resolve(self, request: _Request, importer: _Module, kind: str) -> int | str:
+        spec = request.specifier
+        found = self.builtin(spec, request.where)
+        if found is not None:
+            return found
+        try:
+            path = self.resolver.resolve(spec, importer.path, kind)
+        except ResolveError as error:
+            name = spec.removeprefix("node:").split("/")[0]
+            if not self.nodejs_compat and name in NODE_CORE_MODULES:
+                raise ModuleError(
+                    f"{request.where}cannot import {spec!r}: it is a Node.js module; add "
+                    'compatibility_flags = ["nodejs_compat"] to the wrangler config'
+                ) from None
+            raise ModuleError(f"{request.where}{error}") from None
+        return self.add(path)
+
+    def add(self, path: Path) -> int:
+        """The index of the module at `path`, reading and analysing it the first time."""
+        path = real_path(path)
         if path in self.index:
             return self.index[path]
-        module = _read_module(path, _display(path, self.root))
+        package = self.resolver.package_of(path) if path.suffix.lower() in (".js", ".ts") else None
+        module = _read_module(
+            path, _display(path, self.root), package.type if package else "commonjs"
+        )
+        self.total_bytes += len(module.data) + len(module.value)
+        if self.total_bytes > MAX_BUNDLE_BYTES:
+            raise ModuleError(
+                f"{module.display}: the Worker's modules exceed {MAX_BUNDLE_BYTES // 2**20} MiB "
+                "together; celld refuses programs that large"
+            )
         self.index[path] = len(self.modules)
         self.modules.append(module)
-        for request in module.requests:
-            request.target = self.resolve(request, module)
-        for request in module.dynamic:
-            request.target = self.resolve(request, module)
+        self.pending.append(module)
         return self.index[path]
 
+    def load(self, entry: Path) -> int:
+        """Load `entry` and everything it reaches; return the entry's index."""
+        self.pending: list[_Module] = []
+        first = self.add(entry)
+        while self.pending:
+            module = self.pending.pop()
+            for request in module.requests:
+                if not request.elided:
+                    request.target = self.resolve(request, module, "import")
+            for request in module.dynamic:
+                request.target = self.resolve(request, module, "import")
+            for request in module.requires:
+                # As in Node, a require that cannot be satisfied fails when it runs, so
+                # optional dependencies behind try/catch keep working.
+                try:
+                    request.target = self.resolve(request, module, "require")
+                except ModuleError as error:
+                    request.target = {"e": str(error)}
+        return first
 
-def _read_module(path: Path, display: str) -> _Module:
+
+def _read_module(path: Path, display: str, package_type: str = "commonjs") -> _Module:
     suffix = path.suffix.lower()
     try:
+        size = path.stat().st_size
+        if size > MAX_MODULE_BYTES:
+            raise ModuleError(
+                f"{display}: module is {size:,} bytes; celld refuses modules over "
+                f"{MAX_MODULE_BYTES // 2**20} MiB (Cloudflare limits a whole Worker to 10 MB)"
+            )
         raw = path.read_bytes()
     except OSError as error:
         raise ModuleError(f"{display}: cannot read module: {error}") from error
@@ -760,12 +958,12 @@ def _read_module(path: Path, display: str) -> _Module:
         return _Module(path, display, "text", value=json.dumps(text))
     if suffix == ".wasm":
         raise ModuleError(f"{display}: WebAssembly modules are not supported by celld")
-    if suffix in (".cjs", ".cts"):
-        raise ModuleError(f"{display}: CommonJS modules are not supported (use ES modules)")
+    if suffix in (".tsx", ".jsx"):
+        raise ModuleError(f"{display}: {suffix} (JSX) files are not supported by celld")
     if suffix not in _SCRIPT_SUFFIXES:
         raise ModuleError(
             f"{display}: unsupported module type {suffix or '(none)'} "
-            "(celld loads .js, .mjs, .ts, .mts, .json, .txt, .html, .sql and .bin)"
+            "(celld loads .js, .mjs, .cjs, .ts, .mts, .cts, .json, .txt, .html, .sql and .bin)"
         )
     typescript = suffix in _TS_SUFFIXES
     if typescript:
@@ -774,7 +972,7 @@ def _read_module(path: Path, display: str) -> _Module:
         text = strip_types(text, Path(display))
     data = text.encode("utf-8")
     module = _Module(path, display, "script", typescript=typescript, data=data)
-    _Analyzer(module, data).run()
+    _Analyzer(module, data, package_type).run()
     return module
 
 
@@ -783,36 +981,87 @@ def _read_module(path: Path, display: str) -> _Module:
 _AMBIGUOUS = ("ambiguous",)
 
 
+def _trampoline(generator: Generator[Any, Any, Any]) -> Any:
+    """Run a recursive generator without Python recursion: each `yield g` calls `g`.
+
+    Export chains (`export * from`) can be as long as the module graph, which may be far
+    deeper than Python's recursion limit.
+    """
+    stack = [generator]
+    value: Any = None
+    while stack:
+        try:
+            call = stack[-1].send(value)
+        except StopIteration as done:
+            stack.pop()
+            value = done.value
+            continue
+        stack.append(call)
+        value = None
+    return value
+
+
 class _Exports:
-    """ESM export resolution over the loaded graph (ResolveExport / GetExportedNames)."""
+    """ESM export resolution over the loaded graph (ResolveExport / GetExportedNames).
+
+    A CommonJS module's names are only known once it has run, so every name resolves to a
+    run-time read of its namespace, as esbuild's interop does.
+    """
 
     def __init__(self, modules: list[_Module]) -> None:
         self.modules = modules
+        self.memo: dict[tuple[int, str], tuple | None] = {}
+        self.cuts = 0  # times a cycle cut a search short; results that saw one are not kept
 
-    def target(self, module: _Module, request: int) -> int | str:
+    def target(self, module: _Module, request: int) -> int | str | dict[str, str]:
         return module.requests[request].target
 
     def resolve(self, index: int, name: str, seen: set | None = None) -> tuple | None:
-        seen = set() if seen is None else seen
-        if (index, name) in seen:
+        return _trampoline(self._resolve(index, name, set() if seen is None else seen))
+
+    def _resolve(self, index: int, name: str, seen: set) -> Generator[Any, Any, tuple | None]:
+        key = (index, name)
+        if key in self.memo:
+            return self.memo[key]
+        if key in seen:
+            self.cuts += 1
             return None
-        seen.add((index, name))
+        seen.add(key)
+        cuts = self.cuts
+        result = yield self._resolve_uncached(index, name, seen)
+        if self.cuts == cuts:
+            self.memo[key] = result
+        return result
+
+    def _resolve_uncached(
+        self, index: int, name: str, seen: set
+    ) -> Generator[Any, Any, tuple | None]:
         module = self.modules[index]
         if module.kind != "script":
             return ("local", index, "default") if name == "default" else None
+        if module.format == "cjs":
+            return ("dynamic", index, name)
         if name in module.local_exports:
             return ("local", index, module.local_exports[name])
         if name in module.indirect_exports:
             request, import_name, _ = module.indirect_exports[name]
-            return self.resolve_in(self.target(module, request), import_name, seen)
+            return (yield self._resolve_in(self.target(module, request), import_name, seen))
         if name == "default":
             return None
         found: tuple | None = None
         for request in module.star_exports:
             target = self.target(module, request)
-            if isinstance(target, str):
+            if not isinstance(target, int) or self.modules[target].format == "cjs":
                 continue
-            result = self.resolve(target, name, seen)
+            other = self.modules[target]
+            if (
+                other.kind == "script"
+                and not other.star_exports
+                and name not in other.local_exports
+                and name not in other.indirect_exports
+            ):
+                continue  # cannot provide it (the common case under `export *` fan-outs)
+            result = yield self._resolve(target, name, seen)
             if result is _AMBIGUOUS:
                 return result
             if result is not None:
@@ -821,45 +1070,64 @@ class _Exports:
                 found = result
         return found
 
-    def resolve_in(self, target: int | str, name: str, seen: set | None = None) -> tuple | None:
+    def resolve_in(self, target: Any, name: str, seen: set | None = None) -> tuple | None:
+        return _trampoline(self._resolve_in(target, name, set() if seen is None else seen))
+
+    def _resolve_in(self, target: Any, name: str, seen: set) -> Generator[Any, Any, tuple | None]:
         if isinstance(target, str):
             return ("builtin_ns", target) if name == "*" else ("builtin", target, name)
         if name == "*":
             return ("ns", target)
-        result = self.resolve(target, name, seen)
-        if result is None and self.builtin_stars(target):
+        result = yield self._resolve(target, name, seen)
+        if result is None and self.runtime_stars(target):
             return ("dynamic", target, name)
         return result
 
-    def names(self, index: int, seen: set[int] | None = None) -> list[str]:
-        seen = set() if seen is None else seen
-        if index in seen:
-            return []
-        seen.add(index)
-        module = self.modules[index]
-        if module.kind != "script":
-            return ["default"]
-        out = list(module.local_exports) + list(module.indirect_exports)
-        for request in module.star_exports:
-            target = self.target(module, request)
-            if isinstance(target, int):
-                out += [n for n in self.names(target, seen) if n != "default"]
+    def _walk_stars(self, index: int) -> list[int]:
+        """Modules reachable from `index` through `export *`, `index` first (no recursion)."""
+        order: list[int] = []
+        seen = {index}
+        stack = [index]
+        while stack:
+            current = stack.pop()
+            order.append(current)
+            module = self.modules[current]
+            if module.format == "cjs":
+                continue
+            for request in reversed(module.star_exports):
+                target = self.target(module, request)
+                if isinstance(target, int) and target not in seen:
+                    seen.add(target)
+                    stack.append(target)
+        return order
+
+    def names(self, index: int) -> list[str]:
+        out: list[str] = []
+        for current in self._walk_stars(index):
+            module = self.modules[current]
+            if module.kind != "script":
+                names = ["default"]
+            elif module.format == "cjs":
+                names = []
+            else:
+                names = list(module.local_exports) + list(module.indirect_exports)
+            out += names if current == index else [n for n in names if n != "default"]
         return out
 
-    def builtin_stars(self, index: int, seen: set[int] | None = None) -> list[str]:
-        """Builtin modules reachable through `export *` chains (names known only at run time)."""
-        seen = set() if seen is None else seen
-        if index in seen:
-            return []
-        seen.add(index)
-        module = self.modules[index]
-        out: list[str] = []
-        for request in module.star_exports:
-            target = self.target(module, request)
-            if isinstance(target, str):
-                out.append(target)
-            else:
-                out += self.builtin_stars(target, seen)
+    def runtime_stars(self, index: int) -> list[str | int]:
+        """What `export *` chains reach whose names are known only at run time: builtin
+        modules (by specifier) and CommonJS modules (by index)."""
+        out: list[str | int] = []
+        for current in self._walk_stars(index):
+            module = self.modules[current]
+            if current != index and module.format == "cjs":
+                out.append(current)
+            if module.format == "cjs":
+                continue
+            for request in module.star_exports:
+                target = self.target(module, request)
+                if isinstance(target, str):
+                    out.append(target)
         return out
 
     def table(self, index: int) -> list:
@@ -884,7 +1152,7 @@ class _Exports:
 
     def check_imports(self, module: _Module) -> None:
         for binding in module.imports.values():
-            if binding.name == "*":
+            if binding.name == "*" or module.requests[binding.request].elided:
                 continue
             target = module.requests[binding.request].target
             result = self.resolve_in(target, binding.name)
@@ -909,10 +1177,11 @@ def _missing_export(
 # --------------------------------------------------------------------------- code generation
 
 _RUNTIME = """\
-(function (__celld_tables, __celld_entry) {
-"use strict";
+(function (__celld_tables, __celld_deps, __celld_scc, __celld_kinds) {
 const __celld_W = [], __celld_B = [], __celld_N = [], __celld_S = [], __celld_E = [];
+const __celld_M = [], __celld_NN = [];
 function __celld_builtin(spec, names) {
+  "use strict";
   const registry = globalThis.__celld_builtin_modules;
   const own = registry != null && Object.prototype.hasOwnProperty.call(registry, spec);
   const ns = own ? registry[spec] : undefined;
@@ -927,12 +1196,16 @@ function __celld_builtin(spec, names) {
   }
   return ns;
 }
-function __celld_run(index) {
+function __celld_enter(index) {
+  "use strict";
+  // ESM evaluation of one module: its prologue enters its imports first, so inside an
+  // import cycle a module's hoisted functions exist before the others run.
   const state = __celld_S[index];
   if (state === 0) {
     __celld_S[index] = 1;
+    const body = __celld_W[index];
     try {
-      __celld_W[index].call(undefined);
+      body();
     } catch (error) {
       __celld_S[index] = 3;
       __celld_E[index] = error;
@@ -944,7 +1217,38 @@ function __celld_run(index) {
   }
   return __celld_N[index];
 }
+function __celld_run(root) {
+  "use strict";
+  // Evaluate `root` and its static imports. Their post-order is found with an explicit
+  // stack and each module is entered in that order, so an import chain of any length
+  // never deepens the JavaScript stack; only the first-reached module of an import cycle
+  // is entered directly, and the rest of its cycle runs through it as ESM says.
+  if (__celld_S[root] === 0) {
+    const order = [], stack = [[root, 0]], seen = new Set([root]);
+    while (stack.length > 0) {
+      const top = stack[stack.length - 1];
+      const deps = __celld_deps[top[0]];
+      if (top[1] < deps.length) {
+        const dep = deps[top[1]++];
+        if (__celld_S[dep] === 0 && !seen.has(dep)) {
+          seen.add(dep);
+          stack.push([dep, 0]);
+        }
+      } else {
+        stack.pop();
+        order.push(top[0]);
+      }
+    }
+    const last = new Map();
+    for (let i = 0; i < order.length; i++) last.set(__celld_scc[order[i]], i);
+    for (let i = 0; i < order.length; i++) {
+      if (last.get(__celld_scc[order[i]]) === i) __celld_enter(order[i]);
+    }
+  }
+  return __celld_enter(root);
+}
 function __celld_getter(row) {
+  "use strict";
   const name = row[0], kind = row[1], a = row[2], b = row[3];
   if (kind === "local") {
     return () => {
@@ -961,12 +1265,15 @@ function __celld_getter(row) {
   return () => __celld_N[a][b];
 }
 function __celld_namespace(table) {
+  "use strict";
   const getters = new Map();
   for (const row of table[0]) getters.set(row[0], __celld_getter(row));
   for (const spec of table[1]) {
-    for (const name of Object.keys(__celld_builtin(spec))) {
+    const source = typeof spec === "number" ? __celld_N[spec] ?? {} : __celld_builtin(spec);
+    for (const name of Object.keys(source)) {
       if (name !== "default" && !getters.has(name)) {
-        getters.set(name, () => __celld_builtin(spec)[name]);
+        getters.set(name, typeof spec === "number"
+          ? () => __celld_N[spec][name] : () => __celld_builtin(spec)[name]);
       }
     }
   }
@@ -977,11 +1284,105 @@ function __celld_namespace(table) {
   Object.defineProperty(ns, Symbol.toStringTag, { value: "Module" });
   return Object.freeze(ns);
 }
+function __celld_node_ns(index) {
+  "use strict";
+  // The namespace a node-mode importer sees (default = module.exports, always).
+  __celld_enter(index);
+  const module = __celld_M[index];
+  if (module === undefined || !module.loaded) return __celld_N[index];  // inside a cycle
+  if (__celld_NN[index] === undefined) {
+    __celld_NN[index] = __celld_cjs_namespace(module.exports, true);
+  }
+  return __celld_NN[index];
+}
+function __celld_cjs_namespace(value, nodeMode) {
+  "use strict";
+  // esbuild's interop: every own property is a named export; `default` is module.exports
+  // itself unless the module says it was compiled from ESM (`__esModule`).
+  const ns = Object.create(null);
+  const object = value !== null && (typeof value === "object" || typeof value === "function");
+  if (nodeMode || !object || !value.__esModule) {
+    Object.defineProperty(ns, "default", { value, enumerable: true });
+  }
+  if (object) {
+    for (const name of Object.getOwnPropertyNames(value)) {
+      if (name in ns) continue;
+      Object.defineProperty(ns, name, { get: () => value[name], enumerable: true });
+    }
+  }
+  Object.defineProperty(ns, Symbol.toStringTag, { value: "Module" });
+  return Object.freeze(ns);
+}
+function __celld_required(target) {
+  "use strict";
+  const kind = __celld_kinds[target];
+  if (kind === "cjs") {
+    if (__celld_S[target] === 1) return __celld_M[target].exports;  // a require cycle
+    __celld_enter(target);  // CommonJS has no static imports to run first
+    return __celld_M[target].exports;
+  }
+  if (kind === "value") {
+    __celld_run(target);
+    return __celld_B[target]();
+  }
+  return __celld_run(target);
+}
+function __celld_require(targets, filename) {
+  "use strict";
+  const require = function require(specifier) {
+    if (typeof specifier !== "string") {
+      throw new TypeError("require() needs a string specifier");
+    }
+    if (!Object.prototype.hasOwnProperty.call(targets, specifier)) {
+      const error = new Error(`Cannot find module '${specifier}' from '${filename}': celld `
+        + "resolves require() calls with a string literal ahead of time");
+      error.code = "MODULE_NOT_FOUND";
+      throw error;
+    }
+    const target = targets[specifier];
+    if (typeof target === "number") {
+      if (__celld_kinds[target] === "cjs") {  // the common case, kept shallow
+        if (__celld_S[target] !== 1) __celld_enter(target);
+        return __celld_M[target].exports;  // (a require cycle sees exports so far)
+      }
+      return __celld_required(target);
+    }
+    if (typeof target === "string") {
+      // Node's own modules are their default export when required (`require("events")`
+      // is EventEmitter itself)
+      const ns = __celld_builtin(target);
+      return target.startsWith("node:") && ns.default !== undefined ? ns.default : ns;
+    }
+    const error = new Error(target.e);
+    error.code = "MODULE_NOT_FOUND";
+    throw error;
+  };
+  require.cache = Object.create(null);
+  return require;
+}
+function __celld_cjs(index, targets, filename, body) {
+  "use strict";
+  // The module function of a CommonJS module: runs its body with Node's five arguments.
+  return () => {
+    const module = {
+      exports: {}, id: filename, filename, loaded: false, children: [], paths: [],
+    };
+    module.require = __celld_require(targets, filename);
+    __celld_M[index] = module;
+    __celld_B[index] = () => module.exports;
+    const dirname = filename.includes("/") ? filename.slice(0, filename.lastIndexOf("/")) : ".";
+    body.call(module.exports, module.exports, module.require, module, filename, dirname);
+    module.loaded = true;
+    __celld_N[index] = __celld_cjs_namespace(module.exports);
+  };
+}
 function __celld_dynamic_loader(target) {
+  "use strict";
   const load = () => typeof target === "number" ? __celld_run(target) : __celld_builtin(target);
   return () => Promise.resolve().then(load);
 }
 function __celld_nodyn(where, specifier) {
+  "use strict";
   let shown;
   try {
     shown = JSON.stringify(specifier) ?? String(specifier);
@@ -999,8 +1400,8 @@ for (let i = 0; i < __celld_tables.length; i++) {
   __celld_S.push(0);
   __celld_N.push(__celld_namespace(__celld_tables[i]));
 }
-globalThis.__celld_main = __celld_run(__celld_entry);
-})(__CELLD_TABLES__, 0);
+globalThis.__celld_main = __celld_run(0);
+})(__CELLD_TABLES__, __CELLD_DEPS__, __CELLD_SCC__, __CELLD_KINDS__);
 """
 
 
@@ -1064,11 +1465,20 @@ def _binding_switch(module: _Module) -> str:
     return f"(name) => {{ switch (name) {{ {cases}}} }}"
 
 
-def _prologue(index: int, module: _Module) -> str:
+def _require_targets(module: _Module) -> str:
+    targets: dict[str, Any] = {}
+    for request in module.requires:
+        targets.setdefault(request.specifier, request.target)
+    return json.dumps(targets)
+
+
+def _prologue(index: int, module: _Module, rebuild: bool, kinds: list[str]) -> str:
     parts = [f"__celld_B[{index}] = {_binding_switch(module)};"]
     parts += module.prologue_fixups
     namespaces = {b.request: b.local for b in module.imports.values() if b.name == "*"}
     for number, request in enumerate(module.requests):
+        if request.elided:
+            continue
         target = request.target
         if isinstance(target, str):
             names = sorted(
@@ -1080,10 +1490,24 @@ def _prologue(index: int, module: _Module) -> str:
             )
             value = f"__celld_builtin({json.dumps(target)}, {json.dumps(names)})"
         else:
-            value = f"__celld_run({target})"
+            value = f"__celld_enter({target})"
+            if module.node_mode and kinds[target] == "cjs":
+                value = f"__celld_node_ns({target})"
         parts.append(f"const __celld_i{number} = {value};")
         if number in namespaces:
             parts.append(f"const {namespaces[number]} = __celld_i{number};")
+    if rebuild:  # `export *` of CommonJS: its names exist now that it has run
+        parts.append(f"__celld_N[{index}] = __celld_namespace(__celld_tables[{index}]);")
+    parts += _shared_prologue(module)
+    if module.requires and not module.defines_require and "require" not in module.imports:
+        filename = json.dumps(module.display)
+        parts.append(f"const require = __celld_require({_require_targets(module)}, {filename});")
+    return " ".join(parts)
+
+
+def _shared_prologue(module: _Module) -> list[str]:
+    """What both module formats declare before their body: dynamic import and import.meta."""
+    parts = []
     if module.dynamic:
         loaders = ", ".join(
             f"__celld_dynamic_loader({json.dumps(r.target)})" for r in module.dynamic
@@ -1092,13 +1516,75 @@ def _prologue(index: int, module: _Module) -> str:
     if module.uses_meta:
         url = json.dumps(module.path.as_uri())
         parts.append(f"const __celld_meta = {{ __proto__: null, url: {url} }};")
-    return " ".join(parts)
+    return parts
+
+
+def _static_deps(module: _Module) -> list[int]:
+    """The modules `module` imports statically, in source order (what runs before it)."""
+    if module.kind != "script":
+        return []
+    return [r.target for r in module.requests if not r.elided and isinstance(r.target, int)]
+
+
+def _components(deps: list[list[int]]) -> list[int]:
+    """Strongly connected component id of each module (Tarjan's algorithm, iterative)."""
+    count = len(deps)
+    number = [-1] * count
+    low = [0] * count
+    component = [-1] * count
+    on_stack = [False] * count
+    stack: list[int] = []
+    counter = 0
+    components = 0
+    for start in range(count):
+        if number[start] != -1:
+            continue
+        work = [(start, 0)]
+        number[start] = low[start] = counter
+        counter += 1
+        stack.append(start)
+        on_stack[start] = True
+        while work:
+            node, at = work[-1]
+            if at < len(deps[node]):
+                work[-1] = (node, at + 1)
+                nxt = deps[node][at]
+                if number[nxt] == -1:
+                    number[nxt] = low[nxt] = counter
+                    counter += 1
+                    stack.append(nxt)
+                    on_stack[nxt] = True
+                    work.append((nxt, 0))
+                elif on_stack[nxt]:
+                    low[node] = min(low[node], number[nxt])
+                continue
+            work.pop()
+            if work:
+                parent = work[-1][0]
+                low[parent] = min(low[parent], low[node])
+            if low[node] == number[node]:
+                while True:
+                    member = stack.pop()
+                    on_stack[member] = False
+                    component[member] = components
+                    if member == node:
+                        break
+                components += 1
+    return component
+
+
+def _kind(module: _Module) -> str:
+    if module.kind != "script":
+        return "value"
+    return module.format
 
 
 def _generate(modules: list[_Module], exports: _Exports) -> tuple[str, tuple[_Span, ...]]:
     chunks: list[str] = [_RUNTIME]
     line = _RUNTIME.count("\n") + 1  # the bundle line the next chunk starts on
     spans: list[_Span] = []
+    tables = [[exports.table(i), exports.runtime_stars(i)] for i in range(len(modules))]
+    kinds = [_kind(m) for m in modules]
     for index, module in enumerate(modules):
         if module.kind != "script":
             chunk = (
@@ -1107,15 +1593,33 @@ def _generate(modules: list[_Module], exports: _Exports) -> tuple[str, tuple[_Sp
             )
         else:
             body, anchors = _apply_splices(module.data, module.splices)
-            header = (
-                f'__celld_W[{index}] = function () {{ "use strict"; {_prologue(index, module)}\n'
-            )
+            if module.format == "cjs":
+                header = (
+                    f"__celld_W[{index}] = (() => {{ {' '.join(_shared_prologue(module))} "
+                    f"return __celld_cjs({index}, {_require_targets(module)}, "
+                    f"{json.dumps(module.display)}, "
+                    "function (exports, require, module, __filename, __dirname) {\n"
+                )
+                footer = "}); })();\n"
+            else:
+                rebuild = any(isinstance(t, int) for t in tables[index][1])
+                header = (
+                    f"__celld_W[{index}] = function () {{ "
+                    f'"use strict"; {_prologue(index, module, rebuild, kinds)}\n'
+                )
+                footer = "};\n"
             spans.append(_Span(module.display, line + 1, body.count("\n") + 1, anchors))
-            chunk = header + body + ("" if body.endswith("\n") else "\n") + "};\n"
+            chunk = header + body + ("" if body.endswith("\n") else "\n") + footer
         chunks.append(chunk)
         line += chunk.count("\n")
-    tables = [[exports.table(i), exports.builtin_stars(i)] for i in range(len(modules))]
-    chunks.append(_EPILOGUE.replace("__CELLD_TABLES__", json.dumps(tables)))
+    deps = [_static_deps(m) for m in modules]
+    epilogue = (
+        _EPILOGUE.replace("__CELLD_TABLES__", json.dumps(tables))
+        .replace("__CELLD_DEPS__", json.dumps(deps))
+        .replace("__CELLD_SCC__", json.dumps(_components(deps)))
+        .replace("__CELLD_KINDS__", json.dumps(kinds))
+    )
+    chunks.append(epilogue)
     return "".join(chunks), tuple(spans)
 
 
@@ -1123,21 +1627,46 @@ def _generate(modules: list[_Module], exports: _Exports) -> tuple[str, tuple[_Sp
 
 
 def bundle_worker(
-    entry: Path, *, builtins: Iterable[str] = BUILTIN_MODULES, root: Path | None = None
+    entry: Path,
+    *,
+    builtins: Iterable[str] = BUILTIN_MODULES,
+    root: Path | None = None,
+    nodejs_compat: bool = False,
 ) -> Bundle:
-    """Bundle the ES module graph rooted at `entry` into one classic script.
+    """Bundle the module graph rooted at `entry` into one classic script.
 
     `builtins` are the specifiers the runtime provides through
     `globalThis.__celld_builtin_modules`; `root` (default: the working directory) is what
-    file paths in errors and `Bundle.locate` are shown relative to.
+    file paths in errors and `Bundle.locate` are shown relative to; `nodejs_compat` lets
+    bare Node.js module names (`buffer`) mean the `node:` builtins.
     """
+    return build_bundle(entry, builtins=builtins, root=root, nodejs_compat=nodejs_compat)[0]
+
+
+def build_bundle(
+    entry: Path,
+    *,
+    builtins: Iterable[str] = BUILTIN_MODULES,
+    root: Path | None = None,
+    nodejs_compat: bool = False,
+) -> tuple[Bundle, list[Path]]:
+    """`bundle_worker`, also returning the package.json files resolution read (what a
+    cache of the bundle must watch besides the modules themselves)."""
     entry = Path(entry)
     if not entry.is_file():
         raise ModuleError(f"{entry}: entry module not found")
-    linker = _Linker(builtins, root)
+    linker = _Linker(builtins, root, nodejs_compat)
     linker.load(entry)
     exports = _Exports(linker.modules)
     for module in linker.modules:
         exports.check_imports(module)
     source, spans = _generate(linker.modules, exports)
-    return Bundle(source, tuple(m.path for m in linker.modules), spans)
+    used = {
+        request.target
+        for module in linker.modules
+        for request in (*module.requests, *module.dynamic, *module.requires)
+        if isinstance(request.target, str) and not request.elided
+    }
+    bundle = Bundle(source, tuple(m.path for m in linker.modules), spans, tuple(sorted(used)))
+    packages = [info.path for info in linker.resolver.packages.values() if info is not None]
+    return bundle, packages

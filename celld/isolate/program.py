@@ -2,12 +2,17 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
+from celld.isolate.bundle_cache import cached_bundle
 from celld.isolate.linemap import LineMap, join_scripts
-from celld.isolate.modules import Bundle, bundle_worker
-from celld.isolate.runtime import Script, runtime_scripts
+from celld.isolate.modules import BUILTIN_MODULES, Bundle, build_bundle
+from celld.isolate.runtime import Script, node_builtins, node_scripts, runtime_scripts
+
+#: The compatibility flags that turn on the `node:` modules.
+NODEJS_COMPAT_FLAGS = frozenset({"nodejs_compat", "nodejs_compat_v2"})
 
 
 @dataclass(frozen=True)
@@ -20,16 +25,39 @@ class Program:
 
 
 def build_program(
-    entry: Path | None, extra: tuple[Script, ...] = (), *, root: Path | None = None
+    entry: Path | None,
+    extra: tuple[Script, ...] = (),
+    *,
+    root: Path | None = None,
+    compatibility_flags: Iterable[str] = (),
+    cache_dir: Path | None = None,
 ) -> Program:
     """Bundle the Worker at `entry` (None: runtime only) behind the runtime files.
 
     File names in errors and stack traces are shown relative to `root` (the project).
+    `compatibility_flags` with nodejs_compat adds the `node:` modules; `cache_dir` keeps the
+    bundled module graph between runs (see `celld.isolate.bundle_cache`).
     """
-    parts = [(s.name, s.source, None) for s in runtime_scripts() + extra]
+    nodejs_compat = bool(NODEJS_COMPAT_FLAGS & set(compatibility_flags))
     bundle = None
     if entry is not None:
-        bundle = bundle_worker(entry, root=root)
+        builtins = BUILTIN_MODULES | (node_builtins() if nodejs_compat else frozenset())
+        key = {
+            "entry": str(Path(entry).resolve()),
+            "root": str(root.resolve()) if root is not None else None,
+            "builtins": sorted(builtins),
+            "nodejs_compat": nodejs_compat,
+        }
+        bundle = cached_bundle(
+            cache_dir,
+            key,
+            lambda: build_bundle(entry, builtins=builtins, root=root, nodejs_compat=nodejs_compat),
+        )
+    node: tuple[Script, ...] = ()
+    if nodejs_compat:
+        node = node_scripts(None if bundle is None else frozenset(bundle.builtins))
+    parts = [(s.name, s.source, None) for s in runtime_scripts() + node + extra]
+    if bundle is not None:
         parts.append((str(entry), bundle.source, bundle.locate))
     source, lines = join_scripts(parts)
     return Program(Script("celld program", source), lines, bundle)

@@ -27,6 +27,7 @@ WEB_FILES: tuple[str, ...] = (
     "web/urlsearchparams.js",
     "web/headers.js",
     "web/streams.js",
+    "web/blob.js",
     "web/body.js",
     "web/fetch.js",
     "web/final.js",
@@ -66,3 +67,46 @@ def runtime_scripts() -> tuple[Script, ...]:
     root = js_root()
     names = HOST_FILES + WEB_FILES + CLOUDFLARE_FILES
     return tuple(Script(name, (root / name).read_text(encoding="utf-8")) for name in names)
+
+
+#: The `node:` module files nodejs_compat adds, in load order, each with the specifiers it
+#: registers and the files it needs loaded before it. process.js and buffer.js are always
+#: loaded (they define the `process` and `Buffer` globals); the others only when the
+#: Worker imports what they provide, which keeps isolates that need little cheap.
+NODE_FILES: dict[str, tuple[frozenset[str], tuple[str, ...]]] = {
+    "node/process.js": (frozenset({"node:process"}), ()),
+    "node/events.js": (frozenset({"node:events"}), ()),
+    "node/buffer.js": (frozenset({"node:buffer"}), ()),
+    "node/util.js": (frozenset({"node:util", "node:util/types"}), ()),
+    "node/path.js": (frozenset({"node:path", "node:path/posix"}), ()),
+    "node/url.js": (frozenset({"node:url"}), ()),
+    "node/assert.js": (frozenset({"node:assert", "node:assert/strict"}), ("node/util.js",)),
+    "node/crypto.js": (frozenset({"node:crypto"}), ("node/buffer.js",)),
+    "node/stream.js": (
+        frozenset({"node:stream", "node:stream/promises"}),
+        ("node/events.js", "node/buffer.js"),
+    ),
+}
+_ALWAYS = ("node/process.js", "node/buffer.js")
+#: Every `node:` specifier celld provides.
+NODE_MODULES: frozenset[str] = frozenset().union(*(names for names, _ in NODE_FILES.values()))
+
+
+@cache
+def _node_source(name: str) -> Script:
+    return Script(name, (js_root() / name).read_text(encoding="utf-8"))
+
+
+def node_scripts(used: frozenset[str] | None = None) -> tuple[Script, ...]:
+    """The `node:` module files to load for a Worker importing `used` (None: all of them)."""
+    wanted = set(_ALWAYS)
+    for name, (provides, needs) in NODE_FILES.items():
+        if used is None or provides & used:
+            wanted.add(name)
+            wanted.update(needs)
+    return tuple(_node_source(name) for name in NODE_FILES if name in wanted)
+
+
+def node_builtins() -> frozenset[str]:
+    """The `node:` specifiers the node scripts register."""
+    return NODE_MODULES

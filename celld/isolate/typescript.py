@@ -2,10 +2,15 @@
 
 celld does not compile TypeScript: like Node's type stripping, it blanks out type-only
 syntax with spaces (keeping every newline), so the result is JavaScript in which every
-remaining token sits at exactly the line and column it had in the ``.ts`` file. Stack
-traces therefore point into the user's own source without a source map. Constructs that
-have runtime meaning (enums, namespaces with values, parameter properties, ...) cannot be
-erased and are reported as errors instead of being compiled.
+remaining token sits at the line (and, outside rewritten constructs, the column) it had in
+the ``.ts`` file. Stack traces therefore point into the user's own source without a source
+map.
+
+The few TypeScript constructs with run-time meaning are rewritten in place, line by line,
+into the JavaScript ``tsc`` would emit for them: ``enum`` and ``const enum`` (an object
+with reverse mappings; const enums are not inlined), constructor parameter properties,
+namespaces holding values, ``import x = require()`` / ``import x = A.B``, ``export =``
+and ``accessor`` fields. What is left (decorators, say) is refused with file:line.
 """
 
 from __future__ import annotations
@@ -76,6 +81,26 @@ class _Eraser:
     semicolons: set[int] = field(default_factory=set)
     moved: dict[int, str] = field(default_factory=dict)  # blanked byte -> char written there
     asi_candidates: list[tuple[int, int]] = field(default_factory=list)
+    replacements: list[tuple[int, int, str]] = field(default_factory=list)
+
+    def replace(self, start: int, end: int, text: str) -> None:
+        """Write `text` over bytes start..end, keeping their line breaks (lines never move)."""
+        original = self.data[start:end].decode("utf-8")
+        breaks = original.count("\n") - text.count("\n")
+        if breaks < 0:
+            raise AssertionError("a replacement may not add lines")
+        self.replacements.append((start, end, text + "\n" * breaks))
+
+    def text(self, node: Node) -> str:
+        return self.data[node.start_byte : node.end_byte].decode("utf-8")
+
+    def visit_tree(self, node: Node) -> None:
+        """Visit `node` and its subtree (for parts a rewriting handler keeps)."""
+        stack = [node]
+        while stack:
+            current = stack.pop()
+            if _visit(current, self):
+                stack.extend(reversed(current.children))
 
     def erase(self, node: Node) -> None:
         self.ranges.append((node.start_byte, node.end_byte))
@@ -107,9 +132,10 @@ def strip_types(source: str, path: Path) -> str:
     """
     from celld.isolate.modules import ModuleError, check_syntax
 
-    if path.suffix.lower() in (".tsx", ".cts", ".jsx"):
+    if path.suffix.lower() in (".tsx", ".jsx"):
         raise ModuleError(
-            f"{path}: {path.suffix} files are not supported (celld loads .js, .mjs, .ts and .mts)"
+            f"{path}: {path.suffix} (JSX) files are not supported "
+            "(celld loads .js, .mjs, .cjs, .ts, .mts and .cts)"
         )
     data = source.encode("utf-8")
     tree = _parser().parse(data)
@@ -164,7 +190,9 @@ def _export_statement(node: Node, er: _Eraser) -> bool:
         er.erase_statement(node)
         return False
     if _has_token(node, "="):
-        er.fail(node, "TypeScript `export =` is not supported")
+        equals = next(c for c in node.children if c.type == "=")
+        er.replace(node.start_byte, equals.end_byte, "module.exports =")
+        return True
     if _has_token(node, "namespace") and _has_token(node, "as"):
         er.fail(node, "TypeScript `export as namespace` is not supported")
     decl = node.child_by_field_name("declaration")
@@ -172,7 +200,7 @@ def _export_statement(node: Node, er: _Eraser) -> bool:
         er.erase_statement(node)
         return False
     if decl is not None and decl.type == "import_alias":
-        er.fail(decl, "TypeScript `import x = ...` is not supported")
+        er.fail(decl, "TypeScript `export import x = ...` is not supported; use `export const`")
     return True
 
 
@@ -182,7 +210,15 @@ def _import_statement(node: Node, er: _Eraser) -> bool:
         return False
     for child in node.children:
         if child.type == "import_require_clause":
-            er.fail(node, "TypeScript `import x = require()` is not supported")
+            keyword = node.children[0]  # `import x = require("y")` is `const x = require("y")`
+            er.replace(keyword.start_byte, keyword.end_byte, "const ")
+    return True
+
+
+def _import_alias(node: Node, er: _Eraser) -> bool:
+    """`import x = A.B` is `const x = A.B`."""
+    keyword = node.children[0]
+    er.replace(keyword.start_byte, keyword.end_byte, "const ")
     return True
 
 
@@ -215,6 +251,25 @@ def _field(node: Node, er: _Eraser) -> bool:
     for child in node.children:
         if child.type in ("readonly", "?", "!"):
             er.erase(child)
+    keyword = next((c for c in node.children if c.type == "accessor"), None)
+    name = node.child_by_field_name("name")
+    if keyword is not None and name is not None:
+        # `accessor x = v` is a private slot with a getter and a setter over it
+        key = er.text(name)
+        if name.type != "property_identifier":
+            er.fail(node, "an `accessor` field with a computed name is not supported")
+        slot = f"#__celld_{key}"
+        er.replace(keyword.start_byte, name.end_byte, slot)
+        end = node.end_byte
+        following = node.next_sibling
+        if following is not None and following.type == ";":
+            end = following.end_byte
+        er.replace(
+            end,
+            end,
+            f"{'' if end != node.end_byte else ';'} get {key}() {{ return this.{slot}; }} "
+            f"set {key}(value) {{ this.{slot} = value; }}",
+        )
     return True
 
 
@@ -222,13 +277,48 @@ def _method(node: Node, er: _Eraser) -> bool:
     for child in node.children:
         if child.type in ("readonly", "?"):
             er.erase(child)
+    name = node.child_by_field_name("name")
+    if name is not None and er.text(name) == "constructor":
+        _parameter_properties(node, er)
     return True
+
+
+_PROPERTY_MODIFIERS = ("accessibility_modifier", "readonly", "override_modifier")
+
+
+def _parameter_properties(method: Node, er: _Eraser) -> None:
+    """`constructor(private x: T)` assigns `this.x = x` first thing in the body (after
+    `super(...)` in a derived class), as tsc emits it."""
+    params = method.child_by_field_name("parameters")
+    body = method.child_by_field_name("body")
+    if params is None or body is None:
+        return
+    names = []
+    for param in params.named_children:
+        if not any(c.type in _PROPERTY_MODIFIERS for c in param.children):
+            continue
+        pattern = param.child_by_field_name("pattern")
+        if pattern is None or pattern.type != "identifier":
+            er.fail(param, "a parameter property must be a plain name")
+            return
+        names.append(er.text(pattern))
+    if not names:
+        return
+    at = body.children[0].end_byte  # after `{`
+    for statement in body.named_children:
+        call = statement.named_children[0] if statement.type == "expression_statement" else None
+        if call is not None and call.type == "call_expression":
+            function = call.child_by_field_name("function")
+            if function is not None and function.type == "super":
+                at = statement.end_byte
+                break
+    er.replace(at, at, " " + " ".join(f"this.{n} = {n};" for n in names))
 
 
 def _parameter(node: Node, er: _Eraser) -> bool:
     for child in node.children:
-        if child.type in ("accessibility_modifier", "readonly", "override_modifier"):
-            er.fail(node, "TypeScript constructor parameter property is not supported")
+        if child.type in _PROPERTY_MODIFIERS:
+            er.erase(child)  # the assignment is written by _parameter_properties
         if child.type == "?":
             er.erase(child)
     pattern = node.child_by_field_name("pattern")
@@ -289,12 +379,137 @@ def _is_type_only_body(body: Node | None) -> bool:
 
 def _expression_statement(node: Node, er: _Eraser) -> bool:
     inner = node.named_children[0] if node.named_child_count == 1 else None
-    if inner is not None and inner.type in ("internal_module", "module"):
-        if _is_type_only_body(inner.child_by_field_name("body")):
-            er.erase_statement(node)
-            return False
-        er.fail(inner, "TypeScript namespace with values is not supported")
+    namespace = inner is not None and inner.type in ("internal_module", "module")
+    if namespace and _is_type_only_body(inner.child_by_field_name("body")):
+        er.erase_statement(node)
+        return False
     return True
+
+
+_VALUE_DECLARATIONS = frozenset(
+    {
+        "lexical_declaration",
+        "variable_declaration",
+        "function_declaration",
+        "generator_function_declaration",
+        "class_declaration",
+        "abstract_class_declaration",
+        "internal_module",
+        "module",
+        "enum_declaration",
+    }
+)
+
+
+def _declared(node: Node, er: _Eraser) -> list[str]:
+    if node.type in ("lexical_declaration", "variable_declaration"):
+        names: list[str] = []
+        for declarator in node.named_children:
+            if declarator.type != "variable_declarator":
+                continue
+            stack = [declarator.child_by_field_name("name")]
+            while stack:
+                current = stack.pop()
+                if current is None:
+                    continue
+                if current.type in ("identifier", "shorthand_property_identifier_pattern"):
+                    names.append(er.text(current))
+                elif current.type == "pair_pattern":
+                    stack.append(current.child_by_field_name("value"))
+                elif current.type in ("assignment_pattern", "object_assignment_pattern"):
+                    stack.append(current.child_by_field_name("left"))
+                elif current.type in ("object_pattern", "array_pattern", "rest_pattern"):
+                    stack.extend(current.named_children)
+        return names
+    name = node.child_by_field_name("name")
+    return [er.text(name)] if name is not None else []
+
+
+def _namespace(node: Node, er: _Eraser) -> bool:
+    """A namespace with values is a function filling an object, as tsc emits it:
+    `var N; (function (N) { ...; N.x = x; })(N || (N = {}));`."""
+    name = node.child_by_field_name("name")
+    body = node.child_by_field_name("body")
+    if body is None or _is_type_only_body(body):
+        if node.parent is not None and node.parent.type == "export_statement":
+            er.erase_statement(node.parent)
+        else:
+            er.erase_statement(node)
+        return False
+    if name is None or name.type != "identifier":
+        er.fail(node, "a dotted or quoted namespace name with values is not supported")
+        return False
+    n = er.text(name)
+    er.replace(node.start_byte, body.children[0].end_byte, f"var {n}; (function ({n}) {{")
+    for statement in body.named_children:
+        if statement.type != "export_statement":
+            continue
+        decl = statement.child_by_field_name("declaration")
+        if decl is None or decl.type not in _VALUE_DECLARATIONS:
+            if decl is None:
+                er.fail(statement, "`export { ... }` inside a namespace is not supported")
+            continue
+        er.erase(statement.children[0])  # `export`
+        names = _declared(decl, er)
+        assigns = " ".join(f"{n}.{x} = {x};" for x in names)
+        er.replace(statement.end_byte, statement.end_byte, f"; {assigns}")
+    close = body.children[-1]
+    er.replace(close.start_byte, close.end_byte, f"}})({n} || ({n} = {{}}));")
+    return True
+
+
+_RESERVED = frozenset(
+    [
+        "break",
+        "case",
+        "catch",
+        "class",
+        "const",
+        "continue",
+        "debugger",
+        "default",
+        "delete",
+        "do",
+        "else",
+        "enum",
+        "export",
+        "extends",
+        "false",
+        "finally",
+        "for",
+        "function",
+        "if",
+        "import",
+        "in",
+        "instanceof",
+        "new",
+        "null",
+        "return",
+        "super",
+        "switch",
+        "this",
+        "throw",
+        "true",
+        "try",
+        "typeof",
+        "var",
+        "void",
+        "while",
+        "with",
+        "yield",
+        "let",
+        "static",
+        "implements",
+        "interface",
+        "package",
+        "private",
+        "protected",
+        "public",
+        "await",
+        "arguments",
+        "eval",
+    ]
+)
 
 
 def _arrow(node: Node, er: _Eraser) -> bool:
@@ -319,8 +534,52 @@ def _arrow(node: Node, er: _Eraser) -> bool:
 
 
 def _enum(node: Node, er: _Eraser) -> bool:
-    what = "const enum" if _has_token(node, "const") else "enum"
-    er.fail(node, f"TypeScript {what} is not supported")
+    """`enum E { A, B = "b" }` (and `const enum`, which is not inlined) becomes tsc's object
+    with reverse mappings for numeric members; members may refer to earlier ones by name."""
+    name = node.child_by_field_name("name")
+    body = node.child_by_field_name("body")
+    if name is None or body is None:
+        er.fail(node, "malformed enum")
+        return False
+    n = er.text(name)
+    er.replace(
+        node.start_byte,
+        body.children[0].end_byte,
+        f"var {n}; (function (__celld_t) {{ let __celld_l = -1; "
+        "const __celld_m = (k, v = __celld_l + 1) => { __celld_l = v; __celld_t[k] = v; "
+        'if (typeof v !== "string") __celld_t[v] = k; return v; };',
+    )
+    for member in body.named_children:
+        if member.type == "comment":
+            continue
+        key_node = (
+            member.child_by_field_name("name") if member.type == "enum_assignment" else member
+        )
+        if key_node is None:
+            continue
+        if key_node.type == "string":
+            key = er.text(key_node)[1:-1]
+        elif key_node.type == "property_identifier":
+            key = er.text(key_node)
+        else:
+            er.fail(member, "a computed enum member name is not supported")
+            return False
+        local = f"const {key} = " if key.isidentifier() and key not in _RESERVED else ""
+        end = member.end_byte
+        following = member.next_sibling
+        if following is not None and following.type == ",":
+            end = following.end_byte
+        quoted = '"' + key.replace("\\", "\\\\").replace('"', '\\"') + '"'
+        if member.type == "enum_assignment":
+            value = member.child_by_field_name("value")
+            assert value is not None
+            er.replace(member.start_byte, value.start_byte, f"{local}__celld_m({quoted}, ")
+            er.visit_tree(value)
+            er.replace(value.end_byte, end, ");")
+        else:
+            er.replace(member.start_byte, end, f"{local}__celld_m({quoted});")
+    close = body.children[-1]
+    er.replace(close.start_byte, close.end_byte, f"}})({n} || ({n} = {{}}));")
     return False
 
 
@@ -330,10 +589,10 @@ _HANDLERS = {
     "import_specifier": _specifier,
     "export_specifier": _specifier,
     "enum_declaration": _enum,
-    "internal_module": _fail_with("TypeScript namespace with values is not supported"),
-    "module": _fail_with("TypeScript module declaration with values is not supported"),
-    "import_alias": _fail_with("TypeScript `import x = ...` alias is not supported"),
-    "decorator": _fail_with("decorators are not supported"),
+    "internal_module": _namespace,
+    "module": _namespace,
+    "import_alias": _import_alias,
+    "decorator": _fail_with("decorators are not supported; remove them or build the project first"),
     "abstract_class_declaration": _abstract_class,
     "public_field_definition": _field,
     "method_definition": _method,
@@ -380,19 +639,54 @@ def _tail_semicolons(er: _Eraser, merged: list[tuple[int, int]]) -> set[int]:
     return result
 
 
+def _subtract(
+    ranges: list[tuple[int, int]], holes: list[tuple[int, int, str]]
+) -> list[tuple[int, int]]:
+    """`ranges` with the bytes that replacements cover taken out."""
+    out: list[tuple[int, int]] = []
+    for start, end in ranges:
+        pieces = [(start, end)]
+        for h_start, h_end, _ in holes:
+            next_pieces = []
+            for p_start, p_end in pieces:
+                if h_end <= p_start or h_start >= p_end or h_start == h_end:
+                    next_pieces.append((p_start, p_end))
+                    continue
+                if p_start < h_start:
+                    next_pieces.append((p_start, h_start))
+                if h_end < p_end:
+                    next_pieces.append((h_end, p_end))
+            pieces = next_pieces
+        out += pieces
+    return out
+
+
 def _apply(data: bytes, er: _Eraser) -> str:
     merged = _merge(er.ranges)
     semicolons = _tail_semicolons(er, merged)
+    blanks = _subtract(merged, er.replacements) if er.replacements else merged
+    marks = {p: ";" for p in semicolons} | er.moved
+    # (start, end, order, replacement or None for a blank); insertions sort before a
+    # replacement or blank that starts at the same byte
+    ops = [(s, e, 1, None) for s, e in blanks]
+    ops += [(s, e, 0 if s == e else 1, t) for s, e, t in er.replacements]
+    ops.sort(key=lambda op: (op[0], op[2], op[1]))
     pieces: list[str] = []
     pos = 0
-    for start, end in merged:
+    for start, end, _, text in ops:
+        if start < pos:
+            from celld.isolate.modules import ModuleError
+
+            raise ModuleError(f"{er.path}: overlapping TypeScript rewrites at byte {start}")
         pieces.append(data[pos:start].decode("utf-8"))
-        blank = list(_blank(data[start:end].decode("utf-8")))
-        marks = {p: ";" for p in semicolons} | er.moved
-        for position, char in marks.items():
-            if start <= position < end:
-                blank[len(data[start:position].decode("utf-8"))] = char
-        pieces.append("".join(blank))
+        if text is not None:
+            pieces.append(text)
+        else:
+            blank = list(_blank(data[start:end].decode("utf-8")))
+            for position, char in marks.items():
+                if start <= position < end:
+                    blank[len(data[start:position].decode("utf-8"))] = char
+            pieces.append("".join(blank))
         pos = end
     pieces.append(data[pos:].decode("utf-8"))
     return "".join(pieces)

@@ -13,6 +13,7 @@ from __future__ import annotations
 import asyncio
 import base64
 import hashlib
+import hmac
 import weakref
 from typing import Any
 
@@ -44,6 +45,16 @@ def op_digest(message: dict[str, Any]) -> str:
         raise HostError(f"Unrecognized digest algorithm: {message.get('alg')}", "NotSupportedError")
     data = base64.b64decode(message.get("data") or "")
     return base64.b64encode(hashlib.new(algorithm, data).digest()).decode("ascii")
+
+
+def op_hmac(message: dict[str, Any]) -> str:
+    """HMAC for crypto.subtle.sign/verify (keys stay in JS; the host only computes)."""
+    algorithm = _DIGESTS.get(str(message.get("alg")))
+    if algorithm is None or algorithm == "md5":
+        raise HostError(f"Unrecognized HMAC hash: {message.get('alg')}", "NotSupportedError")
+    key = base64.b64decode(message.get("key") or "")
+    data = base64.b64decode(message.get("data") or "")
+    return base64.b64encode(hmac.new(key, data, algorithm).digest()).decode("ascii")
 
 
 # One client per event loop: an httpx client is bound to the loop that first used it.
@@ -118,4 +129,4 @@ async def op_fetch(message: dict[str, Any]) -> dict[str, Any]:
 
 
 def web_ops() -> dict[str, OpHandler]:
-    return {"entropy": op_entropy, "digest": op_digest, "fetch": op_fetch}
+    return {"entropy": op_entropy, "digest": op_digest, "hmac": op_hmac, "fetch": op_fetch}

@@ -86,6 +86,8 @@ class WorkerPool:
         slot: _Slot
         ops = dict(self.ops)
         ops["respond"] = lambda message: self._on_respond(slot, message)
+        if "log" in ops:
+            ops["log"] = self._locating_log(ops["log"])
         ops["fault"] = lambda message: self._on_js_fault(message)
         host = IsolateHost(isolate, ops, on_fault=lambda fault: self._on_fault(slot, fault))
         slot = _Slot(isolate, host)
@@ -137,6 +139,18 @@ class WorkerPool:
                 body=base64.b64decode(wire["body"]) if wire.get("body") else b"",
             )
         )
+
+    def _locating_log(self, log_op: OpHandler) -> OpHandler:
+        """console output with stack positions turned into the Worker's own files and lines
+        (hono, for one, logs the errors it catches with console.error)."""
+
+        def op(message: dict[str, Any]) -> Any:
+            text = message.get("text")
+            if isinstance(text, str) and "<input>:" in text:
+                message = {**message, "text": self.program.lines.rewrite(text)}
+            return log_op(message)
+
+        return op
 
     def _on_js_fault(self, message: dict[str, Any]) -> None:
         shape = message.get("error", {})

@@ -65,7 +65,12 @@ class Service:
     def __post_init__(self) -> None:
         # Bundling happens before the server listens, so a broken project fails
         # `celld run` at once with the file and line at fault.
-        self.program = build_program(self.project.main, root=self.project.root)
+        self.program = build_program(
+            self.project.main,
+            root=self.project.root,
+            compatibility_flags=self.project.compatibility_flags,
+            cache_dir=self.options.persist_to / "module-cache",
+        )
 
     def env_message(self) -> dict[str, object]:
         workflows = [{"binding": w.binding, "name": w.name} for w in self.project.workflows]

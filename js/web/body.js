@@ -19,6 +19,8 @@
     if (init instanceof URLSearchParams) {
       return { bytes: web.utf8Encode(init.toString()), type: "application/x-www-form-urlencoded;charset=UTF-8" };
     }
+    if (init instanceof Blob) return { bytes: web.blobBytes(init).slice(), type: init.type || null };
+    if (init instanceof FormData) return web.encodeFormData(init);
     const bytes = web.bufferSourceBytes(init);
     if (bytes) return { bytes, type: null };
     if (init instanceof ReadableStream) {
@@ -139,14 +141,16 @@
         configurable: true,
         writable: true,
         value: async function blob() {
-          throw new TypeError("celld does not provide Blob yet");
+          const bytes = await consume(this);
+          return new Blob([bytes], { type: this.headers.get("content-type") || "" });
         },
       },
       formData: {
         configurable: true,
         writable: true,
         value: async function formData() {
-          throw new TypeError("celld does not provide FormData yet");
+          const bytes = await consume(this);
+          return web.decodeFormData(bytes, this.headers.get("content-type"));
         },
       },
     });

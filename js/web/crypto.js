@@ -1,4 +1,5 @@
-// crypto: getRandomValues, randomUUID and subtle.digest.
+// crypto: getRandomValues, randomUUID, subtle.digest and HMAC keys (importKey, generateKey,
+// exportKey, sign, verify).
 //
 // getRandomValues must be synchronous, but JS cannot call the host synchronously.
 // So randomness comes from a ChaCha20 DRBG in JS (RFC 8439 block function) keyed by
@@ -220,6 +221,67 @@
       return web.base64ToBytes(answer).buffer;
     }
 
+    async importKey(format, keyData, algorithm, extractable, usages) {
+      const params = hmacParams(algorithm, "importKey");
+      let bytes;
+      if (format === "raw") {
+        bytes = web.bufferSourceView(keyData);
+        if (!bytes) throw new TypeError("crypto.subtle.importKey: keyData must be a BufferSource");
+        bytes = Uint8Array.from(bytes);
+      } else if (format === "jwk") {
+        if (!keyData || keyData.kty !== "oct" || typeof keyData.k !== "string") {
+          throw new DOMException("importKey: a JWK HMAC key needs kty \"oct\" and k", "DataError");
+        }
+        bytes = web.base64ToBytes(keyData.k.replace(/-/g, "+").replace(/_/g, "/"));
+      } else {
+        throw new DOMException(`importKey: format ${format} is not supported for HMAC by celld`, "NotSupportedError");
+      }
+      if (bytes.length === 0) throw new DOMException("importKey: an HMAC key may not be empty", "DataError");
+      return makeKey(bytes, params.hash, extractable, usages);
+    }
+
+    async generateKey(algorithm, extractable, usages) {
+      const params = hmacParams(algorithm, "generateKey");
+      const bits = algorithm.length ?? (params.hash === "SHA-384" || params.hash === "SHA-512" ? 1024 : 512);
+      const bytes = new Uint8Array(Math.ceil(bits / 8));
+      getRandomValues(bytes);
+      return makeKey(bytes, params.hash, extractable, usages);
+    }
+
+    async exportKey(format, key) {
+      const slots = keys.get(key);
+      if (!slots) throw new TypeError("exportKey: key must be a CryptoKey");
+      if (!slots.extractable) throw new DOMException("key is not extractable", "InvalidAccessError");
+      if (format === "raw") return Uint8Array.from(slots.bytes).buffer;
+      if (format === "jwk") {
+        const k = web.bytesToBase64(slots.bytes).replace(/\+/g, "-").replace(/\//g, "_").replace(/=+$/, "");
+        return { kty: "oct", k, alg: "HS" + slots.hash.slice(4), key_ops: [...slots.usages], ext: true };
+      }
+      throw new DOMException(`exportKey: format ${format} is not supported by celld`, "NotSupportedError");
+    }
+
+    async sign(algorithm, key, data) {
+      const slots = checkKey(algorithm, key, "sign");
+      const bytes = web.bufferSourceView(data);
+      if (!bytes) throw new TypeError("crypto.subtle.sign: data must be a BufferSource");
+      const answer = await host.request("hmac", {
+        alg: slots.hash, key: web.bytesToBase64(slots.bytes), data: web.bytesToBase64(bytes),
+      });
+      return web.base64ToBytes(answer).buffer;
+    }
+
+    async verify(algorithm, key, signature, data) {
+      const slots = checkKey(algorithm, key, "verify");
+      const given = web.bufferSourceView(signature);
+      const bytes = web.bufferSourceView(data);
+      if (!given || !bytes) throw new TypeError("crypto.subtle.verify: signature and data must be BufferSources");
+      const answer = await host.request("hmac", {
+        alg: slots.hash, key: web.bytesToBase64(slots.bytes), data: web.bytesToBase64(bytes),
+      });
+      const expected = web.base64ToBytes(answer);
+      return expected.length === given.length && this.timingSafeEqual(expected, given);
+    }
+
     /** Workers extension: compare two buffers in time independent of their contents. */
     timingSafeEqual(a, b) {
       const x = web.bufferSourceView(a);
@@ -231,17 +293,66 @@
       return diff === 0;
     }
   }
-  for (const method of ["encrypt", "decrypt", "sign", "verify", "generateKey", "deriveKey",
-    "deriveBits", "importKey", "exportKey", "wrapKey", "unwrapKey"]) {
+  for (const method of ["encrypt", "decrypt", "deriveKey", "deriveBits", "wrapKey", "unwrapKey"]) {
     Object.defineProperty(SubtleCrypto.prototype, method, {
       value: notSupported(method), writable: true, configurable: true, enumerable: false,
     });
   }
 
+  const keys = new WeakMap();
+
   class CryptoKey {
-    constructor() {
-      throw new TypeError("Illegal constructor");
+    constructor(key) {
+      if (key !== ILLEGAL) throw new TypeError("Illegal constructor");
     }
+    get type() { return "secret"; }
+    get extractable() { return keys.get(this).extractable; }
+    get algorithm() {
+      const slots = keys.get(this);
+      return { name: "HMAC", hash: { name: slots.hash }, length: slots.bytes.length * 8 };
+    }
+    get usages() { return [...keys.get(this).usages]; }
+  }
+
+  function hashName(hash) {
+    const raw = typeof hash === "string" ? hash : hash && hash.name;
+    const name = DIGESTS[String(raw).toUpperCase()];
+    if (!name || name === "MD5") {
+      throw new DOMException(`Unrecognized or unsupported hash: ${raw}`, "NotSupportedError");
+    }
+    return name;
+  }
+
+  function hmacParams(algorithm, method) {
+    const name = typeof algorithm === "string" ? algorithm : algorithm && algorithm.name;
+    if (String(name).toUpperCase() !== "HMAC") {
+      throw new DOMException(
+        `crypto.subtle.${method}: celld supports HMAC keys only, not ${name}`, "NotSupportedError");
+    }
+    return { hash: hashName(algorithm.hash) };
+  }
+
+  function makeKey(bytes, hash, extractable, usages) {
+    const allowed = ["sign", "verify"];
+    for (const usage of usages || []) {
+      if (!allowed.includes(usage)) throw new SyntaxError(`Unsupported key usage for an HMAC key: ${usage}`);
+    }
+    const key = new CryptoKey(ILLEGAL);
+    keys.set(key, { bytes, hash, extractable: Boolean(extractable), usages: [...(usages || [])] });
+    return key;
+  }
+
+  function checkKey(algorithm, key, usage) {
+    const name = typeof algorithm === "string" ? algorithm : algorithm && algorithm.name;
+    const slots = keys.get(key);
+    if (!slots) throw new TypeError(`crypto.subtle.${usage}: key must be a CryptoKey`);
+    if (String(name).toUpperCase() !== "HMAC") {
+      throw new DOMException(`crypto.subtle.${usage}: celld supports HMAC only, not ${name}`, "NotSupportedError");
+    }
+    if (!slots.usages.includes(usage)) {
+      throw new DOMException(`key does not allow ${usage}`, "InvalidAccessError");
+    }
+    return slots;
   }
 
   const subtle = new SubtleCrypto(ILLEGAL);

@@ -4,7 +4,7 @@
 (() => {
   const web = globalThis.__celld_web;
   const MISSING = [
-    "WebSocket", "WebSocketPair", "caches", "Cache", "CacheStorage", "Blob", "File", "FormData",
+    "WebSocket", "WebSocketPair", "caches", "Cache", "CacheStorage",
     "WritableStream", "TransformStream", "TextEncoderStream", "TextDecoderStream",
     "CompressionStream", "DecompressionStream", "IdentityTransformStream", "FixedLengthStream",
     "ByteLengthQueuingStrategy", "CountQueuingStrategy", "ReadableByteStreamController",

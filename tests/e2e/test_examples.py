@@ -7,6 +7,7 @@ when an instance has reached a step, without racing it.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterator
 from typing import Any
 
@@ -285,3 +286,40 @@ def test_unanswered_request_times_out(approval: CelldServer) -> None:
         "name": "Error",
         "message": f"WorkflowTimeoutError: Execution timed out after {7 * DAY}ms",
     }
+
+
+# -- tokens: a TypeScript Worker with npm packages ---------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def tokens(tmp_path_factory: pytest.TempPathFactory) -> Iterator[CelldServer]:
+    from tests.e2e.test_npm_project import ensure_node_modules
+
+    ensure_node_modules(EXAMPLES / "tokens")
+    yield from serve(tmp_path_factory, "tokens")
+
+
+def test_tokens_example(tokens: CelldServer) -> None:
+    created = tokens.post("/tokens", json={"user": "ada", "scope": "write", "ttl": "2h"})
+    assert created.status_code == 201, created.text
+    body = created.json()
+    claims = body["claims"]
+    assert (claims["user"], claims["scope"], claims["ttl"], len(claims["id"])) == (
+        "ada",
+        "write",
+        "2h",
+        21,
+    )
+    assert abs(claims["expires"] - time.time() * 1000 - 2 * 60 * MINUTE) < 60 * SECOND
+    assert tokens.get(f"/tokens/{body['token']}").json() == {"valid": True, "claims": claims}
+    forged = tokens.get(f"/tokens/{body['token'][:-2]}xx")
+    assert (forged.status_code, forged.json()) == (401, {"valid": False, "reason": "bad signature"})
+    # Date.now() in a Worker is wall time (the manual clock moves workflow time only)
+    short = tokens.post("/tokens", json={"user": "ada", "ttl": "1"}).json()["token"]
+    time.sleep(0.05)
+    expired = tokens.get(f"/tokens/{short}")
+    assert expired.status_code == 401
+    assert expired.json()["reason"].startswith("expired ")
+    invalid = tokens.post("/tokens", json={"user": "", "scope": "admin"})
+    assert invalid.status_code == 400
+    assert invalid.json()["error"][0] == "user: String must contain at least 1 character(s)"
