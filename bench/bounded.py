@@ -7,8 +7,8 @@ real SQLite, synchronous=FULL), printed as a table:
   tasks of the run's isolate, asyncio tasks, the isolate's own JS heap. Flat columns mean
   nothing is left behind per step.
 * `burst`: 50,000 `create()` calls from 200 concurrent callers (instances of
-  `OrderedWorkflow`: one step, a sleep of a day, so each hibernates after its first
-  step). RSS and queue figures sampled every 0.5 s while the burst is admitted and runs.
+  `LongWorkflow` with one step and then a sleep of a day, so each hibernates after its
+  first step). RSS and queue figures sampled every 0.5 s while the burst is admitted and runs.
 
     python bench/bounded.py long --steps 100000
     python bench/bounded.py burst --creates 50000 --max-resident 64
@@ -102,11 +102,12 @@ async def burst(creates: int, concurrency: int, max_resident: int, every: float)
             next_id = iter(range(creates))
             created = 0
 
+            sleeper = params({"steps": 1, "sleepEvery": 1, "nap": "1 day"})
+
             async def caller() -> None:
                 nonlocal created
                 for n in next_id:
-                    await call(service, "ordered-workflow", "create", id=f"b{n}",
-                               params=params({"upstream": "", "sleep": "1 day"}))  # fmt: skip
+                    await call(service, "long-workflow", "create", id=f"b{n}", params=sleeper)
                     created += 1
 
             started = time.monotonic()

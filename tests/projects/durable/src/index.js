@@ -116,11 +116,11 @@ export default {
 /** Many small steps whose results build on each other: long runs, store faults, benchmarks. */
 export class LongWorkflow extends WorkflowEntrypoint {
   async run(event, step) {
-    const { steps, sleepEvery } = event.payload;
+    const { steps, sleepEvery, nap } = event.payload;
     let total = 0;
     for (let i = 1; i <= steps; i++) {
       total = await step.do("add", async () => total + i);
-      if (sleepEvery && i % sleepEvery === 0) await step.sleep("nap", "1 second");
+      if (sleepEvery && i % sleepEvery === 0) await step.sleep("nap", nap || "1 second");
     }
     return { total, steps };
   }
