@@ -27,6 +27,7 @@ from celld.engine import (
     status_error,
     validate_instance_id,
 )
+from celld.engine.errors import DeleteBatchTooLargeError, EmptyDeleteBatchError
 from celld.isolate.host import HostError
 from celld.store.base import InstanceRef, StoreUnavailable
 
@@ -179,6 +180,43 @@ class WorkflowBindings:
     async def _op_restart(self, workflow: str, message: dict[str, Any]) -> None:
         async with self._existing(workflow, message) as cell:
             await cell.restart(message.get("from"))
+
+    async def _op_delete(self, workflow: str, message: dict[str, Any]) -> None:
+        async with self._existing(workflow, message) as cell:
+            await cell.delete()
+
+    async def _op_deleteBatch(self, workflow: str, message: dict[str, Any]) -> dict[str, Any]:  # noqa: N802
+        """One entry per input position; an id given twice is deleted once (both positions
+        report it deleted)."""
+        ids = message.get("ids")
+        if not isinstance(ids, list):
+            raise HostError("deleteBatch() takes an array of instance ids", "TypeError")
+        if not ids:
+            raise EmptyDeleteBatchError()
+        if len(ids) > MAX_BATCH:
+            raise DeleteBatchTooLargeError()
+        outcome: dict[Any, bool] = {}
+        for instance_id in ids:
+            key = instance_id if isinstance(instance_id, str) else repr(instance_id)
+            if key in outcome:
+                continue
+            try:
+                await self._op_delete(workflow, {"id": instance_id})
+                outcome[key] = True
+            except NotFoundError:
+                outcome[key] = False
+        deleted: list[dict[str, Any]] = []
+        errors: list[dict[str, Any]] = []
+        for instance_id in ids:
+            key = instance_id if isinstance(instance_id, str) else repr(instance_id)
+            if outcome[key]:
+                deleted.append({"id": instance_id})
+            else:
+                errors.append(
+                    {"id": instance_id, "code": 10400,
+                     "message": "workflows.api.error.instance.not_found"}
+                )  # fmt: skip
+        return {"deleted": deleted, "errors": errors}
 
     async def _op_sendEvent(self, workflow: str, message: dict[str, Any]) -> None:  # noqa: N802
         event_type: Any = message.get("type")  # validated by the engine

@@ -21,7 +21,8 @@ from typing import Any
 from celld.cells.port import CellPort, WorkflowSpec
 from celld.cells.run import CellRun
 from celld.cells.runqueue import Priority
-from celld.engine import ErrorInfo, EventRecord, Machine, Status, StepRecord
+from celld.engine import ErrorInfo, EventRecord, Machine, NotFoundError, Status, StepRecord
+from celld.engine.state import Changes
 from celld.isolate.host import IsolateHost
 from celld.store.base import InstanceRef, StoreUnavailable, Write
 
@@ -53,6 +54,7 @@ class Cell:
         self.users = 0  # operations holding this cell loaded
         self.starting = False  # holds an isolate slot while its run starts
         self.broken = False
+        self.deleted = False
         self.snapshot: dict[str, Any] = machine.status_view()
         self._commit_lock = asyncio.Lock()
         self._committing = 0
@@ -74,6 +76,8 @@ class Cell:
         self._committing += 1
         try:
             async with self._commit_lock:
+                if self.deleted:
+                    raise NotFoundError()
                 if self.broken:
                     raise StoreUnavailable("an earlier commit of this instance failed")
                 write = write_of(self.ref, self.machine)
@@ -311,6 +315,30 @@ class Cell:
     async def terminate(self) -> None:
         self.machine.terminate(self.port.now())
         await self.commit()
+        await self.stop_run()
+
+    async def delete(self) -> None:
+        """Delete the instance for good: its run stops (also when it deletes itself from
+        inside that run), its rows go in one commit, and its id is free again."""
+        self._committing += 1
+        try:
+            async with self._commit_lock:
+                if self.deleted:
+                    raise NotFoundError()
+                if self.broken:
+                    raise StoreUnavailable("an earlier commit of this instance failed")
+                self.machine.take_changes()  # whatever was pending goes with the rows
+                write = Write(self.ref, Changes(), None, False, delete=True)
+                try:
+                    await self.port.commit(write)
+                except StoreUnavailable as error:
+                    self.break_(error)
+                    raise
+                self.deleted = True
+        finally:
+            self._committing -= 1
+        self.port.schedule(self.ref, None)
+        self.port.forget(self)
         await self.stop_run()
 
     async def restart(self, from_: dict[str, Any] | None) -> None:

@@ -186,6 +186,10 @@ class CellManager:
     def release(self, cell: Cell) -> None:
         self.residency.release(cell)
 
+    def forget(self, cell: Cell) -> None:
+        self.residency.forget(cell)
+        self.residency.queue.discard(cell.ref)
+
     def lost(self, cell: Cell) -> None:
         self.residency.forget(cell)
         if not self._stopping:

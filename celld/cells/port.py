@@ -71,6 +71,10 @@ class CellPort(Protocol):
         if nothing holds it any more."""
         ...
 
+    def forget(self, cell: Cell) -> None:
+        """The instance is gone (deleted): drop the cell from memory now."""
+        ...
+
     def lost(self, cell: Cell) -> None:
         """The cell's memory can no longer be trusted (a commit failed): forget it and load
         the instance again from the store once the store works."""

@@ -274,3 +274,13 @@ class EmptyBatchError(WorkflowError):
 class BatchTooLargeError(WorkflowError):
     def __init__(self) -> None:
         super().__init__("batchCreate only supports 100 instances at a time")
+
+
+class EmptyDeleteBatchError(WorkflowError):
+    def __init__(self) -> None:
+        super().__init__("(body) batchDeleteInstances should have at least 1 instance")
+
+
+class DeleteBatchTooLargeError(WorkflowError):
+    def __init__(self) -> None:
+        super().__init__("(body) batchDeleteInstances only supports 100 instances at a time")

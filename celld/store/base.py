@@ -48,6 +48,7 @@ class Write:
     changes: Changes
     next_wake: int | None
     runnable: bool  # queued or running: must be resumed after a restart
+    delete: bool = False  # delete the instance and every row of it (its id becomes free)
 
 
 @dataclass(frozen=True)

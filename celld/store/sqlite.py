@@ -326,6 +326,10 @@ class SqliteStore:
             for write in pending.writes:
                 changes = write.changes
                 workflow, instance_id = write.ref.workflow, write.ref.id
+                if write.delete:
+                    self._delete_instance(connection, write.ref)
+                    created_here.discard(write.ref)
+                    continue
                 if changes.created:
                     assert changes.instance is not None
                     now = changes.instance.created_at

@@ -45,6 +45,9 @@
     async terminate() {
       await call(this.#workflow, "terminate", { id: this.id });
     }
+    async delete() {
+      await call(this.#workflow, "delete", { id: this.id });
+    }
     async restart(options) {
       const from = options && options.from;
       await call(this.#workflow, "restart", { id: this.id, from: from === undefined ? null : from });
@@ -73,6 +76,14 @@
         const { ids } = await call(this.#name, "createBatch", { instances: batch.map(wireOptions) });
         return ids.map((id) => new WorkflowInstance(this.#name, id));
       }
+      if (batch && typeof batch === "object" && batch.instances === undefined && "count" in batch) {
+        const { count, ...each } = batch;
+        if (!Number.isInteger(count) || count < 1) {
+          throw new TypeError("createBatch({count}) takes a whole number of instances >= 1");
+        }
+        if (each.id !== undefined) throw new TypeError("createBatch({count}) creates instances with ids of their own: give no id");
+        batch = { instances: Array.from({ length: count }, () => Object.assign({}, each)) };
+      }
       if (batch && typeof batch === "object" && Array.isArray(batch.instances)) {
         const { created, errors } = await call(this.#name, "createBatch", {
           instances: batch.instances.map(wireOptions),
@@ -80,7 +91,11 @@
         });
         return { created: created.map((id) => new WorkflowInstance(this.#name, id)), errors };
       }
-      throw new TypeError("createBatch() takes an array of instance options or {instances: [...]}");
+      throw new TypeError("createBatch() takes an array of instance options, {instances: [...]} or {count, params}");
+    }
+    async deleteBatch(ids) {
+      if (!Array.isArray(ids)) throw new TypeError("deleteBatch() takes an array of instance ids");
+      return call(this.#name, "deleteBatch", { ids });
     }
     async get(id) {
       const found = await call(this.#name, "get", { id });

@@ -144,3 +144,15 @@ export class PauseRaceWorkflow extends WorkflowEntrypoint {
     return [await slow, after];
   }
 }
+
+/** Deletes itself from inside its run: the run stops inside the await. */
+export class SelfDeleteWorkflow extends WorkflowEntrypoint {
+  async run(event, step) {
+    const { upstream } = event.payload;
+    await step.do("before", async () => report(upstream, "before", event.instanceId));
+    const me = await this.env.SELF_DELETE.get(event.instanceId);
+    await me.delete();
+    await step.do("after", async () => report(upstream, "after", event.instanceId));
+    return "not reached";
+  }
+}
