@@ -204,6 +204,10 @@ class Instance:
     def terminate(self) -> str:
         return self._change({"status": "terminate"})
 
+    def delete(self) -> None:
+        """Delete the instance (its run stops; its id is free again)."""
+        self.client.request("DELETE", self.path)
+
     def restart(
         self,
         from_step: str | None = None,

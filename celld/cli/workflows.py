@@ -414,11 +414,15 @@ def send_event(name: str, instance_id: str, event_type: str, payload: str, **opt
 @click.argument("instance_ids", metavar="ID...", nargs=-1, required=True)
 @connection
 def delete_instances(name: str, instance_ids: tuple[str, ...], **opts: Any) -> None:
-    """Delete instances (celld answers: not supported yet)."""
+    """Delete instances (at most 100)."""
 
     def body(client: Client) -> tuple[Any, str]:
         path = f"{client.workflow(name).path}/instances/batch/delete"
         result = client.request("POST", path, json={"instances": list(instance_ids)})["result"]
+        failed = result.get("errors") or []
+        if failed:
+            lines = "\n".join(f"  - {e['id']}: {e['message']}" for e in failed)
+            raise click.ClickException(f"could not delete {len(failed)} instance(s):\n{lines}")
         return result, f"Deleted {len(result.get('deleted', []))} instance(s)"
 
     _run(body, opts)

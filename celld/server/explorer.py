@@ -147,12 +147,16 @@ def explorer_routes(operator: Operator) -> list[Route]:
         return envelope({"success": True})
 
     async def delete_instance(request: Request) -> Response:
-        operator.require_workflow(request.path_params["workflow"])
-        raise OperatorError(501, "deleting instances is not supported by celld yet")
+        workflow = request.path_params["workflow"]
+        await operator.delete(workflow, await instance_id(operator, request))
+        return envelope({"success": True})
 
     async def delete_batch(request: Request) -> Response:
-        operator.require_workflow(request.path_params["workflow"])
-        raise OperatorError(501, "deleting instances is not supported by celld yet")
+        body = await json_body(request, required=True)
+        if not isinstance(body, dict):
+            raise OperatorError(400, "the body must be an object {instances: [ids]}")
+        workflow = request.path_params["workflow"]
+        return envelope(await operator.delete_batch(workflow, body.get("instances")))
 
     wf = f"{EXPLORER_PREFIX}/workflows/{{workflow}}"
     one = f"{wf}/instances/{{instance}}"

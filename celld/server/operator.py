@@ -215,6 +215,16 @@ class Operator:
         view = await self._call(name, "status", id=instance_id)
         return {"status": view["status"], "timestamp": iso(time.time() * 1000)}
 
+    async def delete(self, name: str, instance_id: str) -> None:
+        await self._call(name, "delete", id=instance_id)
+
+    async def delete_batch(self, name: str, ids: Any) -> dict[str, Any]:
+        """`{deleted: [{id}], errors: [{id, code, message}]}`, one entry per position."""
+        if not isinstance(ids, list) or not all(isinstance(i, str) for i in ids):
+            raise OperatorError(400, "instances must be an array of instance ids")
+        result: dict[str, Any] = await self._call(name, "deleteBatch", ids=ids)
+        return result
+
     async def send_event(self, name: str, instance_id: str, event_type: str, payload: Any) -> None:
         """`payload` is a JSON value, or ... for none (the event's payload is undefined)."""
         text = '{"$":"undefined"}' if payload is ... else encode(payload)

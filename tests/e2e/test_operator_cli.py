@@ -123,7 +123,7 @@ def test_errors_are_clear_and_exit_nonzero(server: CelldServer, client: Client) 
         (("trigger", "quick-workflow", "{not json"), "PARAMS is not valid JSON"),
         (("instances", "send-event", "quick-workflow", "cli-err", "--type", "x", "--payload",
           "{"), "--payload is not valid JSON"),
-        (("instances", "delete", "quick-workflow", "cli-err"), "not supported by celld yet"),
+        (("instances", "delete", "quick-workflow", "never-made"), "not_found"),
         (("delete", "quick-workflow"), "not supported by celld yet"),
         (("instances", "restart", "quick-workflow", "cli-err", "--from-step-count", "2"),
          "need --from-step-name"),

@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from celld.client import Client
+from celld.client import CelldError, Client
 from tests.celld_server import CelldServer
 from tests.e2e.conftest import PROJECTS
 from tests.pngpixels import columns_with, decode_png
@@ -189,7 +189,10 @@ def test_instance_timeline_actions_and_live_updates(
     expect(page.locator("#notice")).to_contain_text("Restart: instance is now")
     assert instance.wait_for_status("complete")["output"]["shipped"] == {"shipped": 42}
     page.locator('[data-action="delete"]').click()
-    expect(page.locator("#notice")).to_contain_text("not supported by celld yet")
+    expect(page).to_have_url(re.compile(r"#/w/order-workflow$"))
+    expect(page.locator('#instances tr[data-instance="pw-order"]')).to_have_count(0)
+    with pytest.raises(CelldError, match="not_found"):
+        client.workflow("order-workflow").get("pw-order").describe()
 
 
 def test_page_needs_the_token_beyond_loopback(browser: Any, tmp_path: Path) -> None:

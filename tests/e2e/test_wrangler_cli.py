@@ -165,5 +165,9 @@ def test_terminate_latest_and_refusals(server: CelldServer, home: Path) -> None:
     assert "cannot_terminate" in again
     missing = wrangler(server, home, "instances", "describe", "order-workflow", "nope", ok=False)
     assert "not_found" in missing
-    deleted = wrangler(server, home, "instances", "delete", "order-workflow", "wr-term", ok=False)
-    assert "deleting instances is not supported by celld yet" in deleted
+    deleted = wrangler(server, home, "instances", "delete", "order-workflow", "wr-term")
+    assert "wr-term" in deleted
+    gone = wrangler(server, home, "instances", "describe", "order-workflow", "wr-term", ok=False)
+    assert "not_found" in gone
+    twice = wrangler(server, home, "instances", "delete", "order-workflow", "wr-term", ok=False)
+    assert "not_found" in twice
