@@ -142,6 +142,8 @@
     ArrayPrototypeJoin: uncurryThis(Array.prototype.join),
     ArrayPrototypeSlice: uncurryThis(Array.prototype.slice),
     ArrayPrototypeMap: uncurryThis(Array.prototype.map),
+    ArrayPrototypeFilter: uncurryThis(Array.prototype.filter),
+    ArrayFrom: (items, mapFn) => ReflectApply(Array.from, Array, mapFn === undefined ? [items] : [items, mapFn]),
     ArrayBufferIsView: ArrayBuffer.isView,
     FunctionPrototypeToString: uncurryThis(Function.prototype.toString),
     StringPrototypeSlice: uncurryThis(String.prototype.slice),

@@ -136,19 +136,25 @@
         return PromiseReject(error);
       }
     });
-    const wired = PromisePrototypeThen(outcome, (response) => {
+    const fail = (error) => respond(owner, { id: message.id, error: host.describeError(error) });
+    // No callback here returns a promise: resolving with one would look up its `then`,
+    // which user code may have replaced.
+    PromisePrototypeThen(outcome, (response) => {
       if (!(response instanceof Response)) {
-        throw new TypeError(
+        fail(new TypeError(
           `The Worker's fetch handler returned ${response === null ? "null" : typeof response}, not a Response`,
-        );
+        ));
+        return;
       }
-      return web.responseToWire(response);
-    });
-    PromisePrototypeThen(
-      wired,
-      (wire) => respond(owner, { id: message.id, response: wire }),
-      (error) => respond(owner, { id: message.id, error: host.describeError(error) }),
-    );
+      let wired;
+      try {
+        wired = web.responseToWire(response);
+      } catch (error) {
+        fail(error);
+        return;
+      }
+      PromisePrototypeThen(wired, (wire) => respond(owner, { id: message.id, response: wire }), fail);
+    }, fail);
   });
 
   // The host gave up on a request (it hung, or the client went away): end it here too.

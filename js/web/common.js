@@ -5,6 +5,7 @@
 // web/final.js freezes it, so user code can read but never replace the helpers.
 "use strict";
 (() => {
+  const { ObjectAssign } = globalThis.__celld_primordials;
   const web = {};
   Object.defineProperty(globalThis, "__celld_web", {
     value: web, configurable: false, enumerable: false, writable: false,
@@ -262,7 +263,7 @@
     return null;
   }
 
-  Object.assign(web, {
+  ObjectAssign(web, {
     defineGlobal,
     defineMissingGlobal,
     hideMethods,
