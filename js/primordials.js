@@ -21,6 +21,7 @@
   const ObjectGetOwnPropertyDescriptor = Object.getOwnPropertyDescriptor;
   const ReflectOwnKeys = Reflect.ownKeys;
   const ReflectApply = Reflect.apply;
+  const ObjectIs = Object.is;
 
   const p = Object.create(null);
 
@@ -133,7 +134,7 @@
     ObjectKeys,
     ObjectGetPrototypeOf: Object.getPrototypeOf,
     ObjectGetOwnPropertyDescriptor,
-    ObjectIs: Object.is,
+    ObjectIs,
     ObjectPrototypeHasOwnProperty,
     ObjectPrototypeToString: uncurryThis(Object.prototype.toString),
     ArrayIsArray,
@@ -209,21 +210,30 @@
   function sameFingerprint(a, b) {
     if (a.length !== b.length) return false;
     for (let i = 0; i < a.length; i++) {
-      for (let j = 0; j < 6; j++) if (a[i][j] !== b[i][j]) return false;
+      for (let j = 0; j < 6; j++) if (!ObjectIs(a[i][j], b[i][j])) return false;
     }
     return true;
   }
 
   const auditedNames = ReflectOwnKeys(AUDITED);
-  for (let i = 0; i < auditedNames.length; i++) {
-    baseline.set(auditedNames[i], fingerprint(AUDITED[auditedNames[i]]));
-  }
   const globalValues = [];
-  for (let i = 0; i < GLOBALS.length; i++) globalValues[i] = globalThis[GLOBALS[i]];
+  let sealed = false;
+
+  /** Take the reference state, once the runtime has set up (js/seal.js calls this,
+   * before any user module runs). */
+  function seal() {
+    if (sealed) return;
+    sealed = true;
+    for (let i = 0; i < auditedNames.length; i++) {
+      baseline.set(auditedNames[i], fingerprint(AUDITED[auditedNames[i]]));
+    }
+    for (let i = 0; i < GLOBALS.length; i++) globalValues[i] = globalThis[GLOBALS[i]];
+  }
 
   /** Names of the audited built-ins whose properties user code changed (or replaced). */
   function intrinsicsChanged() {
     const changed = [];
+    if (!sealed) return JSONStringify(changed);
     for (let i = 0; i < auditedNames.length; i++) {
       const name = auditedNames[i];
       if (!sameFingerprint(baseline.get(name), fingerprint(AUDITED[name]))) changed[changed.length] = name;
@@ -238,4 +248,5 @@
   ObjectDefineProperty(globalThis, "__celld_primordials", Object.assign({ value: ObjectFreeze(p) }, hidden));
   ObjectDefineProperty(globalThis, "__celld_intrinsics_changed",
     Object.assign({ value: intrinsicsChanged }, hidden));
+  ObjectDefineProperty(globalThis, "__celld_intrinsics_seal", Object.assign({ value: seal }, hidden));
 })();

@@ -247,11 +247,19 @@ class IsolateHost:
     async def close(self) -> None:
         """Stop serving the isolate and free it. Safe to call from one of its own op tasks:
         that task is left to finish (its answer is dropped)."""
-        await self.detach()
+        await self._stop()
         await self.isolate.close()
 
     async def detach(self) -> Isolate:
-        """Stop serving the isolate but keep it alive (to be reused by another host)."""
+        """Stop serving the isolate but keep it alive (to be reused by another host). An
+        isolate whose built-ins user code changed is marked faulted on the way out, so no
+        warm pool hands it to someone else."""
+        await self._stop()
+        if not self.faulted:
+            await self.isolate.audit()
+        return self.isolate
+
+    async def _stop(self) -> None:
         self._closed = True
         self.idle_callback = None
         self.turn_callback = None
@@ -269,4 +277,3 @@ class IsolateHost:
                 await self._pump_task
             except Exception:  # noqa: BLE001 - the isolate is going away either way
                 log.debug("pump ended with an error while closing", exc_info=True)
-        return self.isolate

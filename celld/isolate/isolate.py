@@ -247,6 +247,30 @@ class Isolate:
 
         return await self.thread.run(run)
 
+    async def intrinsics_changed(self) -> list[str]:
+        """The built-ins (JSON, Array.prototype, ...) user code changed in this isolate since
+        the runtime loaded; an isolate with any is not handed to another run."""
+        if self._closed or self._context is None or self.fault is not None:
+            return []
+
+        def read() -> str:
+            assert self._context is not None
+            return str(self._context.eval("__celld_intrinsics_changed()"))
+
+        try:
+            return list(orjson.loads(await self.thread.run(read)))
+        except (quickjs.JSException, quickjs.StackOverflow, orjson.JSONDecodeError) as error:
+            self.fault = IsolateFault("the isolate's runtime is broken", str(error))
+            return []
+
+    async def audit(self) -> bool:
+        """Before reuse: fault the isolate if user code changed built-ins (the next run
+        would inherit the changes) or it no longer answers. True when it is fit for reuse."""
+        changed = await self.intrinsics_changed()
+        if changed and self.fault is None:
+            self.fault = IsolateFault("built-ins were modified", ", ".join(changed))
+        return self.fault is None
+
     async def memory(self) -> dict[str, int]:
         def read() -> dict[str, int]:
             assert self._context is not None

@@ -39,6 +39,7 @@ CLOUDFLARE_FILES: tuple[str, ...] = (
     "cloudflare/worker_entry.js",
     "workflows/binding.js",
     "workflows/step.js",
+    "seal.js",
 )
 
 

@@ -95,6 +95,19 @@ const routes = {
       return new Response(`${error.name}: ${error.message}`, { status: 400 });
     }
   },
+  "/flood": async (request, env) => {
+    const url = new URL(request.url);
+    const instance = await env.HOSTILE.get(url.searchParams.get("id"));
+    const count = Number(url.searchParams.get("n"));
+    for (let i = 0; i < count; i++) {
+      try {
+        await instance.sendEvent({ type: "other", payload: i });
+      } catch (error) {
+        return Response.json({ accepted: i, error: `${error.name}: ${error.message}` });
+      }
+    }
+    return Response.json({ accepted: count });
+  },
   "/response-error": () => Response.error(),
   "/stream": () => {
     const encoder = new TextEncoder();
@@ -140,25 +153,44 @@ export class HostileWorkflow extends WorkflowEntrypoint {
         Array.prototype.push = function push() {
           return 666;
         };
-        Object.defineProperty(Object.prototype, "toJSON", {
-          value: () => ({ a: 666, b: 666 }), writable: true, configurable: true, enumerable: false,
-        });
+        Object.assign = () => ({ a: 666, b: 666 });
+        Object.keys = () => ["a"];
+        Map.prototype.set = function set() {
+          return this;
+        };
+        JSON.parse = () => ({ a: 666, b: 666 });
         return { a: 5, b: 6 };
       });
       return { pair, list: await step.do("list", async () => [1, 2, 3]) };
     }
+    if (kind === "patch-at-end") {
+      const pair = await step.do("pair", async () => ({ a: 5, b: 6 }));
+      Array.prototype.push = function push() {
+        return 666;
+      };
+      Map.prototype.set = function set() {
+        return this;
+      };
+      Map.prototype.get = () => 666;
+      Object.keys = () => ["a"];
+      return { pair };
+    }
     if (kind === "plain") {
       const pair = await step.do("pair", async () => ({ a: 5, b: 6 }));
-      const list = await step.do("list", async () => [1, 2, 3]);
+      const list = await step.do("list", async () => {
+        const items = [];
+        items.push(1, 2, 3);
+        return items;
+      });
       return { pair, list };
     }
     if (kind === "microtask-loop") {
-      return step.do("loop", { retries: { limit: 0 } }, async () => {
+      return step.do("loop", { retries: { limit: 0, delay: 1000 } }, async () => {
         for (;;) await null;
       });
     }
     if (kind === "break-json") {
-      return step.do("break", { retries: { limit: 0 } }, async () => {
+      return step.do("break", { retries: { limit: 0, delay: 1000 } }, async () => {
         JSON.stringify = () => "garbage";
         JSON.parse = () => 666;
         return { fine: true };
