@@ -101,7 +101,6 @@ def test_patched_builtins_do_not_break_the_bridge(tmp_path: Path) -> None:
         celld.stop()
 
 
-
 #: What js/workflows/step.js (the workflow step protocol) still takes from the globals.
 STEP_JS_NEEDS_PRIMORDIALS = (
     "needs cells: js/workflows/step.js still uses the globals user code can patch "
@@ -158,7 +157,10 @@ def test_a_step_that_breaks_json_is_recorded_exactly(server: CelldServer) -> Non
 
 def test_an_isolate_with_patched_builtins_is_not_reused(server: CelldServer) -> None:
     create(server, "patch-at-end", {"kind": "patch-at-end"})
-    assert final(server, "patch-at-end") == {"status": "complete", "output": {"pair": {"a": 5, "b": 6}}}
+    assert final(server, "patch-at-end") == {
+        "status": "complete",
+        "output": {"pair": {"a": 5, "b": 6}},
+    }
     # Its isolate would break the runtime of the next run: it is not kept warm.
     for n in range(12):
         create(server, f"after-patch-at-end-{n}", {"kind": "plain"})
