@@ -26,11 +26,11 @@ import asyncio
 import base64
 import logging
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import AsyncIterator, Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from celld.isolate.host import IsolateHost, OpHandler
+from celld.isolate.host import HostError, IsolateHost, OpHandler
 from celld.isolate.isolate import CPU_LIMIT_REASON, Isolate, IsolateFault, Limits
 from celld.isolate.program import Program
 from celld.isolate.threads import JsThread, JsThreadPool
@@ -116,6 +116,8 @@ class WorkerPool:
         self._spawning: asyncio.Task[_Slot | None] | None = None
         self._watchdog: asyncio.Task[None] | None = None
         self._closed = False
+        #: Request bodies the Worker reads as a stream, by request id.
+        self._bodies: dict[int, AsyncIterator[bytes]] = {}
 
     async def start(self) -> None:
         self._slots = [await self._new_slot() for _ in range(self.size)]
@@ -130,6 +132,7 @@ class WorkerPool:
         if "log" in ops:
             ops["log"] = self._locating_log(ops["log"])
         ops["done"] = lambda message: self._on_done(slot, message)
+        ops["body.read"] = self._read_body
         ops["fault"] = lambda message: self._on_js_fault(message)
         host = IsolateHost(isolate, ops, on_fault=lambda fault: self._on_fault(slot, fault))
         slot = _Slot(isolate, host, spare=thread is not None)
@@ -139,25 +142,44 @@ class WorkerPool:
         return slot
 
     async def handle(
-        self, method: str, url: str, headers: list[tuple[str, str]], body: bytes
+        self,
+        method: str,
+        url: str,
+        headers: list[tuple[str, str]],
+        body: bytes | AsyncIterator[bytes],
     ) -> WireResponse:
+        """Serve one request. `body` is the whole body, or an async iterator of its chunks
+        that the Worker pulls as it reads (large bodies are never held whole here)."""
         self._next_id += 1
         request_id = self._next_id
         future: asyncio.Future[WireResponse] = asyncio.get_running_loop().create_future()
-        message = {
-            "k": "fetch",
-            "id": request_id,
-            "request": {
-                "method": method,
-                "url": url,
-                "headers": headers,
-                "body": base64.b64encode(body).decode() if body else None,
-            },
-        }
-        slot = await self._pick()
-        self._dispatch(slot, request_id, future, message)
-        self._ensure_watchdog()
-        return await future
+        wire: dict[str, Any] = {"method": method, "url": url, "headers": headers, "body": None}
+        if isinstance(body, bytes):
+            wire["body"] = base64.b64encode(body).decode() if body else None
+        else:
+            wire["stream"] = True
+            self._bodies[request_id] = body
+        message = {"k": "fetch", "id": request_id, "request": wire}
+        try:
+            slot = await self._pick()
+            self._dispatch(slot, request_id, future, message)
+            self._ensure_watchdog()
+            return await future
+        finally:
+            self._bodies.pop(request_id, None)
+
+    async def _read_body(self, message: dict[str, Any]) -> str | None:
+        """`body.read`: the next chunk of a streamed request body (base64), None at its end."""
+        chunks = self._bodies.get(int(message.get("id") or 0))
+        if chunks is None:
+            raise HostError("The request body is no longer available", "TypeError")
+        try:
+            chunk = await anext(chunks)
+        except StopAsyncIteration:
+            return None
+        except (OSError, ValueError, TimeoutError) as error:
+            raise HostError(f"Reading the request body failed: {error}", "TypeError") from None
+        return base64.b64encode(chunk).decode()
 
     def _dispatch(
         self,

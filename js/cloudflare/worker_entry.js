@@ -130,7 +130,7 @@
     cloudflare.setWaitUntil(keepGoing);
     const outcome = host.runAs(owner, () => {
       try {
-        const request = web.requestFromWire(message.request);
+        const request = web.requestFromWire(message.request, message.id);
         return PromiseResolve(resolveHandler(globalThis.__celld_main, ctx)(request));
       } catch (error) {
         return PromiseReject(error);

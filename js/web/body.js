@@ -357,12 +357,29 @@
 
   // -- the wire format the server glue uses -------------------------------------------------
 
-  /** {method, url, headers: [[k, v]], body: base64|null, cf?} -> Request */
-  function requestFromWire(wire) {
+  /** A request body the host streams in: each pull asks for the next chunk, so a body
+   * is only held in the isolate as far as the Worker reads it. */
+  function streamFromHost(id) {
+    const host = globalThis.__celld_host;
+    return new ReadableStream({
+      pull(controller) {
+        return PromisePrototypeThen(host.request("body.read", { id }), (chunk) => {
+          if (chunk === null) controller.close();
+          else controller.enqueue(web.base64ToBytes(chunk));
+        });
+      },
+    });
+  }
+
+  /** {method, url, headers: [[k, v]], body: base64|null, stream?, cf?} -> Request; with
+   * `stream: true` the body is read from the host as the Worker consumes it. */
+  function requestFromWire(wire, id) {
     const method = String(wire.method || "GET").toUpperCase();
-    const hasBody = wire.body !== null && wire.body !== undefined && method !== "GET" && method !== "HEAD";
+    const bodyless = method === "GET" || method === "HEAD";
+    const hasBody = wire.body !== null && wire.body !== undefined && !bodyless;
     const init = { method, headers: wire.headers || [] };
-    if (hasBody) init.body = web.base64ToBytes(wire.body);
+    if (wire.stream === true && !bodyless) init.body = streamFromHost(id);
+    else if (hasBody) init.body = web.base64ToBytes(wire.body);
     if (wire.cf !== undefined) init.cf = wire.cf;
     return new Request(wire.url, init);
   }
