@@ -130,6 +130,17 @@ const routes = {
     return new Response(String(bytes.length));
   },
   "/ignore-body": () => new Response("ignored"),
+  "/drain": async (request) => {
+    // Reads the body chunk by chunk without keeping it.
+    const reader = request.body.getReader();
+    let total = 0;
+    for (;;) {
+      const { done, value } = await reader.read();
+      if (done) break;
+      total += value.length;
+    }
+    return new Response(String(total));
+  },
   "/long-timer": async () => {
     await new Promise((resolve) => setTimeout(resolve, 600_000));
     return new Response("woke");
