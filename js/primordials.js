@@ -119,8 +119,33 @@
     return text;
   }
 
+  /** Brand checks: true only for real instances (not for objects that merely inherit
+   * from the prototype), by calling a method that throws on anything else. */
+  function brand(method) {
+    const check = uncurryThis(method);
+    return (value) => {
+      if (value === null || typeof value !== "object") return false;
+      try {
+        check(value);
+        return true;
+      } catch (error) {
+        return false;
+      }
+    };
+  }
+  const getter = (proto, name) => ObjectGetOwnPropertyDescriptor(proto, name).get;
+
   Object.assign(p, {
     uncurryThis,
+    isDate: brand(Date.prototype.getTime),
+    isRegExp: brand(getter(RegExp.prototype, "source")),
+    isMap: brand(getter(Map.prototype, "size")),
+    isSet: brand(getter(Set.prototype, "size")),
+    isArrayBuffer: brand(getter(ArrayBuffer.prototype, "byteLength")),
+    isBooleanObject: brand(Boolean.prototype.valueOf),
+    isNumberObject: brand(Number.prototype.valueOf),
+    isStringObject: brand(String.prototype.valueOf),
+    isBigIntObject: brand(BigInt.prototype.valueOf),
     ReflectApply,
     ReflectOwnKeys,
     JSONParse,

@@ -32,9 +32,14 @@
     Array, ArrayBuffer, BigInt, Boolean, DataView, Date, Error, EvalError, Map, Number, Object,
     Promise, RangeError, ReferenceError, RegExp, Set, String, Symbol, SyntaxError, TypeError,
     URIError, Uint8Array, WeakMap, WeakSet, WeakRef, AggregateError, SharedArrayBuffer,
-    FinalizationRegistry,
+    FinalizationRegistry, isDate, isRegExp, isMap, isSet, isArrayBuffer, isBooleanObject,
+    isNumberObject, isStringObject, isBigIntObject,
   } = globalThis.__celld_primordials;
   const hasOwn = ObjectPrototypeHasOwnProperty;
+  const RegExpSource = __celld_primordials.uncurryThis(
+    Object.getOwnPropertyDescriptor(RegExp.prototype, "source").get);
+  const RegExpFlags = __celld_primordials.uncurryThis(
+    Object.getOwnPropertyDescriptor(RegExp.prototype, "flags").get);
 
   const TYPED_ARRAYS = {
     __proto__: null,
@@ -79,18 +84,17 @@
         continue;
       }
       seen.add(v);
-      if (v instanceof Map) {
+      if (isMap(v)) {
         MapPrototypeForEach(v, (x, k) => {
           push(k);
           push(x);
         });
-      } else if (v instanceof Set) {
+      } else if (isSet(v)) {
         SetPrototypeForEach(v, push);
       } else if (v instanceof Error) {
         if ("cause" in v) push(v.cause);
         if (ArrayIsArray(v.errors)) push(v.errors);
-      } else if (!ArrayBufferIsView(v) && !(v instanceof ArrayBuffer) && !(v instanceof Date)
-        && !(v instanceof RegExp)) {
+      } else if (!ArrayBufferIsView(v) && !isArrayBuffer(v) && !isDate(v) && !isRegExp(v)) {
         const keys = ObjectKeys(v);
         for (let i = 0; i < keys.length; i++) push(v[keys[i]]);
       }
@@ -141,12 +145,12 @@
         for (let i = 0; i < v.length; i++) out[i] = node(v[i]);
         return out;
       }
-      if (v instanceof Date) {
+      if (isDate(v)) {
         const t = DatePrototypeGetTime(v);
         return { $: "Date", v: NumberIsNaN(t) ? null : t };
       }
-      if (v instanceof RegExp) return { $: "RegExp", source: v.source, flags: v.flags };
-      if (v instanceof Map) {
+      if (isRegExp(v)) return { $: "RegExp", source: RegExpSource(v), flags: RegExpFlags(v) };
+      if (isMap(v)) {
         const entries = [];
         MapPrototypeForEach(v, (x, k) => {
           const key = node(k);
@@ -154,12 +158,12 @@
         });
         return { $: "Map", v: entries };
       }
-      if (v instanceof Set) {
+      if (isSet(v)) {
         const items = [];
         SetPrototypeForEach(v, (x) => ArrayPrototypePush(items, node(x)));
         return { $: "Set", v: items };
       }
-      if (v instanceof ArrayBuffer) return { $: "ArrayBuffer", v: web.bytesToBase64(new Uint8Array(v)) };
+      if (isArrayBuffer(v)) return { $: "ArrayBuffer", v: web.bytesToBase64(new Uint8Array(v)) };
       if (SharedArrayBuffer !== undefined && v instanceof SharedArrayBuffer) throw cloneError("SharedArrayBuffer could not be cloned.");
       if (ArrayBufferIsView(v)) {
         const bytes = new Uint8Array(v.buffer, v.byteOffset, v.byteLength);
@@ -177,10 +181,10 @@
         if (ArrayIsArray(v.errors)) out.errors = node(v.errors);
         return out;
       }
-      if (v instanceof Boolean) return { $: "Boolean", v: BooleanPrototypeValueOf(v) };
-      if (v instanceof Number) return { $: "Number", v: node(NumberPrototypeValueOf(v)) };
-      if (v instanceof String) return { $: "String", v: StringPrototypeValueOf(v) };
-      if (v instanceof BigInt) {
+      if (isBooleanObject(v)) return { $: "Boolean", v: BooleanPrototypeValueOf(v) };
+      if (isNumberObject(v)) return { $: "Number", v: node(NumberPrototypeValueOf(v)) };
+      if (isStringObject(v)) return { $: "String", v: StringPrototypeValueOf(v) };
+      if (isBigIntObject(v)) {
         return { $: "BigIntObject", v: BigIntPrototypeToString(BigIntPrototypeValueOf(v)) };
       }
       if (uncloneable(v)) {
