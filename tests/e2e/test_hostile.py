@@ -6,6 +6,8 @@ Each test runs against a real `celld run` of tests/projects/hostile (limits.cpu_
 
 from __future__ import annotations
 
+import socket
+import threading
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -57,6 +59,38 @@ def test_timers_set_after_an_await_die_when_the_isolate_goes_quiet(server: Celld
     assert response.text == "armed late"
     ping(server)
     assert cpu_share_over(server, 1.0) < 0.5
+
+
+def test_a_pending_fetch_is_cancelled_with_its_request(server: CelldServer) -> None:
+    """An upstream that never answers sees its connection closed once the request that
+    started the fetch is over."""
+    closed = threading.Event()
+    accepted = threading.Event()
+    listener = socket.create_server(("127.0.0.1", 0))
+
+    def upstream() -> None:
+        connection, _ = listener.accept()
+        accepted.set()
+        with connection:
+            connection.settimeout(60)
+            try:
+                while connection.recv(4096):
+                    pass  # read the request, never answer
+            except OSError:
+                pass
+            closed.set()
+
+    thread = threading.Thread(target=upstream, daemon=True)
+    thread.start()
+    try:
+        url = f"http://127.0.0.1:{listener.getsockname()[1]}/slow"
+        response = get(server, f"/fetch-and-leave?url={url}")
+        assert response.text == "left"
+        assert accepted.wait(20)
+        assert closed.wait(20), "the fetch outlived its request"
+    finally:
+        listener.close()
+    ping(server)
 
 
 def test_a_request_whose_timers_burn_cpu_is_stopped(server: CelldServer) -> None:

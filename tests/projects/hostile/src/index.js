@@ -141,6 +141,12 @@ const routes = {
     }
     return new Response(String(total));
   },
+  "/fetch-and-leave": async (request) => {
+    // A fetch nobody awaits: it belongs to this request and is cancelled with it.
+    fetch(new URL(request.url).searchParams.get("url")).catch(() => {});
+    await new Promise((resolve) => setTimeout(resolve, 300));
+    return new Response("left");
+  },
   "/long-timer": async () => {
     await new Promise((resolve) => setTimeout(resolve, 600_000));
     return new Response("woke");
