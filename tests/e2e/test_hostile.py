@@ -152,18 +152,18 @@ def create(server: CelldServer, instance_id: str, params: dict[str, Any]) -> Non
     assert response.status_code == 200, response.text
 
 
-def final(server: CelldServer, instance_id: str) -> dict[str, Any]:
+def final(server: CelldServer, instance_id: str, timeout: float = 60) -> dict[str, Any]:
     def done() -> dict[str, Any] | None:
         status = server.get("/status", params={"id": instance_id}).json()
         return status if status["status"] in ("complete", "errored", "terminated") else None
 
-    return dict(server.wait_for(done, timeout=60))
+    return dict(server.wait_for(done, timeout=timeout))
 
 
 @pytest.mark.xfail(strict=False, reason=STEP_JS_NEEDS_PRIMORDIALS)
 def test_patched_builtins_do_not_change_what_is_recorded(server: CelldServer) -> None:
     create(server, "patcher", {"kind": "patch-push"})
-    assert final(server, "patcher") == {
+    assert final(server, "patcher", timeout=15) == {
         "status": "complete",
         "output": {"pair": {"a": 5, "b": 6}, "list": [1, 2, 3]},
     }

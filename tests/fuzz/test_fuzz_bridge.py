@@ -25,7 +25,10 @@ from celld.isolate.threads import JsThread
 from tests.e2e.conftest import PROJECTS
 
 FUZZ = settings(
-    max_examples=120, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+    max_examples=120,
+    deadline=None,
+    derandomize=True,
+    suppress_health_check=[HealthCheck.function_scoped_fixture],
 )
 
 

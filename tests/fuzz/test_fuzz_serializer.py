@@ -19,7 +19,10 @@ from hypothesis import strategies as st
 from tests.fuzz.jsfuzz import SyncIsolate, sync_isolate
 
 FUZZ = settings(
-    max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+    max_examples=150,
+    deadline=None,
+    derandomize=True,
+    suppress_health_check=[HealthCheck.function_scoped_fixture],
 )
 
 
@@ -79,9 +82,10 @@ def containers(inner: st.SearchStrategy[tuple[str, bool]]) -> st.SearchStrategy[
         body = ", ".join(f"[{js_string(k)}]: {v}" for k, (v, _) in items)
         return "({" + body + "})", all(ok for _, (_, ok) in items)
 
-    def mapping(items: list[tuple[tuple[str, bool], tuple[str, bool]]]) -> tuple[str, bool]:
-        body = ", ".join(f"[{k}, {v}]" for (k, _), (v, _) in items)
-        return f"new Map([{body}])", all(a and b for (_, a), (_, b) in items)
+    def mapping(items: list[tuple[str, tuple[str, bool]]]) -> tuple[str, bool]:
+        # Distinct keys: a repeated key would replace (and hide) an earlier value.
+        body = ", ".join(f"[{js_string(k)}, {v}]" for k, (v, _) in items)
+        return f"new Map([{body}])", all(ok for _, (_, ok) in items)
 
     def set_(items: list[tuple[str, bool]]) -> tuple[str, bool]:
         return "new Set([" + ", ".join(s for s, _ in items) + "])", all(ok for _, ok in items)
@@ -98,8 +102,10 @@ def containers(inner: st.SearchStrategy[tuple[str, bool]]) -> st.SearchStrategy[
     keys = st.one_of(st.text(max_size=6), st.sampled_from(["$", "__proto__", "0", "toJSON"]))
     return st.one_of(
         st.lists(inner, max_size=4).map(array),
-        st.lists(st.tuples(keys, inner), max_size=4).map(obj),
-        st.lists(st.tuples(inner, inner), max_size=3).map(mapping),
+        st.lists(st.tuples(keys, inner), max_size=4, unique_by=lambda kv: kv[0]).map(obj),
+        st.lists(st.tuples(st.text(max_size=4), inner), max_size=3, unique_by=lambda kv: kv[0]).map(
+            mapping
+        ),
         st.lists(inner, max_size=3).map(set_),
         inner.map(cyclic),
         inner.map(with_cause),
