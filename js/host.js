@@ -13,8 +13,9 @@
     ArrayPrototypePush, ArrayPrototypeJoin, JSONParse, ObjectAssign, ObjectCreate,
     ObjectDefineProperty, ObjectFreeze, ObjectPrototypeHasOwnProperty, PromiseReject, SafeMap,
     stringify, Error, TypeError, RangeError, SyntaxError, ReferenceError, EvalError,
-    URIError, String, Promise,
+    URIError, String, Promise, canaryChanged,
   } = globalThis.__celld_primordials;
+  let tainted = false; // user code replaced a built-in (reported to the host once)
 
   const outbox = []; // JSON text of each queued message
   const waiting = new SafeMap(); // ticket -> {resolve, reject, owner}
@@ -185,6 +186,13 @@
   }
 
   function take() {
+    if (!tainted) {
+      const changed = canaryChanged();
+      if (changed !== null) {
+        tainted = true;
+        ArrayPrototypePush(outbox, stringify({ op: "intrinsics.changed", name: changed }));
+      }
+    }
     if (outbox.length === 0) return "[]";
     const json = `[${ArrayPrototypeJoin(outbox, ",")}]`;
     outbox.length = 0;

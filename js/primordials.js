@@ -253,6 +253,7 @@
       baseline.set(auditedNames[i], fingerprint(AUDITED[auditedNames[i]]));
     }
     for (let i = 0; i < GLOBALS.length; i++) globalValues[i] = globalThis[GLOBALS[i]];
+    watchAll();
   }
 
   /** Names of the audited built-ins whose properties user code changed (or replaced). */
@@ -268,6 +269,51 @@
     }
     return JSONStringify(changed);
   }
+
+  // A cheap check run after every turn: the built-ins user code patches in practice
+  // (and that the runtime of a next run would trip over) are still the originals.
+  const CANARIES = [];
+  function watch(holder, keys) {
+    for (let i = 0; i < keys.length; i++) {
+      const desc = ObjectGetOwnPropertyDescriptor(holder, keys[i]);
+      CANARIES[CANARIES.length] = [holder, keys[i], desc === undefined ? undefined : desc.value];
+    }
+  }
+  const GLOBAL_NAMES = ["JSON", "Object", "Array", "Promise", "Map", "Set", "Reflect", "Symbol"];
+  function watchAll() {
+    watch(globalThis, GLOBAL_NAMES);
+    watch(JSON, ["parse", "stringify"]);
+    watch(Object, ["assign", "keys", "values", "entries", "fromEntries", "create", "freeze",
+      "defineProperty", "defineProperties", "getPrototypeOf", "getOwnPropertyDescriptor"]);
+    watch(Array, ["isArray", "from", "of"]);
+    watch(Array.prototype, ["push", "pop", "shift", "map", "filter", "join", "slice", "splice",
+      "forEach", "concat", "indexOf", "includes", "sort", "reduce", "some", "every", "find",
+      Symbol.iterator]);
+    watch(Map.prototype, ["get", "set", "has", "delete", "forEach", Symbol.iterator]);
+    watch(Set.prototype, ["add", "has", "delete", "forEach", Symbol.iterator]);
+    watch(Promise, ["resolve", "reject", "all", "race", "allSettled"]);
+    watch(Promise.prototype, ["then", "catch", "finally"]);
+    watch(Function.prototype, ["call", "apply", "bind"]);
+    // Properties that must stay absent: toJSON reroutes JSON, `then` makes every object a
+    // thenable.
+    watch(Object.prototype, ["toJSON", "then"]);
+    watch(Array.prototype, ["toJSON"]);
+    watch(String.prototype, ["toJSON"]);
+    watch(Number.prototype, ["toJSON"]);
+  }
+
+  /** The first watched built-in that changed (its key, as text), or null. */
+  function canaryChanged() {
+    for (let i = 0; i < CANARIES.length; i++) {
+      const entry = CANARIES[i];
+      const desc = ObjectGetOwnPropertyDescriptor(entry[0], entry[1]);
+      if (desc === undefined ? entry[2] !== undefined : !ObjectIs(desc.value, entry[2]) || desc.get) {
+        return String(entry[1]);
+      }
+    }
+    return null;
+  }
+  p.canaryChanged = canaryChanged;
 
   const hidden = { configurable: false, enumerable: false, writable: false };
   ObjectDefineProperty(globalThis, "__celld_primordials", Object.assign({ value: ObjectFreeze(p) }, hidden));

@@ -27,6 +27,7 @@ the same with an isolate that exceeds its limits).
 
 from __future__ import annotations
 
+import logging
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -39,6 +40,8 @@ from celld.isolate.entropy import entropy_script
 from celld.isolate.runtime import Script
 from celld.isolate.threads import JS_STACK_LIMIT_BYTES, JsThread
 
+log = logging.getLogger("celld.isolate")
+
 DEFAULT_CPU_MS = 30_000
 DEFAULT_MEMORY_BYTES = 128 * 1024 * 1024
 #: Wall time one turn may run jobs before it yields its thread to other isolates.
@@ -46,6 +49,8 @@ TURN_SLICE_MS = 20
 #: Jobs run between two looks at the clock (reading it costs about as much as a job).
 _JOBS_PER_CLOCK_CHECK = 16
 CPU_LIMIT_REASON = "CPU time limit exceeded"
+#: The runtime's note (js/host.js) that user code replaced a built-in it watches.
+INTRINSICS_CHANGED = "intrinsics.changed"
 
 
 @dataclass(frozen=True)
@@ -110,6 +115,9 @@ class Isolate:
         self.runnable = False
         #: `time.monotonic()` when the current turn was handed to the thread, else None.
         self.turn_queued_at: float | None = None
+        #: User code replaced a built-in the runtime watches (JSON.parse,
+        #: Array.prototype.push, ...): the isolate is not handed to another run.
+        self.tainted = False
 
     # -- lifecycle -------------------------------------------------------------------
 
@@ -196,6 +204,15 @@ class Isolate:
             # the isolate cannot talk to the host any more.
             self.fault = IsolateFault("the isolate's message bridge is broken", str(error))
             raise self.fault from None
+        for message in messages:
+            if message.get("op") == INTRINSICS_CHANGED:
+                self.tainted = True
+                log.info(
+                    "user code replaced the built-in %s; this isolate will not be reused",
+                    message.get("name"),
+                )
+                messages = [m for m in messages if m.get("op") != INTRINSICS_CHANGED]
+                break
         return messages
 
     def _turn_sync(self, payload: str) -> str:
@@ -269,6 +286,7 @@ class Isolate:
         changed = await self.intrinsics_changed()
         if changed and self.fault is None:
             self.fault = IsolateFault("built-ins were modified", ", ".join(changed))
+            log.info("not reusing an isolate whose built-ins were modified: %s", ", ".join(changed))
         return self.fault is None
 
     async def memory(self) -> dict[str, int]:
