@@ -18,6 +18,9 @@ from hypothesis import strategies as st
 
 from tests.fuzz.jsfuzz import SyncIsolate, sync_isolate
 
+# The value strategy is big; hypothesis warns about the size of its repr only.
+pytestmark = pytest.mark.filterwarnings("ignore:Generating overly large repr")
+
 FUZZ = settings(
     max_examples=150,
     deadline=None,
