@@ -7,61 +7,134 @@
 // promise that request() returned.
 "use strict";
 (() => {
-  const outbox = [];
-  const waiting = new Map();
-  const handlers = Object.create(null);
+  // Built-ins come from the primordials (js/primordials.js, loaded first): user code
+  // may patch the globals, and the bridge must keep working and stay exact.
+  const {
+    ArrayPrototypePush, ArrayPrototypeJoin, JSONParse, ObjectAssign, ObjectCreate,
+    ObjectDefineProperty, ObjectFreeze, ObjectPrototypeHasOwnProperty, PromiseReject, SafeMap,
+    stringify, Error, TypeError, RangeError, SyntaxError, ReferenceError, EvalError,
+    URIError, String, Promise, canaryChanged,
+  } = globalThis.__celld_primordials;
+  let tainted = false; // user code replaced a built-in (reported to the host once)
+
+  const outbox = []; // JSON text of each queued message
+  const waiting = new SafeMap(); // ticket -> {resolve, reject, owner}
+  const handlers = ObjectCreate(null);
   let nextTicket = 1;
 
-  const ERROR_TYPES = {
+  const ERROR_TYPES = ObjectAssign(ObjectCreate(null), {
     Error, TypeError, RangeError, SyntaxError, ReferenceError, EvalError, URIError,
-  };
+  });
 
   /** Rebuild a JS error from the {name, message, stack?} shape the host sends. */
   function reviveError(shape) {
     const Type = ERROR_TYPES[shape.name] || Error;
     const error = new Type(shape.message);
     if (error.name !== shape.name) {
-      Object.defineProperty(error, "name", {
+      ObjectDefineProperty(error, "name", {
         value: shape.name, writable: true, configurable: true, enumerable: false,
       });
     }
-    if (shape.stack) error.stack = shape.stack;
+    if (shape.stack) {
+      ObjectDefineProperty(error, "stack", {
+        value: shape.stack, writable: true, configurable: true, enumerable: false,
+      });
+    }
     return error;
   }
 
-  /** Describe any thrown value as {name, message, stack} for the host. */
+  /** Describe any thrown value as {name, message, stack} for the host. Never throws:
+   * user errors can have throwing getters or a toString that throws. */
   function describeError(value) {
-    if (value instanceof Error || (value && typeof value === "object" && "message" in value)) {
-      return {
-        name: String(value.name || "Error"),
-        message: String(value.message),
-        stack: typeof value.stack === "string" ? value.stack : "",
-      };
+    try {
+      if (value instanceof Error || (value && typeof value === "object" && "message" in value)) {
+        return {
+          name: String(value.name || "Error"),
+          message: String(value.message),
+          stack: typeof value.stack === "string" ? value.stack : "",
+        };
+      }
+      return { name: "Error", message: String(value), stack: "" };
+    } catch (error) {
+      return { name: "Error", message: "(an error that could not be described)", stack: "" };
     }
-    return { name: "Error", message: String(value), stack: "" };
   }
 
-  const host = Object.freeze({
-    /** Queue a message that needs no answer (a log line, a response). */
+  // -- ownership: which request (or run) a host request and a timer belong to ------------
+
+  /** The request whose code is running synchronously right now (null: unknown). */
+  let currentOwner = null;
+
+  /** Run `fn` as `owner`: what it starts (timers, fetches) belongs to that owner. */
+  function runAs(owner, fn) {
+    const previous = currentOwner;
+    currentOwner = owner;
+    try {
+      return fn();
+    } finally {
+      currentOwner = previous;
+    }
+  }
+
+  /** Forget every answer the host still owes `owner` (null: every answer at all) and
+   * tell the host to stop that work: its request is over. */
+  function cancelOwned(owner) {
+    const tickets = [];
+    waiting.forEach((waiter, ticket) => {
+      if (owner === null || waiter.owner === owner) ArrayPrototypePush(tickets, ticket);
+    });
+    for (let i = 0; i < tickets.length; i++) {
+      waiting.delete(tickets[i]);
+      ArrayPrototypePush(outbox, stringify({ op: "cancel", of: tickets[i] }));
+    }
+    return tickets.length;
+  }
+
+  function encode(message) {
+    try {
+      return stringify(message);
+    } catch (error) {
+      const what = error instanceof RangeError ? error.message
+        : `celld: the value cannot be sent (${describeError(error).message})`;
+      throw new TypeError(what);
+    }
+  }
+
+  function queueRequest(op, fields) {
+    const ticket = nextTicket++;
+    const text = encode(ObjectAssign({ op, t: ticket }, fields));
+    ArrayPrototypePush(outbox, text);
+    let waiter;
+    const promise = new Promise((resolve, reject) => {
+      waiter = { resolve, reject, owner: currentOwner };
+    });
+    waiting.set(ticket, waiter);
+    return { ticket, promise };
+  }
+
+  const host = ObjectFreeze({
+    /** Queue a message that needs no answer (a log line, a response). Throws a
+     * TypeError when the message cannot be sent (a cycle, too deep). */
     notify(op, fields) {
-      outbox.push(Object.assign({ op }, fields));
+      ArrayPrototypePush(outbox, encode(ObjectAssign({ op }, fields)));
     },
-    /** Queue a request; the promise settles when the host answers it. */
+    /** Queue a request; the promise settles when the host answers it (and rejects at
+     * once if the request cannot be sent). */
     request(op, fields) {
-      const ticket = nextTicket++;
-      outbox.push(Object.assign({ op, t: ticket }, fields));
-      return new Promise((resolve, reject) => waiting.set(ticket, { resolve, reject }));
+      try {
+        return queueRequest(op, fields).promise;
+      } catch (error) {
+        return PromiseReject(error);
+      }
     },
     /**
      * A request whose answer can be withdrawn: `cancel()` forgets the answer and tells
      * the host to stop the work (a cleared timer must not keep the host busy).
      */
     requestCancellable(op, fields) {
-      const ticket = nextTicket++;
-      outbox.push(Object.assign({ op, t: ticket }, fields));
-      const promise = new Promise((resolve, reject) => waiting.set(ticket, { resolve, reject }));
+      const { ticket, promise } = queueRequest(op, fields);
       const cancel = () => {
-        if (waiting.delete(ticket)) outbox.push({ op: "cancel", of: ticket });
+        if (waiting.delete(ticket)) ArrayPrototypePush(outbox, stringify({ op: "cancel", of: ticket }));
       };
       return { promise, cancel };
     },
@@ -71,6 +144,12 @@
     },
     reviveError,
     describeError,
+    runAs,
+    cancelOwned,
+    /** The owner code running now belongs to (null when unknown). */
+    owner() {
+      return currentOwner;
+    },
   });
 
   // An isolate is reused for another workflow run (as workerd reuses isolates):
@@ -85,13 +164,14 @@
     const waiter = waiting.get(message.t);
     if (!waiter) return;
     waiting.delete(message.t);
-    if (message.e) waiter.reject(reviveError(message.e));
+    if (ObjectPrototypeHasOwnProperty(message, "e")) waiter.reject(reviveError(message.e));
     else waiter.resolve(message.v);
   });
 
   function deliver(json) {
-    const messages = JSON.parse(json);
-    for (const message of messages) {
+    const messages = JSONParse(json);
+    for (let i = 0; i < messages.length; i++) {
+      const message = messages[i];
       const handler = handlers[message.k];
       if (!handler) {
         host.notify("log", { level: "error", text: `celld: no handler for inbound message ${message.k}` });
@@ -106,16 +186,23 @@
   }
 
   function take() {
+    if (!tainted) {
+      const changed = canaryChanged();
+      if (changed !== null) {
+        tainted = true;
+        ArrayPrototypePush(outbox, stringify({ op: "intrinsics.changed", name: changed }));
+      }
+    }
     if (outbox.length === 0) return "[]";
-    const json = JSON.stringify(outbox);
+    const json = `[${ArrayPrototypeJoin(outbox, ",")}]`;
     outbox.length = 0;
     return json;
   }
 
   const hidden = { configurable: false, enumerable: false, writable: false };
-  Object.defineProperty(globalThis, "__celld_host", Object.assign({ value: host }, hidden));
-  Object.defineProperty(globalThis, "__celld_deliver", Object.assign({ value: deliver }, hidden));
-  Object.defineProperty(globalThis, "__celld_take", Object.assign({ value: take }, hidden));
-  Object.defineProperty(globalThis, "__celld_builtin_modules", Object.assign(
-    { value: Object.create(null) }, hidden));
+  ObjectDefineProperty(globalThis, "__celld_host", ObjectAssign({ value: host }, hidden));
+  ObjectDefineProperty(globalThis, "__celld_deliver", ObjectAssign({ value: deliver }, hidden));
+  ObjectDefineProperty(globalThis, "__celld_take", ObjectAssign({ value: take }, hidden));
+  ObjectDefineProperty(globalThis, "__celld_builtin_modules", ObjectAssign(
+    { value: ObjectCreate(null) }, hidden));
 })();

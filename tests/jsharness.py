@@ -44,10 +44,12 @@ async def run_js_async(
 ) -> Any:
     isolate = Isolate(pool().pick(), limits)
     source = (
+        "const { PromisePrototypeThen: __then, stringify: __stringify } ="
+        " __celld_primordials;\n"
         '__celld_host.on("run", (m) => {\n'
-        f"  (async () => {{ {body} }})().then(\n"
+        f"  __then((async () => {{ {body} }})(),\n"
         "    (value) => __celld_host.notify(\n"
-        '      "result", { json: JSON.stringify(value === undefined ? null : value) }),\n'
+        '      "result", { json: __stringify(value === undefined ? null : value) }),\n'
         "    (error) => __celld_host.notify(\n"
         '      "result", { error: __celld_host.describeError(error) }),\n'
         "  );\n"

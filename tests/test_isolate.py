@@ -49,3 +49,54 @@ async def test_memory_bomb_hits_memory_limit() -> None:
             limits=Limits(memory_bytes=32 * 1024 * 1024),
         )
     assert "out of memory" in caught.value.message
+
+
+async def test_microtask_loop_hits_cpu_limit() -> None:
+    """A loop of short jobs is counted across jobs and turns, not per job."""
+    from celld.isolate.isolate import IsolateFault
+
+    with pytest.raises(IsolateFault) as caught:
+        await run_js_async("for (;;) await null;", limits=Limits(cpu_ms=200))
+    assert caught.value.reason == "CPU time limit exceeded"
+
+
+async def test_timer_loop_is_not_a_cpu_streak() -> None:
+    """Work that lets the job queue drain (waiting on the host) is not a runaway."""
+    result = await run_js_async(
+        "let n = 0; const t0 = Date.now();"
+        "while (Date.now() - t0 < 400) { await new Promise((r) => setTimeout(r, 0)); n++; }"
+        "return n > 0;",
+        limits=Limits(cpu_ms=200),
+    )
+    assert result is True
+
+
+async def test_budget_counts_every_turn() -> None:
+    """start_budget() gives one unit of work a CPU budget over all its turns."""
+    import asyncio
+
+    from celld.isolate.host import IsolateHost
+    from celld.isolate.isolate import Isolate, IsolateFault
+    from celld.isolate.ops import isolate_ops
+    from celld.isolate.runtime import Script, runtime_scripts
+    from tests.jsharness import pool
+
+    isolate = Isolate(pool().pick(), Limits(cpu_ms=5_000))
+    spin = Script(
+        "spin.js",
+        "__celld_host.on('spin', async () => {"
+        " for (;;) { const t = Date.now(); while (Date.now() - t < 5) {}"
+        " await new Promise((r) => setTimeout(r, 0)); } });",
+    )
+    await isolate.load((*runtime_scripts(), spin))
+    faults: asyncio.Queue[IsolateFault] = asyncio.Queue()
+    host = IsolateHost(isolate, isolate_ops(), on_fault=faults.put_nowait)
+    try:
+        isolate.start_budget(150)
+        host.post({"k": "spin"})
+        fault = await asyncio.wait_for(faults.get(), 20)
+        assert fault.reason == "CPU time limit exceeded"
+        assert isolate.fault is fault
+        assert 150 <= isolate.cpu_used_ms < 1_000
+    finally:
+        await host.close()

@@ -60,6 +60,27 @@ def cli() -> None:
 )
 @click.option("--threads", type=click.IntRange(1, 256), help="JS threads (default: one per core).")
 @click.option(
+    "--max-connections",
+    default=1024,
+    show_default=True,
+    type=click.IntRange(1, 1_000_000),
+    help="Open connections served at once; requests beyond get 503.",
+)
+@click.option(
+    "--header-timeout",
+    default=10.0,
+    show_default=True,
+    type=click.FloatRange(0.1, 3600),
+    help="Seconds a client has to send a request's headers before it is disconnected.",
+)
+@click.option(
+    "--grace",
+    default=10.0,
+    show_default=True,
+    type=click.FloatRange(0, 3600),
+    help="Seconds in-flight requests get to finish after SIGTERM before celld exits.",
+)
+@click.option(
     "--log-level",
     default="info",
     show_default=True,
@@ -73,12 +94,16 @@ def run(
     persist_to: Path | None,
     var_options: tuple[str, ...],
     threads: int | None,
+    max_connections: int,
+    header_timeout: float,
+    grace: float,
     log_level: str,
 ) -> None:
     """Serve the Worker project in PROJECT (default: the current folder)."""
     from celld.cells.clock import ManualClock
     from celld.isolate.modules import ModuleError
     from celld.project.config import ConfigError, find_config, load_config, parse_var_option
+    from celld.server.protocol import guarded_protocol
     from celld.server.service import Service, ServiceOptions
 
     _configure_logging(log_level)
@@ -123,6 +148,9 @@ def run(
         log_level="warning" if log_level == "info" else log_level,
         access_log=False,
         lifespan="on",
+        http=guarded_protocol(header_timeout),
+        limit_concurrency=max_connections,
+        timeout_graceful_shutdown=grace,
     )
 
 

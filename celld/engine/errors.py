@@ -137,6 +137,15 @@ def output_too_large(name: str, count: int) -> ErrorInfo:
     )
 
 
+def run_output_too_large(size: int, limit: int) -> ErrorInfo:
+    """run() returned more than a step may: the instance fails instead of storing it."""
+    return ErrorInfo(
+        INTERNAL_ERROR,
+        f"The Workflow instance's output is too large ({size} bytes serialized). "
+        f"Maximum allowed size is 1MiB.",
+    )
+
+
 def timed_out(timeout_ms: int) -> ErrorInfo:
     return ErrorInfo(TIMEOUT_ERROR, f"Execution timed out after {timeout_ms}ms")
 
@@ -246,6 +255,14 @@ class PayloadTooLargeError(WorkflowError):
     def __init__(self, what: str, size: int, limit: int) -> None:
         super().__init__(
             f"{what} is too large: {size} bytes serialized; the maximum is {limit} bytes (1 MiB)"
+        )
+
+
+class EventBufferFullError(WorkflowError):
+    def __init__(self, limit: int) -> None:
+        super().__init__(
+            f"The instance already holds {limit} events that no waitForEvent has received; "
+            "sendEvent accepts more once it takes some"
         )
 
 

@@ -42,6 +42,7 @@ from .errors import (
     is_non_retryable,
     not_serialisable,
     output_too_large,
+    run_output_too_large,
     sleep_too_long,
     stalled,
     status_error,
@@ -68,6 +69,8 @@ from .state import (
 from .stepconfig import DEFAULT_DELAY_MS, StepConfig, StepConfigError, resolve_step_config
 from .steps import INITIAL_STATE, StepEvent, step_transition
 from .validation import (
+    MAX_PAYLOAD_BYTES,
+    check_event_buffer,
     step_name_ok,
     too_large,
     validate_event_payload,
@@ -462,6 +465,10 @@ class Machine:
     def run_succeeded(self, output: str, now: int) -> None:
         """``run()`` returned ``output``: complete. Ignored when no run is live (stale)."""
         if not self._active():
+            return
+        if too_large(output):  # limited as step results are
+            size = len(output.encode("utf-8", "surrogatepass"))
+            self._fail(run_output_too_large(size, MAX_PAYLOAD_BYTES), now)
             return
         self._state.output = output
         self._state.error = None
@@ -948,6 +955,11 @@ class Machine:
         validate_event_payload(payload or "")
         if self._state.status in FINAL:
             return []
+        if not any(
+            key.type == "waitForEvent" and self._steps[key].event_type == event_type
+            for key in self._pending
+        ):
+            check_event_buffer(sum(len(queue) for queue in self._buffer.values()))
         seq = self._state.next_event_seq
         self._state.next_event_seq = seq + 1
         self._touch()

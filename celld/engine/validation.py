@@ -12,6 +12,7 @@ from typing import Any
 
 from .durations import DAY_MS, DurationError, parse_duration
 from .errors import (
+    EventBufferFullError,
     InvalidEventTypeError,
     InvalidIdError,
     InvalidRetentionError,
@@ -24,7 +25,11 @@ MAX_ID_LENGTH = 100
 MAX_EVENT_TYPE_LENGTH = 100
 MAX_WORKFLOW_NAME_LENGTH = 64
 MAX_STEP_NAME_LENGTH = 256
-MAX_PAYLOAD_BYTES = 1_048_576  # 1 MiB: params, event payloads and step results each
+MAX_PAYLOAD_BYTES = 1_048_576  # 1 MiB: params, event payloads, step results and run() output
+#: Events sent but not yet received by a waitForEvent, per instance. celld's own bound:
+#: Cloudflare caps an instance's stored state (1 GB on Workers Paid), and this many
+#: events of at most 1 MiB each stay inside it.
+MAX_BUFFERED_EVENTS = 1_000
 MAX_RETENTION_MS = 30 * DAY_MS
 DEFAULT_RETENTION_MS = 30 * DAY_MS
 
@@ -90,6 +95,12 @@ def validate_params(params: str) -> str:
 def validate_event_payload(payload: str) -> str:
     check_payload_size("event payload", payload)
     return payload
+
+
+def check_event_buffer(buffered: int, limit: int = MAX_BUFFERED_EVENTS) -> None:
+    """Raise :class:`EventBufferFullError` when ``buffered`` events already wait."""
+    if buffered >= limit:
+        raise EventBufferFullError(limit)
 
 
 def validate_retention(retention: dict[str, Any] | None) -> tuple[int, int]:

@@ -71,8 +71,13 @@ class IsolateHost:
         self._idle.set()
         #: Called when the isolate has nothing to run and no host work outstanding.
         self.idle_callback: Callable[[], None] | None = None
-        #: Called after each turn's outbox has been dispatched.
+        #: Called after each turn that ran the isolate's jobs to the end (not after a
+        #: turn that ended its CPU slice with jobs still queued), once its outbox has
+        #: been dispatched.
         self.turn_callback: Callable[[], None] | None = None
+        #: Called after every turn with the CPU time (ms) it used; an owner charges it
+        #: to the work the isolate serves and may set `isolate.fault` to stop it.
+        self.cpu_callback: Callable[[float], None] | None = None
         self._closed = False
 
     @property
@@ -90,6 +95,14 @@ class IsolateHost:
             return
         self._inbox.append(message)
         self.kick()
+
+    def take_undelivered(self, kind: str) -> list[dict[str, Any]]:
+        """Take back the queued inbound messages of `kind` that JS has not seen yet (to
+        hand them to another isolate while this one is stuck in a long turn)."""
+        taken = [m for m in self._inbox if m.get("k") == kind]
+        if taken:
+            self._inbox = [m for m in self._inbox if m.get("k") != kind]
+        return taken
 
     def kick(self) -> None:
         """Make sure a turn runs soon, even with nothing to deliver."""
@@ -137,11 +150,20 @@ class IsolateHost:
                     return
                 for message in outbox:
                     self._dispatch(message)
-                if self.turn_callback is not None:
+                if self.cpu_callback is not None:
+                    self.cpu_callback(self.isolate.last_turn_cpu_ms)
+                if self.turn_callback is not None and not self.isolate.runnable:
                     self.turn_callback()
                 self._in_turn = False
                 self._run_boundary()
-                if not self._inbox:
+                if self.faulted:  # an owner's callback condemned the isolate
+                    self._inbox.clear()
+                    if self.on_fault is not None and self.isolate.fault is not None:
+                        self.on_fault(self.isolate.fault)
+                    return
+                # A turn that ended its slice with jobs left runs again, after the other
+                # isolates queued on the same thread have had theirs.
+                if not self._inbox and not self.isolate.runnable:
                     return
         finally:
             self._pumping = False
@@ -225,14 +247,24 @@ class IsolateHost:
     async def close(self) -> None:
         """Stop serving the isolate and free it. Safe to call from one of its own op tasks:
         that task is left to finish (its answer is dropped)."""
-        await self.detach()
+        await self._stop()
         await self.isolate.close()
 
     async def detach(self) -> Isolate:
-        """Stop serving the isolate but keep it alive (to be reused by another host)."""
+        """Stop serving the isolate but keep it alive (to be reused by another host). An
+        isolate whose built-ins user code replaced is marked faulted on the way out, so no
+        warm pool hands it to someone else (checked after every turn, so this costs no
+        trip to the isolate's thread)."""
+        await self._stop()
+        if self.isolate.tainted and self.isolate.fault is None:
+            self.isolate.fault = IsolateFault("built-ins were modified", "")
+        return self.isolate
+
+    async def _stop(self) -> None:
         self._closed = True
         self.idle_callback = None
         self.turn_callback = None
+        self.cpu_callback = None
         current = asyncio.current_task()
         for task in list(self._tasks):
             if task is not current:
@@ -246,4 +278,3 @@ class IsolateHost:
                 await self._pump_task
             except Exception:  # noqa: BLE001 - the isolate is going away either way
                 log.debug("pump ended with an error while closing", exc_info=True)
-        return self.isolate

@@ -1,15 +1,34 @@
 """One QuickJS context, pinned to a JS thread, driven in turns.
 
-A *turn* delivers a batch of inbound messages, runs every pending job (promise
-reactions) and takes the outbox. The CPU limit is armed for each entry into JS, so
-a runaway job is interrupted; the memory limit covers the whole context. A limit
-hit, or any exception escaping the runtime's own error handling, poisons the
-isolate: its owner must throw it away (Cloudflare does the same with an isolate
-that exceeds its limits).
+A *turn* delivers a batch of inbound messages, runs pending jobs (promise reactions)
+and takes the outbox. CPU is accounted across turns, not per entry into JS, so a
+loop of short jobs (`for (;;) await null`) is caught as surely as one long job:
+
+- A turn runs jobs for at most `TURN_SLICE_MS` of wall time, then hands the thread
+  back with its remaining jobs still queued (`runnable` is set and the host runs
+  another turn after the other isolates on the thread had theirs). No isolate holds
+  a thread for longer than one slice, or one job.
+- `streak_ms` is the CPU spent since the isolate's job queue was last empty. Work
+  that never lets the queue drain is a runaway: past `limits.cpu_ms` the isolate
+  faults with "CPU time limit exceeded".
+- `cpu_used_ms` counts every turn's thread CPU time. An owner that runs one request
+  or one step attempt at a time gives it a budget by setting `cpu_deadline_ms` (a
+  point on the `cpu_used_ms` scale, see `start_budget`); a turn that reaches it
+  faults the isolate the same way. Owners that share an isolate among several
+  requests charge `last_turn_cpu_ms` themselves.
+- A single job can only be stopped by QuickJS's interrupt, armed at every turn with
+  what is left of the smallest of those budgets.
+
+The memory limit covers the whole context. A limit hit, or any exception escaping
+the runtime's own error handling (including a bridge message that cannot be read),
+poisons the isolate: `fault` is set and its owner must throw it away (Cloudflare does
+the same with an isolate that exceeds its limits).
 """
 
 from __future__ import annotations
 
+import logging
+import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -21,15 +40,24 @@ from celld.isolate.entropy import entropy_script
 from celld.isolate.runtime import Script
 from celld.isolate.threads import JS_STACK_LIMIT_BYTES, JsThread
 
+log = logging.getLogger("celld.isolate")
+
 DEFAULT_CPU_MS = 30_000
 DEFAULT_MEMORY_BYTES = 128 * 1024 * 1024
+#: Wall time one turn may run jobs before it yields its thread to other isolates.
+TURN_SLICE_MS = 20
+#: Jobs run between two looks at the clock (reading it costs about as much as a job).
+_JOBS_PER_CLOCK_CHECK = 16
+CPU_LIMIT_REASON = "CPU time limit exceeded"
+#: The runtime's note (js/host.js) that user code replaced a built-in it watches.
+INTRINSICS_CHANGED = "intrinsics.changed"
 
 
 @dataclass(frozen=True)
 class Limits:
     """Resource limits of one isolate."""
 
-    cpu_ms: int = DEFAULT_CPU_MS  # per entry into JS (one delivery or one job)
+    cpu_ms: int = DEFAULT_CPU_MS  # CPU a request, an attempt or a busy streak may use
     memory_bytes: int = DEFAULT_MEMORY_BYTES
 
 
@@ -57,7 +85,7 @@ def classify_fault(error: BaseException) -> IsolateFault:
     if isinstance(error, quickjs.StackOverflow) or "stack overflow" in text:
         return IsolateFault("stack overflow", text)
     if "interrupted" in text:
-        return IsolateFault("CPU time limit exceeded", text)
+        return IsolateFault(CPU_LIMIT_REASON, text)
     if "out of memory" in text:
         return IsolateFault("memory limit exceeded", text)
     return IsolateFault("isolate failure", text)
@@ -75,6 +103,21 @@ class Isolate:
         self._take: Any = None
         thread.load += 1
         self._closed = False
+        #: Thread CPU time (ms) spent in this isolate's turns, ever.
+        self.cpu_used_ms = 0.0
+        #: CPU time of the last turn (ms), for owners that charge requests themselves.
+        self.last_turn_cpu_ms = 0.0
+        #: CPU time since the job queue was last empty (ms).
+        self.streak_ms = 0.0
+        #: When `cpu_used_ms` reaches this, the isolate faults (None: no budget).
+        self.cpu_deadline_ms: float | None = None
+        #: The last turn stopped at the end of its slice with jobs still queued.
+        self.runnable = False
+        #: `time.monotonic()` when the current turn was handed to the thread, else None.
+        self.turn_queued_at: float | None = None
+        #: User code replaced a built-in the runtime watches (JSON.parse,
+        #: Array.prototype.push, ...): the isolate is not handed to another run.
+        self.tainted = False
 
     # -- lifecycle -------------------------------------------------------------------
 
@@ -111,29 +154,101 @@ class Isolate:
         self._take = None
         self._context = None
 
+    # -- CPU budget ------------------------------------------------------------------
+
+    def start_budget(self, cpu_ms: float | None = None) -> None:
+        """Give the work starting now (one request, one step attempt) `cpu_ms` of CPU,
+        counted over all its turns and jobs (default: `limits.cpu_ms`). A turn that
+        goes past it faults the isolate with "CPU time limit exceeded"."""
+        budget = self.limits.cpu_ms if cpu_ms is None else cpu_ms
+        self.cpu_deadline_ms = self.cpu_used_ms + budget
+
+    def end_budget(self) -> float:
+        """Drop the budget; returns what was left of it (ms, 0 if there was none)."""
+        deadline, self.cpu_deadline_ms = self.cpu_deadline_ms, None
+        return 0.0 if deadline is None else max(0.0, deadline - self.cpu_used_ms)
+
+    def _allowance_ms(self) -> float:
+        """CPU the next turn may use before some budget is exhausted."""
+        allowed = self.limits.cpu_ms - self.streak_ms
+        if self.cpu_deadline_ms is not None:
+            allowed = min(allowed, self.cpu_deadline_ms - self.cpu_used_ms)
+        return allowed
+
     # -- turns -----------------------------------------------------------------------
 
     async def turn(self, inbox: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
-        """Deliver `inbox`, run all pending jobs, return the outbox. Raises IsolateFault."""
+        """Deliver `inbox`, run pending jobs for up to one slice, return the outbox.
+
+        Raises IsolateFault (and sets `fault`) on a limit or a broken bridge."""
         if self.fault is not None:
             raise self.fault
         payload = orjson.dumps(inbox).decode()
+        self.turn_queued_at = time.monotonic()
         try:
             outbox = await self.thread.run_batched(lambda: self._turn_sync(payload))
+        except IsolateFault as fault:
+            self.fault = fault
+            raise
         except (quickjs.JSException, quickjs.StackOverflow) as error:
             self.fault = classify_fault(error)
             raise self.fault from None
-        return orjson.loads(outbox)
+        finally:
+            self.turn_queued_at = None
+        try:
+            messages = orjson.loads(outbox)
+            if not isinstance(messages, list) or not all(isinstance(m, dict) for m in messages):
+                raise TypeError("the outbox is not a list of messages")
+        except (orjson.JSONDecodeError, TypeError) as error:
+            # Only a runtime whose own built-ins were broken writes an unreadable outbox:
+            # the isolate cannot talk to the host any more.
+            self.fault = IsolateFault("the isolate's message bridge is broken", str(error))
+            raise self.fault from None
+        for message in messages:
+            if message.get("op") == INTRINSICS_CHANGED:
+                self.tainted = True
+                log.info(
+                    "user code replaced the built-in %s; this isolate will not be reused",
+                    message.get("name"),
+                )
+                messages = [m for m in messages if m.get("op") != INTRINSICS_CHANGED]
+                break
+        return messages
 
     def _turn_sync(self, payload: str) -> str:
         context = self._context
         if context is None:
             raise IsolateFault("isolate closed", "")
-        if payload != "[]":
-            self._deliver(payload)
-        while context.execute_pending_job():
-            pass
-        return self._take()
+        allowed = self._allowance_ms()
+        if allowed <= 0:
+            raise IsolateFault(CPU_LIMIT_REASON, "the CPU budget was already used up")
+        # Arms QuickJS's interrupt for each entry into JS below (delivery, each job).
+        context.set_time_limit(allowed / 1000)
+        cpu_start = time.thread_time()
+        slice_end = time.perf_counter() + TURN_SLICE_MS / 1000
+        drained = False
+        try:
+            if payload != "[]":
+                self._deliver(payload)
+            while not drained:
+                for _ in range(_JOBS_PER_CLOCK_CHECK):
+                    if not context.execute_pending_job():
+                        drained = True
+                        break
+                if time.perf_counter() >= slice_end:
+                    break
+            outbox = self._take()
+        finally:
+            spent = (time.thread_time() - cpu_start) * 1000
+            self.last_turn_cpu_ms = spent
+            self.cpu_used_ms += spent
+            self.streak_ms = 0.0 if drained else self.streak_ms + spent
+            self.runnable = not drained
+        if not isinstance(outbox, str):
+            raise IsolateFault("the isolate's message bridge is broken", "the outbox is not text")
+        if self._allowance_ms() <= 0:
+            raise IsolateFault(CPU_LIMIT_REASON, "its jobs kept running past the CPU limit")
+        return outbox
 
     def eval_sync(self, source: str) -> Any:
         """Evaluate `source` on the isolate's thread (call only from that thread)."""
@@ -148,6 +263,31 @@ class Isolate:
             return self._context.eval(source)
 
         return await self.thread.run(run)
+
+    async def intrinsics_changed(self) -> list[str]:
+        """The built-ins (JSON, Array.prototype, ...) user code changed in this isolate since
+        the runtime loaded; an isolate with any is not handed to another run."""
+        if self._closed or self._context is None or self.fault is not None:
+            return []
+
+        def read() -> str:
+            assert self._context is not None
+            return str(self._context.eval("__celld_intrinsics_changed()"))
+
+        try:
+            return list(orjson.loads(await self.thread.run(read)))
+        except (quickjs.JSException, quickjs.StackOverflow, orjson.JSONDecodeError) as error:
+            self.fault = IsolateFault("the isolate's runtime is broken", str(error))
+            return []
+
+    async def audit(self) -> bool:
+        """Before reuse: fault the isolate if user code changed built-ins (the next run
+        would inherit the changes) or it no longer answers. True when it is fit for reuse."""
+        changed = await self.intrinsics_changed()
+        if changed and self.fault is None:
+            self.fault = IsolateFault("built-ins were modified", ", ".join(changed))
+            log.info("not reusing an isolate whose built-ins were modified: %s", ", ".join(changed))
+        return self.fault is None
 
     async def memory(self) -> dict[str, int]:
         def read() -> dict[str, int]:

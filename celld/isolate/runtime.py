@@ -10,8 +10,9 @@ from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
 
-#: Loaded first: the message bridge every other file talks through.
-HOST_FILES = ("host.js",)
+#: Loaded first: the built-ins the runtime uses, captured before anything can patch
+#: them, then the message bridge every other file talks through.
+HOST_FILES = ("primordials.js", "host.js")
 #: The web platform globals QuickJS lacks, in dependency order.
 WEB_FILES: tuple[str, ...] = (
     "web/common.js",
@@ -38,6 +39,7 @@ CLOUDFLARE_FILES: tuple[str, ...] = (
     "cloudflare/worker_entry.js",
     "workflows/binding.js",
     "workflows/step.js",
+    "seal.js",
 )
 
 

@@ -2,8 +2,22 @@
 
 Requests go to the isolate with the fewest requests in flight; an isolate serves
 many requests at once (they interleave at awaits, as in workerd). When an isolate
-faults (CPU or memory limit, stack overflow), every request it was serving fails
-with a 500 and a fresh isolate takes its place; other isolates are untouched.
+faults (CPU or memory limit, stack overflow, a broken bridge), every request it was
+serving fails with a 500 and a fresh isolate takes its place; other isolates are
+untouched.
+
+CPU: every turn's CPU time is shared out among the requests the isolate is serving
+(a request is served until its response is sent and its waitUntil() work settled).
+A request whose share passes `limits.cpu_ms` stops the isolate with Cloudflare's
+"Worker exceeded CPU time limit." error; a loop that never lets the isolate go idle
+is stopped by the isolate's own streak limit (see isolate.py).
+
+Waiting behind runaway JS is bounded: a turn yields its thread after one slice, so
+a loop of short jobs only slows its neighbours down; a single long job holds its
+thread for at most `cpu_ms`, and meanwhile new requests avoid the isolates whose
+turn has been waiting for more than `STALL_S`: they go to another isolate, or to a
+spare isolate on a spare thread when all of them are stuck (at most `size` spares).
+Requests already queued for a stuck isolate but not yet delivered move the same way.
 """
 
 from __future__ import annotations
@@ -11,14 +25,15 @@ from __future__ import annotations
 import asyncio
 import base64
 import logging
-from collections.abc import Callable, Mapping
+import time
+from collections.abc import AsyncIterator, Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from celld.isolate.host import IsolateHost, OpHandler
-from celld.isolate.isolate import Isolate, IsolateFault, Limits
+from celld.isolate.host import HostError, IsolateHost, OpHandler
+from celld.isolate.isolate import CPU_LIMIT_REASON, Isolate, IsolateFault, Limits
 from celld.isolate.program import Program
-from celld.isolate.threads import JsThreadPool
+from celld.isolate.threads import JsThread, JsThreadPool
 
 log = logging.getLogger("celld.worker")
 
@@ -26,6 +41,12 @@ HUNG_MESSAGE = (
     "The Workers runtime canceled this request because it detected that your "
     "Worker's code had hung and would never generate a response."
 )
+#: Cloudflare's error for a request that ran past its CPU limit.
+CPU_MESSAGE = "Worker exceeded CPU time limit."
+#: A turn queued this long (s) marks its isolate as stuck: new requests go elsewhere.
+STALL_S = 0.25
+#: How often (s) the watchdog looks for stuck isolates while requests are waiting.
+WATCHDOG_S = 0.1
 
 
 @dataclass
@@ -49,7 +70,23 @@ class WorkerError(Exception):
 class _Slot:
     isolate: Isolate
     host: IsolateHost
+    #: Requests waiting for their response.
     pending: dict[int, asyncio.Future[WireResponse]] = field(default_factory=dict)
+    #: Requests the isolate still serves (response not sent, or waitUntil work left)
+    #: and the CPU time (ms) charged to each so far.
+    live: dict[int, float] = field(default_factory=dict)
+    spare: bool = False
+
+    def stalled(self, now: float) -> bool:
+        queued = self.isolate.turn_queued_at
+        return queued is not None and now - queued > STALL_S
+
+
+def fault_error(fault: IsolateFault, detail: str) -> WorkerError:
+    """The error a request sees when its isolate stops."""
+    if fault.reason == CPU_LIMIT_REASON:
+        return WorkerError("Error", CPU_MESSAGE, detail)
+    return WorkerError("Error", f"Worker exceeded a limit: {fault.reason}", detail)
 
 
 class WorkerPool:
@@ -75,52 +112,179 @@ class WorkerPool:
         self._slots: list[_Slot] = []
         self._slot_ready = asyncio.Event()
         self._next_id = 0
+        self._spare_threads: list[JsThread] = []
+        self._spawning: asyncio.Task[_Slot | None] | None = None
+        self._watchdog: asyncio.Task[None] | None = None
+        self._closed = False
+        #: Request bodies the Worker reads as a stream, by request id.
+        self._bodies: dict[int, AsyncIterator[bytes]] = {}
 
     async def start(self) -> None:
         self._slots = [await self._new_slot() for _ in range(self.size)]
         self._slot_ready.set()
 
-    async def _new_slot(self) -> _Slot:
-        isolate = Isolate(self.threads.pick(), self.limits)
+    async def _new_slot(self, thread: JsThread | None = None) -> _Slot:
+        isolate = Isolate(thread or self.threads.pick(), self.limits)
         await isolate.load([self.program.script])
         slot: _Slot
         ops = dict(self.ops)
         ops["respond"] = lambda message: self._on_respond(slot, message)
         if "log" in ops:
             ops["log"] = self._locating_log(ops["log"])
+        ops["done"] = lambda message: self._on_done(slot, message)
+        ops["body.read"] = self._read_body
         ops["fault"] = lambda message: self._on_js_fault(message)
         host = IsolateHost(isolate, ops, on_fault=lambda fault: self._on_fault(slot, fault))
-        slot = _Slot(isolate, host)
+        slot = _Slot(isolate, host, spare=thread is not None)
         host.post({"k": "env", **self.env_message})
         host.idle_callback = lambda: self._check_hung(slot)
+        host.cpu_callback = lambda ms: self._charge(slot, ms)
         return slot
 
     async def handle(
-        self, method: str, url: str, headers: list[tuple[str, str]], body: bytes
+        self,
+        method: str,
+        url: str,
+        headers: list[tuple[str, str]],
+        body: bytes | AsyncIterator[bytes],
     ) -> WireResponse:
-        while not self._slots:  # every isolate faulted at once: wait for a replacement
-            self._slot_ready.clear()
-            await self._slot_ready.wait()
-        slot = min(self._slots, key=lambda s: len(s.pending))
+        """Serve one request. `body` is the whole body, or an async iterator of its chunks
+        that the Worker pulls as it reads (large bodies are never held whole here)."""
         self._next_id += 1
         request_id = self._next_id
         future: asyncio.Future[WireResponse] = asyncio.get_running_loop().create_future()
+        wire: dict[str, Any] = {"method": method, "url": url, "headers": headers, "body": None}
+        if isinstance(body, bytes):
+            wire["body"] = base64.b64encode(body).decode() if body else None
+        else:
+            wire["stream"] = True
+            self._bodies[request_id] = body
+        message = {"k": "fetch", "id": request_id, "request": wire}
+        try:
+            slot = await self._pick()
+            self._dispatch(slot, request_id, future, message)
+            self._ensure_watchdog()
+            return await future
+        finally:
+            self._bodies.pop(request_id, None)
+
+    async def _read_body(self, message: dict[str, Any]) -> str | None:
+        """`body.read`: the next chunk of a streamed request body (base64), None at its end."""
+        chunks = self._bodies.get(int(message.get("id") or 0))
+        if chunks is None:
+            raise HostError("The request body is no longer available", "TypeError")
+        try:
+            chunk = await anext(chunks)
+        except StopAsyncIteration:
+            return None
+        except (OSError, ValueError, TimeoutError) as error:
+            raise HostError(f"Reading the request body failed: {error}", "TypeError") from None
+        return base64.b64encode(chunk).decode()
+
+    def _dispatch(
+        self,
+        slot: _Slot,
+        request_id: int,
+        future: asyncio.Future[WireResponse],
+        message: dict[str, Any],
+    ) -> None:
         slot.pending[request_id] = future
-        slot.host.post(
-            {
-                "k": "fetch",
-                "id": request_id,
-                "request": {
-                    "method": method,
-                    "url": url,
-                    "headers": headers,
-                    "body": base64.b64encode(body).decode() if body else None,
-                },
-            }
-        )
-        return await future
+        slot.live[request_id] = 0.0
+        slot.host.post(message)
+
+    async def _pick(self) -> _Slot:
+        """The least busy isolate that is not stuck behind a long turn; a spare one when
+        every isolate is stuck."""
+        while True:
+            while not self._slots:  # every isolate faulted at once: wait for a replacement
+                self._slot_ready.clear()
+                await self._slot_ready.wait()
+            now = time.monotonic()
+            healthy = [s for s in self._slots if not s.stalled(now)]
+            if healthy:
+                return min(healthy, key=lambda s: len(s.pending))
+            spare = await self._spare()
+            if spare is not None:
+                return spare
+            return min(self._slots, key=lambda s: len(s.pending))
+
+    async def _spare(self) -> _Slot | None:
+        """Start (or join the start of) one more isolate on a thread of its own."""
+        if self._spawning is None:
+            if sum(1 for s in self._slots if s.spare) >= self.size:
+                return None
+            self._spawning = asyncio.get_running_loop().create_task(self._spawn_spare())
+        task = self._spawning
+        try:
+            return await asyncio.shield(task)
+        finally:
+            if task.done() and self._spawning is task:
+                self._spawning = None
+
+    async def _spawn_spare(self) -> _Slot | None:
+        now = time.monotonic()
+        busy = {s.isolate.thread for s in self._slots if s.stalled(now)}
+        thread = next((t for t in self._spare_threads if t not in busy), None)
+        if thread is None:
+            if len(self._spare_threads) >= self.size:
+                return None
+            thread = JsThread(f"celld-spare-{len(self._spare_threads)}")
+            self._spare_threads.append(thread)
+        try:
+            slot = await self._new_slot(thread)
+        except Exception:
+            log.exception("could not start a spare Worker isolate")
+            return None
+        if self._closed:
+            await slot.host.close()
+            return None
+        log.warning("every Worker isolate is busy with a long turn; started a spare one")
+        self._slots.append(slot)
+        self._slot_ready.set()
+        return slot
+
+    def _ensure_watchdog(self) -> None:
+        if self._watchdog is None or self._watchdog.done():
+            self._watchdog = asyncio.get_running_loop().create_task(self._watch())
+
+    async def _watch(self) -> None:
+        """While requests wait, move those not yet delivered off isolates that are stuck."""
+        while not self._closed and any(s.pending for s in self._slots):
+            await asyncio.sleep(WATCHDOG_S)
+            now = time.monotonic()
+            for slot in list(self._slots):
+                if not slot.stalled(now):
+                    continue
+                moved = slot.host.take_undelivered("fetch")
+                for message in moved:
+                    request_id = int(message["id"])
+                    future = slot.pending.pop(request_id, None)
+                    slot.live.pop(request_id, None)
+                    if future is None or future.done():
+                        continue
+                    target = await self._pick()
+                    self._dispatch(target, request_id, future, message)
 
     # -- answers from JS -------------------------------------------------------------
+
+    def _on_done(self, slot: _Slot, message: dict[str, Any]) -> None:
+        """JS finished a request: its response is out and its waitUntil work settled."""
+        slot.live.pop(message.get("id"), None)  # type: ignore[arg-type]
+
+    def _charge(self, slot: _Slot, cpu_ms: float) -> None:
+        """Share a turn's CPU time among the requests the isolate serves; stop the isolate
+        when one of them has used more than its limit."""
+        if not slot.live or cpu_ms <= 0:
+            return
+        share = cpu_ms / len(slot.live)
+        over = False
+        for request_id in slot.live:
+            slot.live[request_id] += share
+            over = over or slot.live[request_id] > self.limits.cpu_ms
+        if over and slot.isolate.fault is None:
+            slot.isolate.fault = IsolateFault(
+                CPU_LIMIT_REASON, f"a request used more than {self.limits.cpu_ms} ms of CPU"
+            )
 
     def _on_respond(self, slot: _Slot, message: dict[str, Any]) -> None:
         future = slot.pending.pop(message["id"], None)
@@ -169,19 +333,34 @@ class WorkerPool:
             self._slots.remove(slot)
         for future in slot.pending.values():
             if not future.done():
-                future.set_exception(
-                    WorkerError("Error", f"Worker exceeded a limit: {fault.reason}", detail)
-                )
+                future.set_exception(fault_error(fault, detail))
         slot.pending.clear()
+        slot.live.clear()
+        if slot.spare:
+            # Spares exist for a burst of stuck isolates; one that fails is not replaced.
+            asyncio.get_running_loop().create_task(slot.host.close())
+            return
         asyncio.get_running_loop().create_task(self._replace(slot))
 
     def _check_hung(self, slot: _Slot) -> None:
         """A request is hung when its isolate has nothing left to run and no host work pending."""
-        if slot.pending and not slot.host.busy:
-            for future in slot.pending.values():
+        if slot.pending and not slot.host.busy and not slot.isolate.runnable:
+            for request_id, future in slot.pending.items():
                 if not future.done():
                     future.set_exception(WorkerError("Error", HUNG_MESSAGE))
+                slot.live.pop(request_id, None)
+                slot.host.post({"k": "drop", "id": request_id})
             slot.pending.clear()
+
+    def abandon(self, request_id: int) -> None:
+        """The client went away: stop serving its request (timers, fetches, CPU)."""
+        for slot in self._slots:
+            future = slot.pending.pop(request_id, None)
+            if future is not None:
+                future.cancel()
+                slot.live.pop(request_id, None)
+                slot.host.post({"k": "drop", "id": request_id})
+                return
 
     async def _replace(self, slot: _Slot) -> None:
         try:
@@ -189,11 +368,20 @@ class WorkerPool:
         except Exception:
             log.exception("could not start a replacement Worker isolate")
             return
+        if self._closed:
+            await fresh.host.close()
+            return
         self._slots.append(fresh)
         self._slot_ready.set()
         await slot.host.close()
 
     async def close(self) -> None:
+        self._closed = True
+        if self._watchdog is not None:
+            self._watchdog.cancel()
         for slot in self._slots:
             await slot.host.close()
         self._slots = []
+        for thread in self._spare_threads:
+            thread.shutdown()
+        self._spare_threads = []

@@ -6,6 +6,7 @@ routed to on Cloudflare either, so they never shadow a Worker's routes.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
@@ -16,10 +17,35 @@ from starlette.responses import PlainTextResponse, Response
 from starlette.routing import Route
 
 from celld.isolate.worker_pool import WorkerError, WorkerPool
+from celld.server.limits import (
+    INLINE_BODY_BYTES,
+    MAX_BODY_BYTES,
+    BodyReader,
+    BodyTimeout,
+    BodyTooLarge,
+    ClientGone,
+    response_problem,
+)
 
 log = logging.getLogger("celld.server")
 
 INTERNAL_PREFIX = "/cdn-cgi/celld"
+
+
+def _too_large() -> Response:
+    return PlainTextResponse(
+        f"Payload Too Large: request bodies are limited to {MAX_BODY_BYTES} bytes\n",
+        status_code=413,
+    )
+
+
+def _body_failed(error: Exception) -> Response:
+    """The answer when reading the request body failed, whatever the Worker made of it."""
+    if isinstance(error, BodyTooLarge):
+        return _too_large()
+    if isinstance(error, BodyTimeout):
+        return PlainTextResponse(f"Request Timeout: {error}\n", status_code=408)
+    return PlainTextResponse(f"Bad Request: {error}\n", status_code=400)
 
 
 def build_app(
@@ -31,11 +57,25 @@ def build_app(
     internal_routes: list[Route] | None = None,
 ) -> Starlette:
     async def serve_worker(request: Request) -> Response:
-        body = await request.body()
         headers = [(k.decode("latin-1"), v.decode("latin-1")) for k, v in request.headers.raw]
+        declared = request.headers.get("content-length")
+        if declared is not None and not declared.isdigit():
+            return PlainTextResponse("Invalid Content-Length\n", status_code=400)
+        if declared is not None and int(declared) > MAX_BODY_BYTES:
+            return _too_large()
+        reader = BodyReader(request.receive)
+        body: bytes | AsyncIterator[bytes]
         try:
+            if request.method in ("GET", "HEAD"):
+                body = b""
+            elif declared is not None and int(declared) <= INLINE_BODY_BYTES:
+                body = await reader.read_all()
+            else:
+                body = reader.stream()
             answer = await get_pool().handle(request.method, str(request.url), headers, body)
         except WorkerError as error:
+            if reader.failure is not None:
+                return _body_failed(reader.failure)
             log.error(
                 "%s %s: Uncaught %s: %s\n%s",
                 request.method,
@@ -47,6 +87,21 @@ def build_app(
             return PlainTextResponse(
                 f"Worker threw exception: {error.name}: {error.message}\n", status_code=500
             )
+        except (BodyTooLarge, BodyTimeout, ClientGone) as error:
+            return _body_failed(error)
+        except asyncio.CancelledError:
+            # The shutdown grace period (SIGTERM, --grace) is over: answer instead of
+            # leaving the client with a dropped connection and the log with a traceback.
+            log.warning("%s %s: cut off by shutdown", request.method, request.url.path)
+            return PlainTextResponse(
+                "Service Unavailable: celld is shutting down\n", status_code=503
+            )
+        if reader.failure is not None:
+            return _body_failed(reader.failure)
+        problem = response_problem(answer.status, answer.headers)
+        if problem is not None:
+            log.error("%s %s: %s", request.method, request.url.path, problem)
+            return PlainTextResponse(f"Worker threw exception: TypeError: {problem}\n", 500)
         response = Response(content=answer.body, status_code=answer.status)
         response.raw_headers = [
             (k.lower().encode("latin-1"), v.encode("latin-1"))

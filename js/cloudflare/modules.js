@@ -1,6 +1,7 @@
 // The `cloudflare:workers` and `cloudflare:workflows` modules a Worker imports.
 "use strict";
 (() => {
+  const { ArrayPrototypePush, ObjectAssign, ObjectCreate, ObjectFreeze } = globalThis.__celld_primordials;
   const modules = globalThis.__celld_builtin_modules;
 
   /** The `env` a Worker's handlers receive; filled in when the isolate is set up. */
@@ -36,11 +37,11 @@
   // The host sends the env once, before any request or run: vars first, then each
   // hook adds the bindings it knows how to build.
   globalThis.__celld_host.on("env", (message) => {
-    Object.assign(env, message.vars);
+    ObjectAssign(env, message.vars);
     for (const hook of envHooks) hook(message, env);
   });
 
-  modules["cloudflare:workers"] = Object.freeze(Object.assign(Object.create(null), {
+  modules["cloudflare:workers"] = ObjectFreeze(ObjectAssign(ObjectCreate(null), {
     WorkerEntrypoint,
     WorkflowEntrypoint,
     RpcTarget,
@@ -62,12 +63,12 @@
     }
   }
 
-  modules["cloudflare:workflows"] = Object.freeze(Object.assign(Object.create(null), {
+  modules["cloudflare:workflows"] = ObjectFreeze(ObjectAssign(ObjectCreate(null), {
     NonRetryableError,
   }));
 
   Object.defineProperty(globalThis, "__celld_cloudflare", {
-    value: Object.freeze({
+    value: ObjectFreeze({
       env,
       WorkerEntrypoint,
       WorkflowEntrypoint,
@@ -76,7 +77,7 @@
         currentWaitUntil = fn;
       },
       onEnv(hook) {
-        envHooks.push(hook);
+        ArrayPrototypePush(envHooks, hook);
       },
     }),
   });

@@ -6,13 +6,26 @@
 (() => {
   const host = globalThis.__celld_host;
   const cloudflare = globalThis.__celld_cloudflare;
+  const web = globalThis.__celld_web;
+  const {
+    ObjectDefineProperty, PromisePrototypeThen, PromiseResolve, PromiseReject, SafeMap, TypeError,
+  } = globalThis.__celld_primordials;
+  const Response = globalThis.Response;
+
+  /** How long waitUntil() work may run on after the response (Cloudflare's limit). */
+  const WAIT_UNTIL_MS = 30_000;
+
+  /** Requests this isolate serves: id -> {id, waits, responded, finished, cap}. A request
+   * lives until its response is sent and its waitUntil() promises settle; then its
+   * timers and unanswered host requests (fetches) are dropped, as in workerd. */
+  const live = new SafeMap();
 
   /** The `ctx` argument of a fetch handler. */
   class ExecutionContext {
     #pending;
     constructor(pending) {
       this.#pending = pending;
-      Object.defineProperty(this, "props", { value: {}, enumerable: true });
+      ObjectDefineProperty(this, "props", { value: {}, enumerable: true });
     }
     waitUntil(promise) {
       this.#pending(promise);
@@ -22,14 +35,63 @@
     }
   }
 
-  function keepGoing(promise) {
-    Promise.resolve(promise).catch((error) => {
-      const shape = host.describeError(error);
-      host.notify("log", {
-        level: "error",
-        text: `Uncaught (in waitUntil) ${shape.name}: ${shape.message}\n${shape.stack}`,
-      });
+  function logWaitUntilError(error) {
+    const shape = host.describeError(error);
+    host.notify("log", {
+      level: "error",
+      text: `Uncaught (in waitUntil) ${shape.name}: ${shape.message}\n${shape.stack}`,
     });
+  }
+
+  function tracker(owner) {
+    return (promise) => {
+      if (owner.finished) return; // the request is over; there is nothing to extend
+      owner.waits++;
+      const settled = () => {
+        owner.waits--;
+        maybeFinish(owner);
+      };
+      PromisePrototypeThen(PromiseResolve(promise), settled, (error) => {
+        logWaitUntilError(error);
+        settled();
+      });
+    };
+  }
+
+  function maybeFinish(owner) {
+    if (!owner.responded || owner.finished) return;
+    if (owner.waits === 0) {
+      finish(owner);
+      return;
+    }
+    if (owner.cap === null) {
+      // waitUntil work may outlive the response by WAIT_UNTIL_MS, then it is cut off.
+      owner.cap = host.runAs(owner, () => host.requestCancellable("timer", { ms: WAIT_UNTIL_MS }));
+      PromisePrototypeThen(owner.cap.promise, () => {
+        host.notify("log", {
+          level: "warn",
+          text: `waitUntil() work was still running ${WAIT_UNTIL_MS} ms after the response; it was cancelled`,
+        });
+        finish(owner);
+      });
+    }
+  }
+
+  /** The request is over: drop its timers and what the host still owes it. */
+  function finish(owner) {
+    if (owner.finished) return;
+    owner.finished = true;
+    live.delete(owner.id);
+    if (owner.cap !== null) owner.cap.cancel();
+    web.clearTimersOf(owner);
+    host.cancelOwned(owner);
+    if (live.size === 0) {
+      // Nothing is being served: whatever is left (timers set after an await, whose
+      // request could not be told) belongs to no one.
+      web.clearTimersOf(null);
+      host.cancelOwned(null);
+    }
+    host.notify("done", { id: owner.id });
   }
 
   function resolveHandler(main, ctx) {
@@ -49,28 +111,59 @@
     );
   }
 
+  function respond(owner, fields) {
+    if (owner.finished) return;
+    try {
+      host.notify("respond", fields);
+    } catch (error) {
+      host.notify("respond", { id: owner.id, error: host.describeError(error) });
+    }
+    owner.responded = true;
+    maybeFinish(owner);
+  }
+
   host.on("fetch", (message) => {
+    const owner = { id: message.id, waits: 0, responded: false, finished: false, cap: null };
+    live.set(message.id, owner);
+    const keepGoing = tracker(owner);
     const ctx = new ExecutionContext(keepGoing);
     cloudflare.setWaitUntil(keepGoing);
-    let outcome;
-    try {
-      const request = globalThis.__celld_web.requestFromWire(message.request);
-      outcome = Promise.resolve(resolveHandler(globalThis.__celld_main, ctx)(request));
-    } catch (error) {
-      outcome = Promise.reject(error);
+    const outcome = host.runAs(owner, () => {
+      try {
+        const request = web.requestFromWire(message.request, message.id);
+        return PromiseResolve(resolveHandler(globalThis.__celld_main, ctx)(request));
+      } catch (error) {
+        return PromiseReject(error);
+      }
+    });
+    const fail = (error) => respond(owner, { id: message.id, error: host.describeError(error) });
+    // No callback here returns a promise: resolving with one would look up its `then`,
+    // which user code may have replaced.
+    PromisePrototypeThen(outcome, (response) => {
+      if (!(response instanceof Response)) {
+        fail(new TypeError(
+          `The Worker's fetch handler returned ${response === null ? "null" : typeof response}, not a Response`,
+        ));
+        return;
+      }
+      let wired;
+      try {
+        wired = web.responseToWire(response);
+      } catch (error) {
+        fail(error);
+        return;
+      }
+      PromisePrototypeThen(wired, (wire) => respond(owner, { id: message.id, response: wire }), fail);
+    }, fail);
+  });
+
+  // The host gave up on a request (it hung, or the client went away): end it here too.
+  host.on("drop", (message) => {
+    const owner = live.get(message.id);
+    if (owner !== undefined) {
+      owner.responded = true;
+      owner.waits = 0;
+      finish(owner);
     }
-    outcome
-      .then((response) => {
-        if (!(response instanceof Response)) {
-          throw new TypeError(
-            `The Worker's fetch handler returned ${response === null ? "null" : typeof response}, not a Response`,
-          );
-        }
-        return globalThis.__celld_web.responseToWire(response);
-      })
-      .then(
-        (wire) => host.notify("respond", { id: message.id, response: wire }),
-        (error) => host.notify("respond", { id: message.id, error: host.describeError(error) }),
-      );
   });
 })();

@@ -1,6 +1,7 @@
 // AbortController and AbortSignal (abort, timeout, any).
 "use strict";
 (() => {
+  const { ArrayFrom, ArrayPrototypePush } = globalThis.__celld_primordials;
   const web = globalThis.__celld_web;
   const CREATE = Symbol("create");
   const signals = new WeakMap();
@@ -74,7 +75,7 @@
     }
 
     static any(list) {
-      const sources = Array.from(list);
+      const sources = ArrayFrom(list);
       for (const source of sources) {
         if (!(source instanceof AbortSignal)) throw new TypeError("AbortSignal.any: every item must be an AbortSignal");
       }
@@ -86,7 +87,7 @@
       }
       // Weak links: a combined signal nobody holds must not be kept alive by its sources.
       const ref = new WeakRef(signal);
-      for (const source of sources) signals.get(source).dependents.push(ref);
+      for (const source of sources) ArrayPrototypePush(signals.get(source).dependents, ref);
       return signal;
     }
   }

@@ -5,11 +5,12 @@
 // a body twice fails as in Workers.
 "use strict";
 (() => {
+  const { JSONParse, JSONStringify, ObjectAssign, PromisePrototypeThen, SafeSet } = globalThis.__celld_primordials;
   const web = globalThis.__celld_web;
   const bodies = new WeakMap(); // Request/Response -> body state
   const USED = "Body has already been used. It can only be used once. Use tee() first if you need to read it twice.";
-  const NULL_BODY_STATUSES = new Set([101, 103, 204, 205, 304]);
-  const REDIRECT_STATUSES = new Set([301, 302, 303, 307, 308]);
+  const NULL_BODY_STATUSES = new SafeSet([101, 103, 204, 205, 304]);
+  const REDIRECT_STATUSES = new SafeSet([301, 302, 303, 307, 308]);
   const INTERNAL = Symbol("internal");
 
   /** Body init -> {bytes|stream|promise, contentType} (null for no body). */
@@ -73,7 +74,7 @@
       b.source = { promise };
       return { promise };
     }
-    return { promise: b.source.promise.then((bytes) => bytes.slice()) };
+    return { promise: PromisePrototypeThen(b.source.promise, (bytes) => bytes.slice()) };
   }
 
   function defineBodyMethods(Class) {
@@ -134,7 +135,7 @@
         configurable: true,
         writable: true,
         value: async function json() {
-          return JSON.parse(await this.text());
+          return JSONParse(await this.text());
         },
       },
       blob: {
@@ -158,8 +159,8 @@
 
   // -- Request ------------------------------------------------------------------------
 
-  const FORBIDDEN_METHODS = new Set(["CONNECT", "TRACE", "TRACK"]);
-  const NORMALIZED_METHODS = new Set(["DELETE", "GET", "HEAD", "OPTIONS", "POST", "PUT", "PATCH"]);
+  const FORBIDDEN_METHODS = new SafeSet(["CONNECT", "TRACE", "TRACK"]);
+  const NORMALIZED_METHODS = new SafeSet(["DELETE", "GET", "HEAD", "OPTIONS", "POST", "PUT", "PATCH"]);
   const TOKEN = /^[!#$%&'*+\-.^_`|~0-9A-Za-z]+$/;
   const requests = new WeakMap();
 
@@ -305,11 +306,11 @@
     }
 
     static json(data, init = {}) {
-      const text = JSON.stringify(data);
+      const text = JSONStringify(data);
       if (text === undefined) throw new TypeError("Response.json: the value cannot be converted to JSON");
       const headers = new Headers(init && init.headers);
       if (!headers.has("content-type")) headers.set("content-type", "application/json");
-      return new Response(text, Object.assign({}, init, { headers }));
+      return new Response(text, ObjectAssign({}, init, { headers }));
     }
 
     get status() { return responses.get(this).status; }
@@ -330,7 +331,7 @@
       const copy = new Response(null, {}, INTERNAL);
       const headers = web.headersFrom(r.headers);
       web.setHeadersGuard(headers, r.headersGuard || "none");
-      responses.set(copy, Object.assign({}, r, { headers }));
+      responses.set(copy, ObjectAssign({}, r, { headers }));
       bodies.set(copy, newBody(cloneSource(body(this))));
       return copy;
     }
@@ -356,12 +357,29 @@
 
   // -- the wire format the server glue uses -------------------------------------------------
 
-  /** {method, url, headers: [[k, v]], body: base64|null, cf?} -> Request */
-  function requestFromWire(wire) {
+  /** A request body the host streams in: each pull asks for the next chunk, so a body
+   * is only held in the isolate as far as the Worker reads it. */
+  function streamFromHost(id) {
+    const host = globalThis.__celld_host;
+    return new ReadableStream({
+      pull(controller) {
+        return PromisePrototypeThen(host.request("body.read", { id }), (chunk) => {
+          if (chunk === null) controller.close();
+          else controller.enqueue(web.base64ToBytes(chunk));
+        });
+      },
+    });
+  }
+
+  /** {method, url, headers: [[k, v]], body: base64|null, stream?, cf?} -> Request; with
+   * `stream: true` the body is read from the host as the Worker consumes it. */
+  function requestFromWire(wire, id) {
     const method = String(wire.method || "GET").toUpperCase();
-    const hasBody = wire.body !== null && wire.body !== undefined && method !== "GET" && method !== "HEAD";
+    const bodyless = method === "GET" || method === "HEAD";
+    const hasBody = wire.body !== null && wire.body !== undefined && !bodyless;
     const init = { method, headers: wire.headers || [] };
-    if (hasBody) init.body = web.base64ToBytes(wire.body);
+    if (wire.stream === true && !bodyless) init.body = streamFromHost(id);
+    else if (hasBody) init.body = web.base64ToBytes(wire.body);
     if (wire.cf !== undefined) init.cf = wire.cf;
     return new Request(wire.url, init);
   }
@@ -382,5 +400,5 @@
     };
   }
 
-  Object.assign(web, { requestFromWire, responseToWire, makeResponse, consumeBody: consume, NULL_BODY_STATUSES });
+  ObjectAssign(web, { requestFromWire, responseToWire, makeResponse, consumeBody: consume, NULL_BODY_STATUSES });
 })();

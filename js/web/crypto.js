@@ -13,6 +13,7 @@
 //     compromise of the state does not reveal earlier outputs.
 "use strict";
 (() => {
+  const { ArrayFrom, PromisePrototypeThen } = globalThis.__celld_primordials;
   const web = globalThis.__celld_web;
   const host = globalThis.__celld_host;
 
@@ -93,7 +94,7 @@
   function requestEntropy() {
     if (reseeding) return;
     reseeding = true;
-    host.request("entropy", {}).then((base64) => {
+    PromisePrototypeThen(host.request("entropy", {}), (base64) => {
       reseeding = false;
       mixEntropy(base64);
     }, (error) => {
@@ -182,7 +183,7 @@
     return array;
   }
 
-  const HEX = Array.from({ length: 256 }, (_, i) => i.toString(16).padStart(2, "0"));
+  const HEX = ArrayFrom({ length: 256 }, (_, i) => i.toString(16).padStart(2, "0"));
 
   function randomUUID() {
     const b = randomBytes(16);

@@ -1,6 +1,7 @@
 // TextEncoder and TextDecoder (utf-8, utf-16le, latin1/windows-1252 labels).
 "use strict";
 (() => {
+  const { ArrayPrototypePush, SafeMap } = globalThis.__celld_primordials;
   const web = globalThis.__celld_web;
 
   class TextEncoder {
@@ -34,7 +35,7 @@
     }
   }
 
-  const LABELS = new Map([
+  const LABELS = new SafeMap([
     ["utf-8", "utf-8"], ["utf8", "utf-8"], ["unicode-1-1-utf-8", "utf-8"],
     ["unicode11utf8", "utf-8"], ["unicode20utf8", "utf-8"], ["x-unicode20utf8", "utf-8"],
     ["utf-16le", "utf-16le"], ["utf-16", "utf-16le"], ["ucs-2", "utf-16le"],
@@ -118,7 +119,7 @@
       }
       const even = bytes.length & ~1;
       const codes = [];
-      for (let i = 0; i < even; i += 2) codes.push(bytes[i] | (bytes[i + 1] << 8));
+      for (let i = 0; i < even; i += 2) ArrayPrototypePush(codes, bytes[i] | (bytes[i + 1] << 8));
       // Keep a trailing odd byte or high surrogate for the next chunk when streaming.
       let keep = even < bytes.length ? bytes.slice(even) : null;
       const last = codes[codes.length - 1];

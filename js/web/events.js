@@ -2,6 +2,7 @@
 // libraries that use EventTarget as a plain emitter (no bubbling: there is no tree).
 "use strict";
 (() => {
+  const { ArrayPrototypePush, SafeMap } = globalThis.__celld_primordials;
   const web = globalThis.__celld_web;
   const eventState = new WeakMap();
   const listeners = new WeakMap();
@@ -80,7 +81,7 @@
 
   class EventTarget {
     constructor() {
-      listeners.set(this, new Map());
+      listeners.set(this, new SafeMap());
     }
 
     addEventListener(type, listener, options = {}) {
@@ -97,7 +98,7 @@
       const list = map.get(key);
       if (list.some((l) => l.listener === listener && l.capture === capture)) return;
       const entry = { listener, capture, once, passive, removed: false };
-      list.push(entry);
+      ArrayPrototypePush(list, entry);
       if (signal) {
         signal.addEventListener("abort", () => this.removeEventListener(key, listener, { capture }));
       }

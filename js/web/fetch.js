@@ -5,6 +5,7 @@
 // with the signal's reason; the host may still finish and its answer is ignored.
 "use strict";
 (() => {
+  const { PromisePrototypeThen } = globalThis.__celld_primordials;
   const web = globalThis.__celld_web;
   const host = globalThis.__celld_host;
 
@@ -17,7 +18,7 @@
         return;
       }
       signal.addEventListener("abort", onAbort, { once: true });
-      promise.then(
+      PromisePrototypeThen(promise, 
         (value) => {
           signal.removeEventListener("abort", onAbort);
           resolve(value);

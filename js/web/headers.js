@@ -2,6 +2,7 @@
 // and iteration rules, plus a guard that makes some instances immutable.
 "use strict";
 (() => {
+  const { ArrayFrom, ArrayPrototypeFilter, ArrayPrototypeJoin, ArrayPrototypeMap, ArrayPrototypePush, ObjectKeys, SafeSet } = globalThis.__celld_primordials;
   const web = globalThis.__celld_web;
   const TOKEN = /^[!#$%&'*+\-.^_`|~0-9A-Za-z]+$/;
   const states = new WeakMap(); // headers -> {list: [[lowerName, value]], guard}
@@ -45,7 +46,7 @@
     if (typeof init[Symbol.iterator] === "function") {
       for (const pair of init) {
         const items = pair && typeof pair !== "string" && typeof pair[Symbol.iterator] === "function"
-          ? Array.from(pair) : null;
+          ? ArrayFrom(pair) : null;
         if (!items || items.length !== 2) {
           throw new TypeError("Headers: each header must be a [name, value] pair");
         }
@@ -53,7 +54,7 @@
       }
       return;
     }
-    for (const key of Object.keys(init)) headers.append(key, init[key]);
+    for (const key of ObjectKeys(init)) headers.append(key, init[key]);
   }
 
   class Headers {
@@ -67,20 +68,20 @@
       const n = checkName(name);
       const v = checkValue(value);
       checkMutable(s);
-      s.list.push([n, v]);
+      ArrayPrototypePush(s.list, [n, v]);
     }
 
     delete(name) {
       const s = state(this);
       const n = checkName(name);
       checkMutable(s);
-      s.list = s.list.filter(([k]) => k !== n);
+      s.list = ArrayPrototypeFilter(s.list, ([k]) => k !== n);
     }
 
     get(name) {
       const n = checkName(name);
-      const values = state(this).list.filter(([k]) => k === n).map(([, v]) => v);
-      return values.length ? values.join(", ") : null;
+      const values = ArrayPrototypeMap(ArrayPrototypeFilter(state(this).list, ([k]) => k === n), ([, v]) => v);
+      return values.length ? ArrayPrototypeJoin(values, ", ") : null;
     }
 
     getAll(name) {
@@ -91,7 +92,7 @@
     }
 
     getSetCookie() {
-      return state(this).list.filter(([k]) => k === "set-cookie").map(([, v]) => v);
+      return ArrayPrototypeMap(ArrayPrototypeFilter(state(this).list, ([k]) => k === "set-cookie"), ([, v]) => v);
     }
 
     has(name) {
@@ -106,10 +107,10 @@
       checkMutable(s);
       const index = s.list.findIndex(([k]) => k === n);
       if (index < 0) {
-        s.list.push([n, v]);
+        ArrayPrototypePush(s.list, [n, v]);
       } else {
         s.list[index] = [n, v];
-        s.list = s.list.filter(([k], i) => k !== n || i === index);
+        s.list = ArrayPrototypeFilter(s.list, ([k], i) => k !== n || i === index);
       }
     }
 
@@ -121,7 +122,7 @@
     /** Sorted by name; values combined, except Set-Cookie which stays one per entry. */
     *entries() {
       const list = state(this).list;
-      const names = [...new Set(list.map(([k]) => k))].sort();
+      const names = [...new SafeSet(ArrayPrototypeMap(list, ([k]) => k))].sort();
       for (const name of names) {
         if (name === "set-cookie") {
           for (const [k, v] of list) if (k === name) yield [name, v];
@@ -147,7 +148,7 @@
   web.setToStringTag(Headers, "Headers");
   web.defineGlobal("Headers", Headers);
 
-  web.headerList = (headers) => state(headers).list.map(([k, v]) => [k, v]);
+  web.headerList = (headers) => ArrayPrototypeMap(state(headers).list, ([k, v]) => [k, v]);
   web.setHeadersGuard = (headers, guard) => {
     state(headers).guard = guard;
   };

@@ -20,14 +20,36 @@
 "use strict";
 (() => {
   const web = globalThis.__celld_web;
+  // Captured built-ins (js/primordials.js): user code that patches Array.prototype.push,
+  // Map.prototype.set or JSON must not change what gets recorded or cloned.
+  const {
+    ArrayIsArray, ArrayPrototypePush, ArrayPrototypePop, ArrayBufferIsView, BigIntPrototypeToString,
+    BigIntPrototypeValueOf, BooleanPrototypeValueOf, DatePrototypeGetTime, FunctionPrototypeToString,
+    JSONParse, MapPrototypeForEach, MapPrototypeSet, NumberIsNaN, NumberPrototypeValueOf,
+    ObjectDefineProperty, ObjectIs, ObjectKeys, ObjectPrototypeHasOwnProperty,
+    ObjectPrototypeToString, SafeMap, SafeSet, SetPrototypeAdd, SetPrototypeForEach,
+    StringPrototypeSlice, StringPrototypeValueOf, SymbolPrototypeToString, stringify,
+    Array, ArrayBuffer, BigInt, Boolean, DataView, Date, Error, EvalError, Map, Number, Object,
+    Promise, RangeError, ReferenceError, RegExp, Set, String, Symbol, SyntaxError, TypeError,
+    URIError, Uint8Array, WeakMap, WeakSet, WeakRef, AggregateError, SharedArrayBuffer,
+    FinalizationRegistry, isDate, isRegExp, isMap, isSet, isArrayBuffer, isBooleanObject,
+    isNumberObject, isStringObject, isBigIntObject,
+  } = globalThis.__celld_primordials;
+  const hasOwn = ObjectPrototypeHasOwnProperty;
+  const RegExpSource = __celld_primordials.uncurryThis(
+    Object.getOwnPropertyDescriptor(RegExp.prototype, "source").get);
+  const RegExpFlags = __celld_primordials.uncurryThis(
+    Object.getOwnPropertyDescriptor(RegExp.prototype, "flags").get);
 
   const TYPED_ARRAYS = {
+    __proto__: null,
     Int8Array, Uint8Array, Uint8ClampedArray, Int16Array, Uint16Array, Int32Array,
     Uint32Array, Float32Array, Float64Array, BigInt64Array, BigUint64Array, DataView,
   };
   if (typeof Float16Array === "function") TYPED_ARRAYS.Float16Array = Float16Array;
 
   const ERROR_TYPES = {
+    __proto__: null,
     Error, EvalError, RangeError, ReferenceError, SyntaxError, TypeError, URIError, AggregateError,
   };
 
@@ -39,38 +61,42 @@
     if (value instanceof DataView) return "DataView";
     // %TypedArray%.prototype[@@toStringTag] names the concrete type, even for subclasses.
     const tag = value[Symbol.toStringTag];
-    if (!Object.prototype.hasOwnProperty.call(TYPED_ARRAYS, tag)) throw cloneError("unknown view type could not be cloned.");
+    if (!hasOwn(TYPED_ARRAYS, tag)) throw cloneError("unknown view type could not be cloned.");
     return tag;
   }
 
   function uncloneable(value) {
     return value instanceof Promise || value instanceof WeakMap || value instanceof WeakSet
-      || value instanceof WeakRef || (typeof FinalizationRegistry === "function" && value instanceof FinalizationRegistry);
+      || value instanceof WeakRef || (FinalizationRegistry !== undefined && value instanceof FinalizationRegistry);
   }
 
   /** Objects reached more than once (shared or cyclic): only those get ids. */
   function findShared(root) {
-    const seen = new Set();
-    const shared = new Set();
+    const seen = new SafeSet();
+    const shared = new SafeSet();
     const stack = [root];
+    const push = (x) => ArrayPrototypePush(stack, x);
     while (stack.length) {
-      const v = stack.pop();
+      const v = ArrayPrototypePop(stack);
       if (v === null || typeof v !== "object") continue;
       if (seen.has(v)) {
         shared.add(v);
         continue;
       }
       seen.add(v);
-      if (v instanceof Map) {
-        for (const [k, x] of v) stack.push(k, x);
-      } else if (v instanceof Set) {
-        for (const x of v) stack.push(x);
+      if (isMap(v)) {
+        MapPrototypeForEach(v, (x, k) => {
+          push(k);
+          push(x);
+        });
+      } else if (isSet(v)) {
+        SetPrototypeForEach(v, push);
       } else if (v instanceof Error) {
-        if ("cause" in v) stack.push(v.cause);
-        if (Array.isArray(v.errors)) stack.push(v.errors);
-      } else if (!ArrayBuffer.isView(v) && !(v instanceof ArrayBuffer) && !(v instanceof Date)
-        && !(v instanceof RegExp)) {
-        for (const key of Object.keys(v)) stack.push(v[key]);
+        if ("cause" in v) push(v.cause);
+        if (ArrayIsArray(v.errors)) push(v.errors);
+      } else if (!ArrayBufferIsView(v) && !isArrayBuffer(v) && !isDate(v) && !isRegExp(v)) {
+        const keys = ObjectKeys(v);
+        for (let i = 0; i < keys.length; i++) push(v[keys[i]]);
       }
     }
     return shared;
@@ -79,7 +105,7 @@
   /** Value -> JSON-ready tree. */
   function encode(root) {
     const shared = findShared(root);
-    const ids = new Map();
+    const ids = new SafeMap();
 
     function node(v) {
       switch (typeof v) {
@@ -87,19 +113,19 @@
         case "boolean":
           return v;
         case "number":
-          if (Number.isNaN(v)) return { $: "NaN" };
+          if (NumberIsNaN(v)) return { $: "NaN" };
           if (v === Infinity) return { $: "Infinity" };
           if (v === -Infinity) return { $: "-Infinity" };
-          if (Object.is(v, -0)) return { $: "-0" };
+          if (ObjectIs(v, -0)) return { $: "-0" };
           return v;
         case "undefined":
           return { $: "undefined" };
         case "bigint":
-          return { $: "BigInt", v: v.toString() };
+          return { $: "BigInt", v: BigIntPrototypeToString(v) };
         case "function":
-          throw cloneError(`${Function.prototype.toString.call(v).slice(0, 60)} could not be cloned.`);
+          throw cloneError(`${StringPrototypeSlice(FunctionPrototypeToString(v), 0, 60)} could not be cloned.`);
         case "symbol":
-          throw cloneError(`${v.toString()} could not be cloned.`);
+          throw cloneError(`${SymbolPrototypeToString(v)} could not be cloned.`);
         default:
           break;
       }
@@ -114,29 +140,32 @@
     }
 
     function body(v) {
-      if (Array.isArray(v)) {
+      if (ArrayIsArray(v)) {
         const out = new Array(v.length);
         for (let i = 0; i < v.length; i++) out[i] = node(v[i]);
         return out;
       }
-      if (v instanceof Date) {
-        const t = v.getTime();
-        return { $: "Date", v: Number.isNaN(t) ? null : t };
+      if (isDate(v)) {
+        const t = DatePrototypeGetTime(v);
+        return { $: "Date", v: NumberIsNaN(t) ? null : t };
       }
-      if (v instanceof RegExp) return { $: "RegExp", source: v.source, flags: v.flags };
-      if (v instanceof Map) {
+      if (isRegExp(v)) return { $: "RegExp", source: RegExpSource(v), flags: RegExpFlags(v) };
+      if (isMap(v)) {
         const entries = [];
-        for (const [k, x] of v) entries.push([node(k), node(x)]);
+        MapPrototypeForEach(v, (x, k) => {
+          const key = node(k);
+          ArrayPrototypePush(entries, [key, node(x)]);
+        });
         return { $: "Map", v: entries };
       }
-      if (v instanceof Set) {
+      if (isSet(v)) {
         const items = [];
-        for (const x of v) items.push(node(x));
+        SetPrototypeForEach(v, (x) => ArrayPrototypePush(items, node(x)));
         return { $: "Set", v: items };
       }
-      if (v instanceof ArrayBuffer) return { $: "ArrayBuffer", v: web.bytesToBase64(new Uint8Array(v)) };
-      if (v instanceof SharedArrayBuffer) throw cloneError("SharedArrayBuffer could not be cloned.");
-      if (ArrayBuffer.isView(v)) {
+      if (isArrayBuffer(v)) return { $: "ArrayBuffer", v: web.bytesToBase64(new Uint8Array(v)) };
+      if (SharedArrayBuffer !== undefined && v instanceof SharedArrayBuffer) throw cloneError("SharedArrayBuffer could not be cloned.");
+      if (ArrayBufferIsView(v)) {
         const bytes = new Uint8Array(v.buffer, v.byteOffset, v.byteLength);
         return { $: typeOfView(v), v: web.bytesToBase64(bytes) };
       }
@@ -148,24 +177,29 @@
           stack: typeof v.stack === "string" ? v.stack : "",
         };
         if (typeof DOMException === "function" && v instanceof DOMException) out.dom = true;
-        if (Object.prototype.hasOwnProperty.call(v, "cause")) out.cause = node(v.cause);
-        if (Array.isArray(v.errors)) out.errors = node(v.errors);
+        if (hasOwn(v, "cause")) out.cause = node(v.cause);
+        if (ArrayIsArray(v.errors)) out.errors = node(v.errors);
         return out;
       }
-      if (v instanceof Boolean) return { $: "Boolean", v: v.valueOf() };
-      if (v instanceof Number) return { $: "Number", v: node(v.valueOf()) };
-      if (v instanceof String) return { $: "String", v: v.valueOf() };
-      if (v instanceof BigInt) return { $: "BigIntObject", v: v.valueOf().toString() };
+      if (isBooleanObject(v)) return { $: "Boolean", v: BooleanPrototypeValueOf(v) };
+      if (isNumberObject(v)) return { $: "Number", v: node(NumberPrototypeValueOf(v)) };
+      if (isStringObject(v)) return { $: "String", v: StringPrototypeValueOf(v) };
+      if (isBigIntObject(v)) {
+        return { $: "BigIntObject", v: BigIntPrototypeToString(BigIntPrototypeValueOf(v)) };
+      }
       if (uncloneable(v)) {
-        const kind = Object.prototype.toString.call(v).slice(8, -1);
+        const kind = StringPrototypeSlice(ObjectPrototypeToString(v), 8, -1);
         throw cloneError(`#<${kind}> could not be cloned.`);
       }
-      const keys = Object.keys(v);
-      if (Object.prototype.hasOwnProperty.call(v, "$")) {
-        return { $: "Object", v: keys.map((k) => [k, node(v[k])]) };
+      const keys = ObjectKeys(v);
+      if (hasOwn(v, "$")) {
+        const entries = new Array(keys.length);
+        for (let i = 0; i < keys.length; i++) entries[i] = [keys[i], node(v[keys[i]])];
+        return { $: "Object", v: entries };
       }
-      const out = {};
-      for (const k of keys) out[k] = node(v[k]);
+      // A null prototype: setters user code put on Object.prototype never run here.
+      const out = { __proto__: null };
+      for (let i = 0; i < keys.length; i++) out[keys[i]] = node(v[keys[i]]);
       return out;
     }
 
@@ -174,7 +208,7 @@
 
   /** JSON tree -> value. Defs are registered before their contents (for cycles). */
   function decode(root) {
-    const refs = new Map();
+    const refs = new SafeMap();
 
     function define(id, make, fill) {
       const value = make();
@@ -188,14 +222,19 @@
         if (id !== undefined) throw new TypeError("celld: malformed serialized value (Def of a primitive)");
         return n;
       }
-      if (Array.isArray(n)) {
+      if (ArrayIsArray(n)) {
         return define(id, () => new Array(n.length), (out) => {
           for (let i = 0; i < n.length; i++) out[i] = node(n[i]);
         });
       }
-      if (!Object.prototype.hasOwnProperty.call(n, "$")) {
+      if (!hasOwn(n, "$")) {
         return define(id, () => ({}), (out) => {
-          for (const k of Object.keys(n)) out[k] = node(n[k]);
+          const keys = ObjectKeys(n);
+          for (let i = 0; i < keys.length; i++) {
+            ObjectDefineProperty(out, keys[i], {
+              value: node(n[keys[i]]), writable: true, enumerable: true, configurable: true,
+            });
+          }
         });
       }
       const tag = n.$;
@@ -214,29 +253,31 @@
         case "RegExp": return define(id, () => new RegExp(n.source, n.flags));
         case "Map":
           return define(id, () => new Map(), (out) => {
-            for (const [k, x] of n.v) {
-              const key = node(k);
-              out.set(key, node(x));
+            for (let i = 0; i < n.v.length; i++) {
+              const key = node(n.v[i][0]);
+              MapPrototypeSet(out, key, node(n.v[i][1]));
             }
           });
         case "Set":
           return define(id, () => new Set(), (out) => {
-            for (const x of n.v) out.add(node(x));
+            for (let i = 0; i < n.v.length; i++) SetPrototypeAdd(out, node(n.v[i]));
           });
         case "Object":
           return define(id, () => ({}), (out) => {
-            for (const [k, x] of n.v) {
-              Object.defineProperty(out, k, { value: node(x), writable: true, enumerable: true, configurable: true });
+            for (let i = 0; i < n.v.length; i++) {
+              ObjectDefineProperty(out, n.v[i][0], {
+                value: node(n.v[i][1]), writable: true, enumerable: true, configurable: true,
+              });
             }
           });
         case "ArrayBuffer": return define(id, () => web.base64ToBytes(n.v).buffer);
         case "Error":
           return define(id, () => reviveError(n), (out) => {
             if ("cause" in n) {
-              Object.defineProperty(out, "cause", { value: node(n.cause), writable: true, configurable: true });
+              ObjectDefineProperty(out, "cause", { value: node(n.cause), writable: true, configurable: true });
             }
             if ("errors" in n) {
-              Object.defineProperty(out, "errors", { value: node(n.errors), writable: true, configurable: true });
+              ObjectDefineProperty(out, "errors", { value: node(n.errors), writable: true, configurable: true });
             }
           });
         case "Boolean": return define(id, () => Object(Boolean(n.v)));
@@ -244,14 +285,14 @@
         case "String": return define(id, () => Object(String(n.v)));
         case "BigIntObject": return define(id, () => Object(BigInt(n.v)));
         default:
-          if (Object.prototype.hasOwnProperty.call(TYPED_ARRAYS, tag)) {
+          if (hasOwn(TYPED_ARRAYS, tag)) {
             const Type = TYPED_ARRAYS[tag];
             return define(id, () => {
               const buffer = web.base64ToBytes(n.v).buffer;
               return Type === DataView ? new DataView(buffer) : new Type(buffer);
             });
           }
-          throw new TypeError(`celld: malformed serialized value (unknown tag ${JSON.stringify(tag)})`);
+          throw new TypeError(`celld: malformed serialized value (unknown tag ${String(tag)})`);
       }
     }
 
@@ -263,24 +304,26 @@
     if (n.dom) {
       error = new DOMException(n.message, n.name);
     } else {
-      const Type = Object.prototype.hasOwnProperty.call(ERROR_TYPES, n.name) ? ERROR_TYPES[n.name] : Error;
+      const Type = hasOwn(ERROR_TYPES, n.name) ? ERROR_TYPES[n.name] : Error;
       error = Type === AggregateError ? new AggregateError([], n.message) : new Type(n.message);
       if (error.name !== n.name) {
-        Object.defineProperty(error, "name", { value: n.name, writable: true, configurable: true, enumerable: false });
+        ObjectDefineProperty(error, "name", { value: n.name, writable: true, configurable: true, enumerable: false });
       }
     }
     if (n.stack !== undefined) {
-      Object.defineProperty(error, "stack", { value: n.stack, writable: true, configurable: true, enumerable: false });
+      ObjectDefineProperty(error, "stack", { value: n.stack, writable: true, configurable: true, enumerable: false });
     }
     return error;
   }
 
+  /** Value -> JSON text. Throws DataCloneError for what cannot be cloned and
+   * RangeError for values nested too deeply to store or send. */
   function serialize(value) {
-    return JSON.stringify(encode(value));
+    return stringify(encode(value));
   }
 
   function deserialize(text) {
-    return decode(JSON.parse(text));
+    return decode(JSONParse(text));
   }
 
   function structuredClone(value, options = undefined) {

@@ -3,6 +3,7 @@
 // streams (BYOB), no queuing strategies, no pipes or tee.
 "use strict";
 (() => {
+  const { ArrayPrototypePush } = globalThis.__celld_primordials;
   const web = globalThis.__celld_web;
   const streams = new WeakMap();
 
@@ -35,7 +36,7 @@
     enqueue(chunk) {
       const s = this.#s;
       if (s.closeRequested || s.state !== "readable") throw new TypeError("Cannot enqueue to a closed stream");
-      s.queue.push(chunk);
+      ArrayPrototypePush(s.queue, chunk);
       wake(s);
     }
 
@@ -84,7 +85,7 @@
         s.state = "closed";
         return { value: undefined, done: true };
       }
-      const arrived = new Promise((resolve) => s.waiters.push(resolve));
+      const arrived = new Promise((resolve) => ArrayPrototypePush(s.waiters, resolve));
       pullIfNeeded(s);
       await arrived;
     }
@@ -131,7 +132,7 @@
         const check = () => {
           if (s.state === "closed") resolve(undefined);
           else if (s.state === "errored") reject(s.error);
-          else s.waiters.push(check);
+          else ArrayPrototypePush(s.waiters, check);
         };
         check();
       });
@@ -245,7 +246,7 @@
           chunk = web.bufferSourceView(chunk);
           if (!chunk) throw new TypeError("This ReadableStream did not return bytes.");
         }
-        chunks.push(chunk);
+        ArrayPrototypePush(chunks, chunk);
         total += chunk.length;
       }
     } finally {

@@ -7,36 +7,42 @@
 (() => {
   const web = globalThis.__celld_web;
   const host = globalThis.__celld_host;
-  const active = new Map(); // id -> {fn, args, ms, repeat}
+  const { Number, NumberIsFinite, PromisePrototypeThen, ReflectApply, SafeMap, String } =
+    globalThis.__celld_primordials;
+  // id -> {fn, args, ms, repeat, owner}. A timer belongs to the request that set it
+  // (when known) and is cleared when that request is over (see clearTimersOf).
+  const active = new SafeMap();
   let nextId = 1;
 
   function delayOf(ms) {
     const n = Number(ms);
-    return Number.isFinite(n) && n > 0 ? n : 0;
+    return NumberIsFinite(n) && n > 0 ? n : 0;
   }
 
   function arm(id) {
     const timer = active.get(id);
     const generation = ++timer.generation;
-    const request = host.requestCancellable("timer", { ms: timer.ms });
+    const request = host.runAs(timer.owner, () => host.requestCancellable("timer", { ms: timer.ms }));
     timer.cancel = request.cancel;
-    request.promise.then(() => {
+    PromisePrototypeThen(request.promise, () => {
       const current = active.get(id);
       if (current !== timer || timer.generation !== generation) return; // cleared
       if (timer.repeat) arm(id);
       else active.delete(id);
-      try {
-        if (typeof timer.fn === "function") timer.fn(...timer.args);
-        else (0, eval)(String(timer.fn)); // string callbacks, as browsers allow
-      } catch (error) {
-        web.reportError(error);
-      }
+      host.runAs(timer.owner, () => {
+        try {
+          if (typeof timer.fn === "function") ReflectApply(timer.fn, undefined, timer.args);
+          else (0, eval)(String(timer.fn)); // string callbacks, as browsers allow
+        } catch (error) {
+          web.reportError(error);
+        }
+      });
     }, (error) => web.reportError(error));
   }
 
   function schedule(fn, ms, args, repeat) {
     const id = nextId++;
-    active.set(id, { fn, args, ms: delayOf(ms), repeat, generation: 0 });
+    active.set(id, { fn, args, ms: delayOf(ms), repeat, generation: 0, owner: host.owner() });
     arm(id);
     return id;
   }
@@ -49,6 +55,16 @@
     active.delete(key);
     timer.cancel();
   }
+
+  /** Clear every timer `owner` set (null: every timer at all): its request is over. */
+  function clearTimersOf(owner) {
+    const ids = [];
+    active.forEach((timer, id) => {
+      if (owner === null || timer.owner === owner) ids[ids.length] = id;
+    });
+    for (let i = 0; i < ids.length; i++) clear(ids[i]);
+  }
+  web.clearTimersOf = clearTimersOf;
 
   web.defineGlobal("setTimeout", function setTimeout(fn, ms = 0, ...args) {
     return schedule(fn, ms, args, false);

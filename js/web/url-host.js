@@ -3,6 +3,7 @@
 // opaque hosts). url.js builds the URL parser on top of them.
 "use strict";
 (() => {
+  const { ArrayFrom, ArrayPrototypeFilter, ArrayPrototypeJoin, ArrayPrototypeMap, ArrayPrototypePush, SafeSet } = globalThis.__celld_primordials;
   const web = globalThis.__celld_web;
   const FAILURE = Symbol("failure");
 
@@ -95,7 +96,7 @@
     for (const part of parts) {
       const n = parseIPv4Number(part);
       if (n === FAILURE) return FAILURE;
-      numbers.push(n);
+      ArrayPrototypePush(numbers, n);
     }
     for (let i = 0; i < numbers.length - 1; i++) if (numbers[i] > 255) return FAILURE;
     const last = numbers[numbers.length - 1];
@@ -103,8 +104,8 @@
     let address = last;
     for (let i = 0; i < numbers.length - 1; i++) address += numbers[i] * 256 ** (3 - i);
     const octets = [];
-    for (let i = 3; i >= 0; i--) octets.push(Math.floor(address / 256 ** i) % 256);
-    return octets.join(".");
+    for (let i = 3; i >= 0; i--) ArrayPrototypePush(octets, Math.floor(address / 256 ** i) % 256);
+    return ArrayPrototypeJoin(octets, ".");
   }
 
   // -- IPv6 ----------------------------------------------------------------------------
@@ -223,11 +224,11 @@
   /** RFC 3492 punycode encoding of one label. */
   function punycode(label) {
     const base = 36, tMin = 1, tMax = 26, skew = 38, damp = 700;
-    const input = Array.from(label, (ch) => ch.codePointAt(0));
+    const input = ArrayFrom(label, (ch) => ch.codePointAt(0));
     let n = 128;
     let delta = 0;
     let bias = 72;
-    let out = input.filter((c) => c < 0x80).map((c) => String.fromCharCode(c)).join("");
+    let out = ArrayPrototypeJoin(ArrayPrototypeMap(ArrayPrototypeFilter(input, (c) => c < 0x80), (c) => String.fromCharCode(c)), "");
     const basic = out.length;
     let handled = basic;
     if (basic > 0) out += "-";
@@ -243,7 +244,7 @@
       return k + Math.floor(((base - tMin + 1) * d) / (d + skew));
     };
     while (handled < input.length) {
-      const m = Math.min(...input.filter((c) => c >= n));
+      const m = Math.min(...ArrayPrototypeFilter(input, (c) => c >= n));
       delta += (m - n) * (handled + 1);
       n = m;
       for (const c of input) {
@@ -279,13 +280,13 @@
       s = s.replace(/[\u3002\uff0e\uff61]/g, ".").normalize("NFKC");
     }
     s = s.toLowerCase();
-    const labels = s.split(".").map((label) => (/[^\x00-\x7f]/.test(label) ? "xn--" + punycode(label) : label));
-    const result = labels.join(".");
+    const labels = ArrayPrototypeMap(s.split("."), (label) => (/[^\x00-\x7f]/.test(label) ? "xn--" + punycode(label) : label));
+    const result = ArrayPrototypeJoin(labels, ".");
     if (result === "") return FAILURE;
     return result;
   }
 
-  const FORBIDDEN_HOST = new Set([0x00, 0x09, 0x0a, 0x0d, 0x20, 0x23, 0x2f, 0x3a, 0x3c, 0x3e, 0x3f, 0x40,
+  const FORBIDDEN_HOST = new SafeSet([0x00, 0x09, 0x0a, 0x0d, 0x20, 0x23, 0x2f, 0x3a, 0x3c, 0x3e, 0x3f, 0x40,
     0x5b, 0x5c, 0x5d, 0x5e, 0x7c]);
   const forbiddenHost = (c) => FORBIDDEN_HOST.has(c);
   const forbiddenDomain = (c) => forbiddenHost(c) || c <= 0x1f || c === 0x25 || c === 0x7f;

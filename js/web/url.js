@@ -3,6 +3,7 @@
 // the `query` hooks defined here.
 "use strict";
 (() => {
+  const { ArrayFrom, ArrayPrototypeJoin, ArrayPrototypeMap, ArrayPrototypePush, ObjectAssign } = globalThis.__celld_primordials;
   const web = globalThis.__celld_web;
   const { FAILURE, sets, encodeCodePoint, encodeString, parseHost } = web.url;
 
@@ -53,7 +54,7 @@
       input = input.replace(/^[\u0000-\u0020]+|[\u0000-\u0020]+$/g, "");
     }
     input = input.replace(/[\t\n\r]/g, "");
-    const cps = Array.from(input);
+    const cps = ArrayFrom(input);
     let state = stateOverride || SCHEME_START;
     let buffer = "";
     let atSignSeen = false;
@@ -210,7 +211,7 @@
             buffer = "";
           } else if (c === undefined || c === "/" || c === "?" || c === "#" || (special() && c === "\\")) {
             if (atSignSeen && buffer === "") return FAILURE;
-            p -= Array.from(buffer).length + 1;
+            p -= ArrayFrom(buffer).length + 1;
             buffer = "";
             state = HOST;
           } else {
@@ -298,7 +299,7 @@
             if (base && base.scheme === "file") {
               url.host = base.host;
               if (!startsWithDriveLetter(cps, p) && base.path.length > 0 && isNormalizedDriveLetter(base.path[0])) {
-                url.path.push(base.path[0]);
+                ArrayPrototypePush(url.path, base.path[0]);
               }
             }
             state = PATH;
@@ -341,7 +342,7 @@
             state = PATH;
             if (c !== "/") p--;
           } else if (stateOverride && url.host === null) {
-            url.path.push("");
+            ArrayPrototypePush(url.path, "");
           }
           break;
         case PATH: {
@@ -349,14 +350,14 @@
           if (c === undefined || slash || (!stateOverride && (c === "?" || c === "#"))) {
             if (isDoubleDot(buffer)) {
               shortenPath(url);
-              if (!slash) url.path.push("");
+              if (!slash) ArrayPrototypePush(url.path, "");
             } else if (isSingleDot(buffer) && !slash) {
-              url.path.push("");
+              ArrayPrototypePush(url.path, "");
             } else if (!isSingleDot(buffer)) {
               if (url.scheme === "file" && url.path.length === 0 && isWindowsDriveLetter(buffer)) {
                 buffer = buffer[0] + ":";
               }
-              url.path.push(buffer);
+              ArrayPrototypePush(url.path, buffer);
             }
             buffer = "";
             if (c === "?") {
@@ -405,7 +406,7 @@
   }
 
   function serializePath(url) {
-    return hasOpaquePath(url) ? url.path : url.path.map((segment) => "/" + segment).join("");
+    return hasOpaquePath(url) ? url.path : ArrayPrototypeJoin(ArrayPrototypeMap(url.path, (segment) => "/" + segment), "");
   }
 
   function serialize(url, excludeFragment = false) {
@@ -638,8 +639,8 @@
 
   /** Run a state-override parse on a copy, keeping the original on failure. */
   function updateWith(url, value, stateOverride) {
-    const copy = Object.assign({}, url, { path: hasOpaquePath(url) ? url.path : url.path.slice() });
-    if (basicParse(value, null, copy, stateOverride) !== FAILURE) Object.assign(url, copy);
+    const copy = ObjectAssign({}, url, { path: hasOpaquePath(url) ? url.path : url.path.slice() });
+    if (basicParse(value, null, copy, stateOverride) !== FAILURE) ObjectAssign(url, copy);
   }
 
   for (const name of ["createObjectURL", "revokeObjectURL"]) {
@@ -655,5 +656,5 @@
   web.hideMethods(URL);
   web.setToStringTag(URL, "URL");
   web.defineGlobal("URL", URL);
-  Object.assign(web.url, { basicParse, serialize, origin, isSpecialScheme });
+  ObjectAssign(web.url, { basicParse, serialize, origin, isSpecialScheme });
 })();

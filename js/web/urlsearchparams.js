@@ -2,6 +2,7 @@
 // a URL whose query it rewrites on every change.
 "use strict";
 (() => {
+  const { ArrayFrom, ArrayPrototypeFilter, ArrayPrototypeJoin, ArrayPrototypeMap, ArrayPrototypePush, ObjectKeys } = globalThis.__celld_primordials;
   const web = globalThis.__celld_web;
   const { sets, encodeString, percentDecode } = web.url;
   const CREATE_LINKED = Symbol("linked");
@@ -14,7 +15,7 @@
       const eq = piece.indexOf("=");
       const name = eq >= 0 ? piece.slice(0, eq) : piece;
       const value = eq >= 0 ? piece.slice(eq + 1) : "";
-      list.push([decodePart(name), decodePart(value)]);
+      ArrayPrototypePush(list, [decodePart(name), decodePart(value)]);
     }
     return list;
   }
@@ -24,7 +25,7 @@
   }
 
   function serializeForm(list) {
-    return list.map(([name, value]) => `${encodeString(name, sets.formSet, true)}=${encodeString(value, sets.formSet, true)}`).join("&");
+    return ArrayPrototypeJoin(ArrayPrototypeMap(list, ([name, value]) => `${encodeString(name, sets.formSet, true)}=${encodeString(value, sets.formSet, true)}`), "&");
   }
 
   /** USVString conversion: lone surrogates become U+FFFD. */
@@ -55,19 +56,19 @@
         return;
       }
       if (init instanceof URLSearchParams) {
-        s.list = state(init).list.map(([n, v]) => [n, v]);
+        s.list = ArrayPrototypeMap(state(init).list, ([n, v]) => [n, v]);
       } else if (init !== null && (typeof init === "object" || typeof init === "function")) {
         if (typeof init[Symbol.iterator] === "function") {
           for (const pair of init) {
             const items = typeof pair === "string" || !pair || typeof pair[Symbol.iterator] !== "function"
-              ? null : Array.from(pair);
+              ? null : ArrayFrom(pair);
             if (!items || items.length !== 2) {
               throw new TypeError("URLSearchParams: each pair must be an iterable of exactly two items");
             }
-            s.list.push([usv(items[0]), usv(items[1])]);
+            ArrayPrototypePush(s.list, [usv(items[0]), usv(items[1])]);
           }
         } else {
-          for (const key of Object.keys(init)) s.list.push([usv(key), usv(init[key])]);
+          for (const key of ObjectKeys(init)) ArrayPrototypePush(s.list, [usv(key), usv(init[key])]);
         }
       } else {
         let text = usv(init);
@@ -82,7 +83,7 @@
 
     append(name, value) {
       const s = state(this);
-      s.list.push([usv(name), usv(value)]);
+      ArrayPrototypePush(s.list, [usv(name), usv(value)]);
       update(s);
     }
 
@@ -90,7 +91,7 @@
       const s = state(this);
       const n = usv(name);
       const v = value === undefined ? undefined : usv(value);
-      s.list = s.list.filter(([k, x]) => !(k === n && (v === undefined || x === v)));
+      s.list = ArrayPrototypeFilter(s.list, ([k, x]) => !(k === n && (v === undefined || x === v)));
       update(s);
     }
 
@@ -102,7 +103,7 @@
 
     getAll(name) {
       const n = usv(name);
-      return state(this).list.filter(([k]) => k === n).map(([, v]) => v);
+      return ArrayPrototypeMap(ArrayPrototypeFilter(state(this).list, ([k]) => k === n), ([, v]) => v);
     }
 
     has(name, value = undefined) {
@@ -117,10 +118,10 @@
       const v = usv(value);
       const index = s.list.findIndex(([k]) => k === n);
       if (index < 0) {
-        s.list.push([n, v]);
+        ArrayPrototypePush(s.list, [n, v]);
       } else {
         s.list[index][1] = v;
-        s.list = s.list.filter(([k], i) => k !== n || i <= index);
+        s.list = ArrayPrototypeFilter(s.list, ([k], i) => k !== n || i <= index);
       }
       update(s);
     }

@@ -4,12 +4,13 @@
 // engine names, so a Worker can catch and inspect them as on Cloudflare.
 "use strict";
 (() => {
+  const { ArrayPrototypeMap, ObjectAssign, ObjectFreeze } = globalThis.__celld_primordials;
   const host = globalThis.__celld_host;
   const serialize = (value) => globalThis.__celld_serialize(value);
   const deserialize = (text) => globalThis.__celld_deserialize(text);
 
   function call(workflow, method, fields) {
-    return host.request("wf.binding", Object.assign({ workflow, method }, fields));
+    return host.request("wf.binding", ObjectAssign({ workflow, method }, fields));
   }
 
   function wireOptions(options) {
@@ -73,8 +74,8 @@
     }
     async createBatch(batch) {
       if (Array.isArray(batch)) {
-        const { ids } = await call(this.#name, "createBatch", { instances: batch.map(wireOptions) });
-        return ids.map((id) => new WorkflowInstance(this.#name, id));
+        const { ids } = await call(this.#name, "createBatch", { instances: ArrayPrototypeMap(batch, wireOptions) });
+        return ArrayPrototypeMap(ids, (id) => new WorkflowInstance(this.#name, id));
       }
       if (batch && typeof batch === "object" && batch.instances === undefined && "count" in batch) {
         const { count, ...each } = batch;
@@ -86,10 +87,10 @@
       }
       if (batch && typeof batch === "object" && Array.isArray(batch.instances)) {
         const { created, errors } = await call(this.#name, "createBatch", {
-          instances: batch.instances.map(wireOptions),
+          instances: ArrayPrototypeMap(batch.instances, wireOptions),
           report: true,
         });
-        return { created: created.map((id) => new WorkflowInstance(this.#name, id)), errors };
+        return { created: ArrayPrototypeMap(created, (id) => new WorkflowInstance(this.#name, id)), errors };
       }
       throw new TypeError("createBatch() takes an array of instance options, {instances: [...]} or {count, params}");
     }
@@ -110,6 +111,6 @@
   });
 
   Object.defineProperty(globalThis, "__celld_workflows", {
-    value: Object.freeze({ Workflow, WorkflowInstance }),
+    value: ObjectFreeze({ Workflow, WorkflowInstance }),
   });
 })();

@@ -81,7 +81,7 @@ def test_digest(worker_server: CelldServer) -> None:
     ("path", "expected"),
     [
         ("/throw", "RangeError: deliberate failure"),
-        ("/loop", "CPU time limit exceeded"),
+        ("/loop", "Worker exceeded CPU time limit."),
         ("/bomb", "out of memory"),
         ("/recurse", "Maximum call stack size exceeded"),
         ("/hang", "hung"),
