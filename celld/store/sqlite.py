@@ -169,9 +169,15 @@ class SqliteStore:
     # -- the writer thread -------------------------------------------------------------
 
     def _start_writer(self) -> Future[None]:
+        """A writer thread with a queue of its own: a dead writer's queue is failed as a
+        whole, and nothing queued for its successor can land in it."""
         ready: Future[None] = Future()
+        self._jobs = queue.SimpleQueue()
         self._writer_thread = threading.Thread(
-            target=self._writer_main, args=(ready,), name="celld-sqlite-writer", daemon=True
+            target=self._writer_main,
+            args=(ready, self._jobs),
+            name="celld-sqlite-writer",
+            daemon=True,
         )
         self._writer_thread.start()
         return ready
@@ -185,34 +191,36 @@ class SqliteStore:
         connection.commit()
         return connection
 
-    def _writer_main(self, ready: Future[None]) -> None:
+    def _writer_main(self, ready: Future[None], jobs: queue.SimpleQueue[_Pending | None]) -> None:
         """Open the write connection, then commit batches until told to stop."""
         try:
             connection = self._connect()
         except BaseException as error:  # noqa: BLE001 - open() or the waiting writers report it
             ready.set_exception(error)
-            self._writer_stopped(error)
+            self._writer_stopped(error, jobs)
             return
         ready.set_result(None)
         try:
-            self._commit_loop(connection)
+            self._commit_loop(connection, jobs)
         except BaseException as error:  # noqa: BLE001 - the writers queued are failed below
             log.exception("the store's writer thread stopped")
-            self._writer_stopped(error)
+            self._writer_stopped(error, jobs)
         finally:
             with contextlib.suppress(Exception):
                 connection.close()
 
-    def _commit_loop(self, connection: sqlite3.Connection) -> None:
+    def _commit_loop(
+        self, connection: sqlite3.Connection, jobs: queue.SimpleQueue[_Pending | None]
+    ) -> None:
         while True:
-            first = self._jobs.get()
+            first = jobs.get()
             if first is None:
                 return
             batch = [first]
             stopping = False
             while len(batch) < MAX_BATCH:
                 try:
-                    item = self._jobs.get_nowait()
+                    item = jobs.get_nowait()
                 except queue.Empty:
                     break
                 if item is None:
@@ -227,6 +235,9 @@ class SqliteStore:
                 outcome = StoreUnavailable(f"the store could not commit: {failure}")
             except BaseException as fatal:
                 self._rollback(connection)
+                with self._writer_lock:  # before anyone hears of it: the next write restarts
+                    if self._jobs is jobs:
+                        self._writer_dead = True
                 stopped = StoreUnavailable(f"the store's writer stopped: {fatal!r}")
                 self._call_loop(self._settle, batch, stopped)
                 raise
@@ -234,15 +245,18 @@ class SqliteStore:
             if stopping:
                 return
 
-    def _writer_stopped(self, error: BaseException) -> None:
-        """The writer thread is ending abnormally: fail every queued writer now (a write
-        queued later starts a new thread; see `_submit`)."""
+    def _writer_stopped(
+        self, error: BaseException, jobs: queue.SimpleQueue[_Pending | None]
+    ) -> None:
+        """The writer thread is ending abnormally: fail every writer queued for it now (a
+        write queued later starts a new thread with a queue of its own; see `_submit`)."""
         with self._writer_lock:
-            self._writer_dead = True
+            if self._jobs is jobs:
+                self._writer_dead = True
             queued: list[_Pending] = []
             while True:
                 try:
-                    item = self._jobs.get_nowait()
+                    item = jobs.get_nowait()
                 except queue.Empty:
                     break
                 if item is not None:
