@@ -66,6 +66,14 @@ def test_sigkill_during_step_sleep_and_event_wait_loses_nothing(tmp_path: Path) 
                     json={"by": "late"},
                 )
             server.wait_for(lambda: len(counter.values("ship")) == 3)  # every first attempt failed
+            # The clock moves only once every failure is recorded (each retry's deadline is
+            # set from the time its failure is reported, which follows the counter's hit).
+            for instance in ("waiter", "sleeper", "busy"):
+                server.wait_for(
+                    lambda i=instance: (
+                        server.step("order-workflow", i, "ship").get("state") == "retrying"
+                    )
+                )
             server.advance(60_000)  # the ship step's retry delay
             waiter = wait_status(server, "waiter", "complete")["output"]
             sleeper = wait_status(server, "sleeper", "complete")["output"]
