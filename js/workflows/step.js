@@ -6,6 +6,28 @@
 // engine, which answers with a decision once the engine's state is durable.
 "use strict";
 (() => {
+  // Built-ins as they were before user code ran: a step callback may patch JSON,
+  // Object.assign, Map.prototype.set, Array.prototype.push and the like, and what is
+  // recorded must not change (js/primordials.js).
+  const {
+    ArrayIsArray,
+    ArrayBufferIsView,
+    Date,
+    JSONParse,
+    JSONStringify,
+    ObjectAssign,
+    ObjectFreeze,
+    Promise,
+    PromisePrototypeThen,
+    PromiseResolve,
+    SafeMap,
+    SafeSet,
+    stringify,
+    uncurryThis,
+    isDate,
+    DatePrototypeGetTime,
+  } = globalThis.__celld_primordials;
+  const StringPrototypeCharCodeAt = uncurryThis(String.prototype.charCodeAt);
   const host = globalThis.__celld_host;
   const cloudflare = globalThis.__celld_cloudflare;
   const serialize = (value) => globalThis.__celld_serialize(value);
@@ -15,7 +37,7 @@
   const DELAY_FUNCTION_TIMEOUT_MS = 5000;
 
   // Error classes workerd's RPC serialization keeps by name (celld/engine/errors.py).
-  const RPC_KEPT = new Set([
+  const RPC_KEPT = new SafeSet([
     "Error", "TypeError", "RangeError", "SyntaxError", "ReferenceError", "EvalError",
     "URIError", "AggregateError",
   ]);
@@ -39,11 +61,11 @@
   /** Step config as plain data; a delay function is replaced by a marker. */
   function wireConfig(config) {
     if (config === undefined || config === null) return { config: null, dynamic: false };
-    if (typeof config !== "object" || Array.isArray(config)) return { config, dynamic: false };
-    const copy = Object.assign({}, config);
+    if (typeof config !== "object" || ArrayIsArray(config)) return { config, dynamic: false };
+    const copy = ObjectAssign({}, config);
     let dynamic = false;
     if (copy.retries && typeof copy.retries === "object") {
-      copy.retries = Object.assign({}, copy.retries);
+      copy.retries = ObjectAssign({}, copy.retries);
       if (typeof copy.retries.delay === "function") {
         dynamic = true;
         delete copy.retries.delay;
@@ -55,7 +77,29 @@
   /** A fresh copy of a step context for user code. The context arrives from the host as JSON,
    * so a JSON round trip copies it exactly, at a tenth of structuredClone's cost here. */
   function copyContext(context) {
-    return JSON.parse(JSON.stringify(context));
+    return JSONParse(stringify(context));
+  }
+
+  /** The first of `promises` to settle, without Promise.race or a patched `then`. */
+  function race(promises) {
+    return new Promise((resolve, reject) => {
+      for (let i = 0; i < promises.length; i++) PromisePrototypeThen(promises[i], resolve, reject);
+    });
+  }
+
+  /** `promise`, with `cleanup` run once it settles (Promise.prototype.finally, unpatched). */
+  function settled(promise, cleanup) {
+    return PromisePrototypeThen(
+      promise,
+      (value) => {
+        cleanup();
+        return value;
+      },
+      (error) => {
+        cleanup();
+        throw error;
+      },
+    );
   }
 
   /** Race `promise` against a host timer of `ms`; the timer is withdrawn (on both sides)
@@ -63,8 +107,8 @@
    * by the host (`wf.timeout`), with nothing armed here. */
   function withTimeout(promise, ms, onTimeout) {
     const timer = host.requestCancellable("wf.timer", { g: run.generation, ms });
-    const expired = timer.promise.then(() => { throw onTimeout(); });
-    return Promise.race([promise, expired]).finally(() => timer.cancel());
+    const expired = PromisePrototypeThen(timer.promise, () => { throw onTimeout(); });
+    return settled(race([promise, expired]), () => timer.cancel());
   }
 
   // The run in progress in this isolate (one per cell isolate).
@@ -73,7 +117,7 @@
     // False while a pause is pending: every attempt then waits for the engine's word.
     mayBegin: true,
     // In-flight attempts the host may time out: "<key>#<attempt>" -> abandon(error).
-    attempts: new Map(),
+    attempts: new SafeMap(),
   };
 
   function attemptTimedOut(timeout) {
@@ -89,7 +133,7 @@
     const abandoned = new Promise((_, reject) => {
       run.attempts.set(slot, () => reject(attemptTimedOut(timeout)));
     });
-    return Promise.race([promise, abandoned]).finally(() => run.attempts.delete(slot));
+    return settled(race([promise, abandoned]), () => run.attempts.delete(slot));
   }
 
   host.on("wf.timeout", (message) => {
@@ -108,17 +152,17 @@
   // config: its resolved form, timeout and whether a failure will be retried. Once seen,
   // a step with the same config starts its first attempt at once and tells the engine
   // in the same message batch (`wf.begin`), saving a round trip per step.
-  const firstAttempts = new Map();
+  const firstAttempts = new SafeMap();
   const MAX_STEP_NAME = 256;
 
   function plainStepName(name) {
     if (name.length > MAX_STEP_NAME) return false;
-    for (let i = 0; i < name.length; i++) if (name.charCodeAt(i) < 0x20) return false;
+    for (let i = 0; i < name.length; i++) if (StringPrototypeCharCodeAt(name, i) < 0x20) return false;
     return true;
   }
 
   class WorkflowStep {
-    #counts = new Map();
+    #counts = new SafeMap();
     #ordinal = 0;
     #generation;
     #journal;
@@ -128,7 +172,7 @@
     constructor(generation, journal, unfinished, stepLimit) {
       this.#generation = generation;
       this.#journal = journal;
-      this.#unfinished = new Set(unfinished);
+      this.#unfinished = new SafeSet(unfinished);
       this.#stepLimit = stepLimit;
     }
 
@@ -147,7 +191,7 @@
     }
 
     #ask(op, fields) {
-      return host.request(op, Object.assign({ g: this.#generation }, fields));
+      return host.request(op, ObjectAssign({ g: this.#generation }, fields));
     }
 
     async do(name, configOrCallback, maybeCallback) {
@@ -169,15 +213,15 @@
       }
       const { config, dynamic } = wireConfig(rawConfig);
       const call = { name, count, ordinal, config, dynamic };
-      const shape = JSON.stringify([config, dynamic]);
+      const shape = stringify([config, dynamic]);
       const known = firstAttempts.get(shape);
       let decision;
       const speculate = known && run.mayBegin && run.generation === this.#generation;
       if (speculate && !this.#unfinished.has(key) && ordinal <= this.#stepLimit && plainStepName(name)) {
-        host.notify("wf.begin", Object.assign({ g: this.#generation }, call));
+        host.notify("wf.begin", ObjectAssign({ g: this.#generation }, call));
         const context = { step: { name, count }, attempt: 1, config: known.config };
         const report = await this.#attempt(key, callback, rawConfig, context, known.timeout, known.willRetry);
-        decision = await this.#ask("wf.attempt", Object.assign({ name, count, attempt: 1 }, report));
+        decision = await this.#ask("wf.attempt", ObjectAssign({ name, count, attempt: 1 }, report));
       } else {
         decision = await this.#ask("wf.do", call);
       }
@@ -189,7 +233,7 @@
           firstAttempts.set(shape, { config: context.config, timeout, willRetry });
         }
         const report = await this.#attempt(key, callback, rawConfig, context, timeout, willRetry);
-        decision = await this.#ask("wf.attempt", Object.assign({ name, count, attempt }, report));
+        decision = await this.#ask("wf.attempt", ObjectAssign({ name, count, attempt }, report));
       }
     }
 
@@ -199,7 +243,7 @@
         value = await timedAttempt(
           key,
           context.attempt,
-          Promise.resolve().then(() => callback(copyContext(context))),
+          PromisePrototypeThen(PromiseResolve(undefined), () => callback(copyContext(context))),
           timeout,
         );
       } catch (error) {
@@ -213,7 +257,7 @@
         if (typeof delay === "function" && willRetry && !report.nonretryable) {
           try {
             report.delay = await withTimeout(
-              Promise.resolve().then(() => delay({ ctx: copyContext(context), error })),
+              PromisePrototypeThen(PromiseResolve(undefined), () => delay({ ctx: copyContext(context), error })),
               DELAY_FUNCTION_TIMEOUT_MS,
               () => {
                 const error = new Error("the delay function timed out");
@@ -243,7 +287,7 @@
     }
 
     sleepUntil(name, timestamp) {
-      return this.#sleep(name, { until: timestamp instanceof Date ? timestamp.getTime() : timestamp });
+      return this.#sleep(name, { until: isDate(timestamp) ? DatePrototypeGetTime(timestamp) : timestamp });
     }
 
     /** Both sleeps share one counter per name: sleepUntil is a sleep with its end given. */
@@ -255,7 +299,7 @@
         if (recorded.error) throw engineError(recorded.error);
         return undefined;
       }
-      const decision = await this.#ask("wf.sleep", Object.assign({ name, count }, when));
+      const decision = await this.#ask("wf.sleep", ObjectAssign({ name, count }, when));
       if ("reject" in decision) throw engineError(decision.reject);
       return undefined;
     }
@@ -276,7 +320,7 @@
           timeout: options ? options.timeout : undefined,
         });
         if ("reject" in decision) throw engineError(decision.reject);
-        event = JSON.parse(decision.resolve);
+        event = JSONParse(decision.resolve);
       }
       return {
         payload: deserialize(event.payload),
@@ -290,12 +334,12 @@
    * its ISO string, Map and Set as {}, undefined as null), with wrangler dev's markers for
    * BigInt and typed arrays. Step results, unlike the output, keep structured-clone types. */
   function outputValue(value) {
-    const text = JSON.stringify(value, (key, v) => {
+    const text = JSONStringify(value, (key, v) => {
       if (typeof v === "bigint") return `[BigInt(${v})]`;
-      if (ArrayBuffer.isView(v)) return `[${v.constructor.name}(${v.byteLength} bytes)]`;
+      if (ArrayBufferIsView(v)) return `[${v.constructor.name}(${v.byteLength} bytes)]`;
       return v;
     });
-    return text === undefined ? null : JSON.parse(text);
+    return text === undefined ? null : JSONParse(text);
   }
 
   /** Start `run(event, step)` of the exported class for one instance. */
@@ -305,35 +349,37 @@
     run.attempts.clear();
     const main = globalThis.__celld_main;
     const Workflow = main[message.className];
-    const report = (fields) => host.notify("wf.done", Object.assign({ g: message.g }, fields));
+    const report = (fields) => host.notify("wf.done", ObjectAssign({ g: message.g }, fields));
     if (typeof Workflow !== "function" || !(Workflow.prototype instanceof cloudflare.WorkflowEntrypoint)) {
       report({ error: { name: "Error", message: `The Worker does not export a class ${message.className} that extends WorkflowEntrypoint` } });
       return;
     }
-    const event = Object.freeze({
+    const event = ObjectFreeze({
       payload: deserialize(message.event.payload),
       timestamp: new Date(message.event.timestamp),
       instanceId: message.event.instanceId,
       workflowName: message.event.workflowName,
     });
-    const ctx = { waitUntil(promise) { Promise.resolve(promise).catch(() => {}); } };
+    const ctx = { waitUntil(promise) { PromisePrototypeThen(PromiseResolve(promise), undefined, () => {}); } };
     const step = new WorkflowStep(
-      message.g, JSON.parse(message.journal), message.unfinished || [], message.stepLimit,
+      message.g, JSONParse(message.journal), message.unfinished || [], message.stepLimit,
     );
-    Promise.resolve()
-      .then(() => new Workflow(ctx, cloudflare.env).run(event, step))
-      .then(
-        (output) => {
-          let text;
-          try {
-            text = serialize(outputValue(output));
-          } catch (error) {
-            report({ error: { name: "Error", message: `The value returned from run() is not serialisable: ${error.message}` } });
-            return;
-          }
-          report({ output: text });
-        },
-        (error) => report({ error: host.describeError(error) }),
-      );
+    const running = PromisePrototypeThen(PromiseResolve(undefined), () =>
+      new Workflow(ctx, cloudflare.env).run(event, step),
+    );
+    PromisePrototypeThen(
+      running,
+      (output) => {
+        let text;
+        try {
+          text = serialize(outputValue(output));
+        } catch (error) {
+          report({ error: { name: "Error", message: `The value returned from run() is not serialisable: ${error.message}` } });
+          return;
+        }
+        report({ output: text });
+      },
+      (error) => report({ error: host.describeError(error) }),
+    );
   });
 })();
