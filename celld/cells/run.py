@@ -67,8 +67,11 @@ class CellRun:
         # Decisions taken but not yet in JS's hands (waiting for their commit): while any
         # exist, JS is not idle even if its last turn ended with nothing to do.
         self._delivering = 0
+        #: CPU charged to each attempt in flight (ms): its own budget is `limits.cpu_ms`
+        self._attempt_cpu: dict[StepKey, float] = {}
         host.ops = {**host.ops, **self._ops()}
         host.turn_callback = self._after_turn
+        host.cpu_callback = self._charge_cpu
 
     def _ops(self) -> dict[str, Any]:
         return {
@@ -122,6 +125,7 @@ class CellRun:
         for timer in self._attempt_timers.values():
             timer.cancel()
         self._attempt_timers.clear()
+        self._attempt_cpu.clear()
         if self._stall_timer is not None:
             self._stall_timer.cancel()
             self._stall_timer = None
@@ -223,6 +227,7 @@ class CellRun:
         timer = self._attempt_timers.pop(key, None)
         if timer is not None:
             timer.cancel()
+        self._attempt_cpu.pop(key, None)
         now = self.port.now()
         decision: Decision | None
         if m.get("unserializable"):
@@ -345,6 +350,7 @@ class CellRun:
         previous = self._attempt_timers.pop(key, None)
         if previous is not None:
             previous.cancel()
+        self._attempt_cpu[key] = 0.0
         self._attempt_timers[key] = self.port.clock.call_at(
             self.port.now() + decision.timeout_ms, expire
         )
@@ -418,6 +424,25 @@ class CellRun:
         again = self.machine.stall_deadline()
         if again is not None:
             self._stall_timer = self.port.clock.call_at(again, self._stall_due)
+
+    # -- CPU ---------------------------------------------------------------------------------
+
+    def _charge_cpu(self, ms: float) -> None:
+        """Charge a turn's CPU evenly to the attempts in flight; one past `limits.cpu_ms`
+        (counted over all its turns and jobs, microtasks included) condemns the isolate,
+        which fails the attempts it was running (they are retried on a fresh isolate)."""
+        if self.closed or not self._attempt_cpu:
+            return
+        share = ms / len(self._attempt_cpu)
+        limit = self.host.isolate.limits.cpu_ms
+        for key in self._attempt_cpu:
+            self._attempt_cpu[key] += share
+            if self._attempt_cpu[key] > limit and self.host.isolate.fault is None:
+                self.host.isolate.fault = IsolateFault(
+                    "CPU time limit exceeded",
+                    f"step {key.name!r} used {self._attempt_cpu[key]:.0f} ms of CPU "
+                    f"(limits.cpu_ms is {limit})",
+                )
 
     # -- faults ------------------------------------------------------------------------------
 

@@ -84,3 +84,15 @@ async def test_steps_leave_no_host_work_behind(tmp_path: Path) -> None:
         assert len(cell.run.waiters) == 1
         assert cell.machine.unfinished_steps()[0].name == "nap"
         assert len(service.cells.tasks) <= 5  # its own loops and at most one bookkeeping task
+
+
+async def test_a_step_attempt_has_one_cpu_budget_over_all_its_turns(tmp_path: Path) -> None:
+    """50 ms slices between timers never trip the per-job limit, but the attempt's CPU
+    (limits.cpu_ms = 1000 in this project) is counted across them."""
+    from tests.inprocess import wait_for
+
+    async with running_service(tmp_path / "state") as service:
+        await call(service, "cpu-hog-workflow", "create", id="hog")
+        final = await wait_for(service, "cpu-hog-workflow", ["hog"], {"errored", "complete"})
+        assert final["hog"]["status"] == "errored"
+        assert "CPU time limit exceeded" in final["hog"]["error"]["message"]

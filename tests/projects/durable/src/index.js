@@ -156,3 +156,18 @@ export class SelfDeleteWorkflow extends WorkflowEntrypoint {
     return "not reached";
   }
 }
+
+/** A step that burns CPU in short slices between timers: no single job runs long and the
+ * job queue drains between them, yet the attempt's CPU adds up past limits.cpu_ms. */
+export class CpuHogWorkflow extends WorkflowEntrypoint {
+  async run(event, step) {
+    return step.do("hog", { retries: { limit: 0, delay: 1000, backoff: "constant" } }, async () => {
+      for (let i = 0; i < 100; i++) {
+        const until = Date.now() + 50;
+        while (Date.now() < until) {}
+        await new Promise((resolve) => setTimeout(resolve, 1));
+      }
+      return "survived";
+    });
+  }
+}
