@@ -189,11 +189,10 @@ class CellRun:
     def _key(self, step_type: str, m: dict[str, Any]) -> StepKey:
         return StepKey(step_type, str(m["name"]), int(m["count"]))
 
-    def _on_do(self, m: dict[str, Any]) -> Any:
-        if not self._current(m):
-            return _never()
+    def _step_call(self, decide: Any, m: dict[str, Any]) -> tuple[StepKey, Decision | None]:
+        """A `step.do` call JS reported, decided by `decide` (`step_do` or `step_begin`)."""
         key = self._key("do", m)
-        decision = self.machine.step_do(
+        decision = decide(
             key.name,
             key.count,
             m.get("ordinal"),
@@ -201,21 +200,19 @@ class CellRun:
             self.port.now(),
             dynamic_delay=bool(m.get("dynamic")),
         )
+        return key, decision
+
+    def _on_do(self, m: dict[str, Any]) -> Any:
+        if not self._current(m):
+            return _never()
+        key, decision = self._step_call(self.machine.step_do, m)
         return self._answer(key, decision, resumes=False)
 
     def _on_begin(self, m: dict[str, Any]) -> None:
         """JS started attempt 1 on its own; the engine accepts or refuses the start."""
         if not self._current(m):
             return
-        key = self._key("do", m)
-        decision = self.machine.step_begin(
-            key.name,
-            key.count,
-            m.get("ordinal"),
-            m.get("config"),
-            self.port.now(),
-            dynamic_delay=bool(m.get("dynamic")),
-        )
+        key, decision = self._step_call(self.machine.step_begin, m)
         if isinstance(decision, Run) and decision.attempt == 1:
             self._arm_timeout(key, decision)
 
