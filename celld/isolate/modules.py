@@ -37,7 +37,9 @@ from tree_sitter import Language, Node, Parser, Query, QueryCursor
 from celld.isolate.commonjs import module_format, require_calls
 from celld.isolate.resolver import ResolveError, Resolver, real_path
 
-BUILTIN_MODULES: frozenset[str] = frozenset({"cloudflare:workers", "cloudflare:workflows"})
+BUILTIN_MODULES: frozenset[str] = frozenset(
+    {"cloudflare:workers", "cloudflare:workflows", "cloudflare:email"}
+)
 
 _JS = Language(tree_sitter_javascript.language())
 _TS = Language(tree_sitter_typescript.language_typescript())

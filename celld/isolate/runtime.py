@@ -39,6 +39,12 @@ CLOUDFLARE_FILES: tuple[str, ...] = (
     "cloudflare/worker_entry.js",
     "workflows/binding.js",
     "workflows/step.js",
+    "bindings/common.js",
+    "bindings/kv.js",
+    "bindings/d1.js",
+    "bindings/r2.js",
+    "bindings/assets.js",
+    "bindings/offline.js",
     "seal.js",
 )
 

@@ -20,6 +20,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
+from .bindings import BindingsConfig, resolve_bindings
 from .devvars import parse_var_option, read_dev_vars
 from .errors import ConfigError, Issue
 from .files import CONFIG_FILE_NAMES, find_config, read_raw
@@ -28,6 +29,7 @@ from .schema import DEFAULT_WORKFLOW_STEPS, TopLevelModel, WorkflowModel, render
 
 __all__ = [
     "CONFIG_FILE_NAMES",
+    "BindingsConfig",
     "ConfigError",
     "ProjectConfig",
     "WorkflowConfig",
@@ -61,6 +63,7 @@ class ProjectConfig:
     vars: dict[str, Any]
     workflows: tuple[WorkflowConfig, ...]
     cpu_ms: int | None
+    bindings: BindingsConfig = BindingsConfig()
 
 
 def load_config(path: Path, *, var_overrides: Mapping[str, str] | None = None) -> ProjectConfig:
@@ -86,6 +89,8 @@ def load_config(path: Path, *, var_overrides: Mapping[str, str] | None = None) -
         *_check_vars(model.vars),
         *_check_workflows(model, name),
     ]
+    bindings, binding_issues = resolve_bindings(model, root)
+    issues.extend(binding_issues)
     if issues:
         raise ConfigError(path, issues=issues)
 
@@ -111,6 +116,7 @@ def load_config(path: Path, *, var_overrides: Mapping[str, str] | None = None) -
             for wf in model.workflows
         ),
         cpu_ms=model.limits.cpu_ms if model.limits else None,
+        bindings=bindings,
     )
 
 

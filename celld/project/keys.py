@@ -15,8 +15,32 @@ from typing import Any
 
 from .errors import Issue
 
+# Bindings that only work on Cloudflare's network. As under `wrangler dev`, they do not stop the
+# Worker from starting: celld warns once at start, and each call throws an error saying so
+# (see celld/bindings/offline.py). Values are the names used in that warning.
+OFFLINE_BINDINGS: Mapping[str, str] = {
+    "ai": "Workers AI",
+    "vectorize": "Vectorize",
+    "browser": "Browser Rendering",
+    "analytics_engine_datasets": "Analytics Engine",
+    "send_email": "Email sending",
+}
+
 SUPPORTED: frozenset[str] = frozenset(
-    {"name", "main", "compatibility_date", "compatibility_flags", "vars", "workflows", "limits"}
+    {
+        "name",
+        "main",
+        "compatibility_date",
+        "compatibility_flags",
+        "vars",
+        "workflows",
+        "limits",
+        "kv_namespaces",
+        "d1_databases",
+        "r2_buckets",
+        "assets",
+        *OFFLINE_BINDINGS,
+    }
 )
 
 # Deploy- or build-only settings with no meaning for a local run.
@@ -63,24 +87,16 @@ IGNORED: frozenset[str] = frozenset(
 
 # Bindings celld does not provide, with wrangler's friendly names.
 UNSUPPORTED_BINDINGS: Mapping[str, str] = {
-    "kv_namespaces": "KV Namespace",
-    "d1_databases": "D1 Database",
-    "r2_buckets": "R2 Bucket",
     "durable_objects": "Durable Object",
     "queues": "Queue",
     "services": "Service",
-    "ai": "AI",
     "ai_search": "AI Search",
     "ai_search_namespaces": "AI Search Namespace",
     "websearch": "Web Search",
     "agent_memory": "Agent Memory",
-    "vectorize": "Vectorize Index",
     "hyperdrive": "Hyperdrive",
-    "analytics_engine_datasets": "Analytics Engine Dataset",
-    "browser": "Browser Rendering",
     "mtls_certificates": "mTLS Certificate",
     "dispatch_namespaces": "Dispatch Namespace",
-    "assets": "Static Assets",
     "site": "Workers Sites",
     "unsafe": "Unsafe",
     "containers": "Container",
@@ -89,7 +105,6 @@ UNSUPPORTED_BINDINGS: Mapping[str, str] = {
     "images": "Images",
     "stream": "Stream",
     "media": "Media",
-    "send_email": "Send Email",
     "pipelines": "Pipeline",
     "ratelimits": "Rate Limit",
     "worker_loaders": "Worker Loader",

@@ -120,6 +120,98 @@ class LimitsModel(_Strict):
         return None if value is None else _positive_int(value, None)
 
 
+def _binding_name(value: str) -> str:
+    if not JS_IDENTIFIER_RE.match(value):
+        raise _fail(f"{value!r} is not a valid JavaScript identifier")
+    return value
+
+
+# Names of stored things (KV ids, database and bucket names) become file names under the state
+# folder, so they are kept to a safe alphabet; wrangler's own ids and names fit it.
+STORAGE_NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
+
+
+def _storage_name(value: str | None) -> str | None:
+    if value is not None and not STORAGE_NAME_RE.match(value):
+        raise _fail(
+            f"{value!r} is not a name celld can store under: use letters, digits, '.', '-' "
+            "and '_' (at most 128)"
+        )
+    return value
+
+
+class KvNamespaceModel(_Strict):
+    binding: str
+    id: str | None = None
+    preview_id: str | None = None
+    remote: bool | None = None
+
+    _check_binding = field_validator("binding")(_binding_name)
+    _check_id = field_validator("id", "preview_id")(_storage_name)
+
+
+class D1DatabaseModel(_Strict):
+    binding: str
+    database_name: str | None = None
+    database_id: str | None = None
+    preview_database_id: str | None = None
+    migrations_dir: str | None = None
+    migrations_table: str | None = None
+    database_internal_env: str | None = None
+    remote: bool | None = None
+
+    _check_binding = field_validator("binding")(_binding_name)
+    _check_names = field_validator("database_name", "database_id", "preview_database_id")(
+        _storage_name
+    )
+
+
+class R2BucketModel(_Strict):
+    binding: str
+    bucket_name: str | None = None
+    preview_bucket_name: str | None = None
+    jurisdiction: str | None = None
+    remote: bool | None = None
+
+    _check_binding = field_validator("binding")(_binding_name)
+    _check_names = field_validator("bucket_name", "preview_bucket_name")(_storage_name)
+
+
+HtmlHandling = typing.Literal[
+    "auto-trailing-slash", "force-trailing-slash", "drop-trailing-slash", "none"
+]
+NotFoundHandling = typing.Literal["single-page-application", "404-page", "none"]
+
+
+class AssetsModel(_Strict):
+    directory: str | None = None
+    binding: str | None = None
+    html_handling: HtmlHandling = "auto-trailing-slash"
+    not_found_handling: NotFoundHandling = "none"
+    run_worker_first: bool | list[str] = False
+
+    _check_binding = field_validator("binding")(
+        lambda value: None if value is None else _binding_name(value)
+    )
+
+
+class OfflineBindingModel(BaseModel):
+    """A binding that needs Cloudflare's network (Workers AI, Vectorize...): only its name
+    matters here; the other keys are the service's own and are not checked."""
+
+    model_config = ConfigDict(strict=True, extra="allow", frozen=True)
+    binding: str
+
+    _check_binding = field_validator("binding")(_binding_name)
+
+
+class SendEmailModel(BaseModel):
+    model_config = ConfigDict(strict=True, extra="allow", frozen=True)
+    name: str
+
+    _check_name = field_validator("name")(_binding_name)
+
+
 class TopLevelModel(_Strict):
     name: str | None = None
     main: str
@@ -128,6 +220,15 @@ class TopLevelModel(_Strict):
     vars: dict[str, Any] = {}
     workflows: list[WorkflowModel] = []
     limits: LimitsModel | None = None
+    kv_namespaces: list[KvNamespaceModel] = []
+    d1_databases: list[D1DatabaseModel] = []
+    r2_buckets: list[R2BucketModel] = []
+    assets: AssetsModel | None = None
+    ai: OfflineBindingModel | None = None
+    browser: OfflineBindingModel | None = None
+    vectorize: list[OfflineBindingModel] = []
+    analytics_engine_datasets: list[OfflineBindingModel] = []
+    send_email: list[SendEmailModel] = []
 
     @field_validator("name")
     @classmethod
@@ -181,6 +282,7 @@ _EXPECTED = {
     "dict_type": "a table",
     "model_type": "a table",
     "model_attributes_type": "a table",
+    "bool_type": "a boolean",
 }
 
 

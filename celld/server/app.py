@@ -16,6 +16,7 @@ from starlette.requests import Request
 from starlette.responses import PlainTextResponse, Response
 from starlette.routing import Route
 
+from celld.bindings.assets import AssetServer
 from celld.isolate.worker_pool import WorkerError, WorkerPool
 from celld.server.limits import (
     INLINE_BODY_BYTES,
@@ -55,8 +56,22 @@ def build_app(
     shutdown: Callable[[], Awaitable[None]],
     metrics: Callable[[], Awaitable[str]] | None = None,
     internal_routes: list[Route] | None = None,
+    assets: AssetServer | None = None,
 ) -> Starlette:
     async def serve_worker(request: Request) -> Response:
+        if assets is not None:
+            found = await assets.answer(
+                request.method,
+                str(request.url),
+                {k.lower(): v for k, v in request.headers.items()},
+                from_worker=False,
+            )
+            if found is not None:
+                response = Response(content=found.body, status_code=found.status)
+                response.raw_headers = [
+                    (k.encode("latin-1"), v.encode("latin-1")) for k, v in found.headers
+                ] + [(b"content-length", str(len(found.body)).encode())]
+                return response
         headers = [(k.decode("latin-1"), v.decode("latin-1")) for k, v in request.headers.raw]
         declared = request.headers.get("content-length")
         if declared is not None and not declared.isdigit():

@@ -12,6 +12,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
+from celld.bindings.registry import Bindings
 from celld.cells.clock import Clock, ManualClock, SystemClock
 from celld.cells.manager import CellManager, CellSettings, WorkflowSpec
 from celld.isolate.isolate import Limits
@@ -61,6 +62,7 @@ class Service:
     cells: CellManager | None = field(default=None, init=False)
     #: Per-workflow step limits beyond the config's cap (benchmarks of very long runs).
     step_limit_overrides: dict[str, int] = field(default_factory=dict, init=False)
+    bindings: Bindings = field(init=False)
 
     def __post_init__(self) -> None:
         # Bundling happens before the server listens, so a broken project fails
@@ -71,10 +73,20 @@ class Service:
             compatibility_flags=self.project.compatibility_flags,
             cache_dir=self.options.persist_to / "module-cache",
         )
+        self.bindings = Bindings(
+            self.project.bindings,
+            self.options.persist_to,
+            self.options.clock.now,
+            synchronous=self.options.synchronous,
+        )
 
     def env_message(self) -> dict[str, object]:
         workflows = [{"binding": w.binding, "name": w.name} for w in self.project.workflows]
-        return {"vars": dict(self.project.vars), "workflows": workflows}
+        return {
+            "vars": dict(self.project.vars),
+            "workflows": workflows,
+            **self.bindings.env_message(),
+        }
 
     async def start(self) -> None:
         self.options.persist_to.mkdir(parents=True, exist_ok=True)
@@ -84,6 +96,8 @@ class Service:
             memory_bytes=self.options.memory_bytes,
         )
         ops = isolate_ops()
+        await self.bindings.open()
+        ops.update(self.bindings.ops())
         if self.project.workflows:
             self.store = SqliteStore(
                 self.options.persist_to / "celld.sqlite3", synchronous=self.options.synchronous
@@ -129,6 +143,7 @@ class Service:
             await self.cells.stop()
         if self.store is not None:
             await self.store.close()
+        await self.bindings.close()
         await close_fetch_client()
         self.threads.shutdown()
 
@@ -143,6 +158,7 @@ class Service:
             startup=self.start,
             shutdown=self.stop,
             metrics=lambda: render_metrics(self),
+            assets=self.bindings.assets,
             internal_routes=[
                 *self._clock_routes(),
                 *self._instance_routes(),

@@ -67,6 +67,20 @@
     NonRetryableError,
   }));
 
+  // `cloudflare:email`: a message can be built (it only holds its fields); sending it
+  // through a send_email binding needs Cloudflare's network (js/bindings/offline.js).
+  class EmailMessage {
+    constructor(from, to, raw) {
+      Object.defineProperty(this, "from", { value: String(from), enumerable: true });
+      Object.defineProperty(this, "to", { value: String(to), enumerable: true });
+      Object.defineProperty(this, "raw", { value: raw, enumerable: false });
+    }
+  }
+
+  modules["cloudflare:email"] = Object.freeze(Object.assign(Object.create(null), {
+    EmailMessage,
+  }));
+
   Object.defineProperty(globalThis, "__celld_cloudflare", {
     value: ObjectFreeze({
       env,

@@ -1,0 +1,441 @@
+"""R2 buckets: objects as files, their metadata as rows in one SQLite file per bucket.
+
+Layout under ``<state>/r2/<bucket>/``: ``objects.sqlite3`` (tables ``objects``, ``uploads``,
+``parts``) and ``blobs/<random hex>``, one file per object body or multipart part.
+
+Rules:
+
+* A put writes the body to a new file durably (fsync, rename, fsync of the folder), then
+  commits the row that points at it; only after that commit is the replaced body removed. A
+  crash at any point leaves the old object or the new one, never a mix. Files no row points at
+  (a crash between the two writes) are removed when the bucket opens.
+* Conditional operations (``onlyIf``) are checked and applied in one call on the bucket's
+  thread, so nothing slips in between the check and the write.
+* ``etag`` is the MD5 of the body in hex (multipart: MD5 of the parts' MD5s, then ``-N``);
+  ``version`` is random. Errors read ``<method>: <message> (<code>)`` as workerd words them.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import json
+import secrets
+import sqlite3
+from pathlib import Path
+from typing import Any
+
+from celld.bindings.errors import type_error
+from celld.bindings.storage import SqliteFile, transaction, write_durably
+from celld.isolate.host import HostError
+
+MAX_KEY_BYTES = 1024
+MAX_CUSTOM_METADATA_BYTES = 2048
+MAX_LIST_LIMIT = 1000
+MIN_PART_BYTES = 5 * 1024 * 1024
+MAX_PARTS = 10_000
+HASHES = ("md5", "sha1", "sha256", "sha384", "sha512")
+_HASH_LABEL = {"md5": "MD5", "sha1": "SHA-1", "sha256": "SHA-256", "sha384": "SHA-384",
+               "sha512": "SHA-512"}  # fmt: skip
+
+SCHEMA = """
+CREATE TABLE IF NOT EXISTS objects (
+    key TEXT PRIMARY KEY,
+    blob TEXT NOT NULL,
+    size INTEGER NOT NULL,
+    etag TEXT NOT NULL,
+    version TEXT NOT NULL,
+    uploaded INTEGER NOT NULL,
+    http_metadata TEXT NOT NULL,
+    custom_metadata TEXT NOT NULL,
+    checksums TEXT NOT NULL
+) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS uploads (
+    upload_id TEXT PRIMARY KEY,
+    key TEXT NOT NULL,
+    http_metadata TEXT NOT NULL,
+    custom_metadata TEXT NOT NULL
+) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS parts (
+    upload_id TEXT NOT NULL,
+    part_number INTEGER NOT NULL,
+    blob TEXT NOT NULL,
+    size INTEGER NOT NULL,
+    etag TEXT NOT NULL,
+    PRIMARY KEY (upload_id, part_number)
+) WITHOUT ROWID;
+"""
+
+_COLUMNS = (
+    "key, blob, size, etag, version, uploaded, http_metadata, custom_metadata, checksums"
+)
+
+
+def r2_error(method: str, message: str, code: int) -> HostError:
+    return HostError(f"{method}: {message} ({code})")
+
+
+def check_key(method: str, key: Any) -> str:
+    if not isinstance(key, str):
+        raise type_error(f"Failed to execute '{method}' on 'R2Bucket': parameter 1 is not of type 'string'.")
+    if len(key.encode("utf-8")) > MAX_KEY_BYTES:
+        raise r2_error(method, "The specified object name is not valid.", 10020)
+    return key
+
+
+def _wire_object(row: tuple[Any, ...]) -> dict[str, Any]:
+    key, _blob, size, etag, version, uploaded, http, custom, checksums = row
+    return {
+        "key": key,
+        "size": size,
+        "etag": etag,
+        "version": version,
+        "uploaded": uploaded,
+        "httpMetadata": json.loads(http),
+        "customMetadata": json.loads(custom),
+        "checksums": json.loads(checksums),
+        "storageClass": "Standard",
+    }
+
+
+def _precondition_ok(row: tuple[Any, ...] | None, only_if: dict[str, Any] | None) -> bool:
+    """R2's conditional rules; `uploaded` compares at one-second precision, as HTTP dates do."""
+    if not only_if:
+        return True
+    etag = row[3] if row else None
+    uploaded_s = row[5] // 1000 if row else None
+    matches = only_if.get("etagMatches")
+    if matches is not None:
+        wanted = _etags(matches)
+        if row is None or ("*" not in wanted and etag not in wanted):
+            return False
+    not_matches = only_if.get("etagDoesNotMatch")
+    if not_matches is not None and row is not None:
+        wanted = _etags(not_matches)
+        if "*" in wanted or etag in wanted:
+            return False
+    before = only_if.get("uploadedBefore")
+    if before is not None and row is not None and matches is None:
+        if not uploaded_s < int(before) // 1000:
+            return False
+    after = only_if.get("uploadedAfter")
+    if after is not None and row is not None and not_matches is None:
+        if not uploaded_s > int(after) // 1000:
+            return False
+    return True
+
+
+def _etags(value: Any) -> set[str]:
+    items = value if isinstance(value, list) else [value]
+    return {str(v).strip().removeprefix("W/").strip('"') for v in items}
+
+
+class R2Bucket:
+    def __init__(self, folder: Path, now_ms: Any, *, synchronous: str = "FULL") -> None:
+        self.folder = folder
+        self.blobs = folder / "blobs"
+        self.file = SqliteFile(folder / "objects.sqlite3", schema=SCHEMA, synchronous=synchronous)
+        self.now_ms = now_ms
+
+    async def open(self) -> R2Bucket:
+        await self.file.open()
+        await self.file.run(self._sweep)
+        return self
+
+    async def close(self) -> None:
+        await self.file.close()
+
+    def _sweep(self, conn: sqlite3.Connection) -> None:
+        """Remove body files no row points at (left by a crash between file and row)."""
+        if not self.blobs.is_dir():
+            return
+        used = {r[0] for r in conn.execute("SELECT blob FROM objects UNION SELECT blob FROM parts")}
+        for path in self.blobs.iterdir():
+            if path.name not in used:
+                path.unlink(missing_ok=True)
+
+    def _new_blob(self, data: bytes) -> str:
+        name = secrets.token_hex(16)
+        write_durably(self.blobs / name, [data])
+        return name
+
+    def _drop_blob(self, name: str) -> None:
+        (self.blobs / name).unlink(missing_ok=True)
+
+    def _read_blob(self, name: str, offset: int = 0, length: int | None = None) -> bytes:
+        with open(self.blobs / name, "rb") as handle:
+            handle.seek(offset)
+            return handle.read() if length is None else handle.read(length)
+
+    # -- put -------------------------------------------------------------------------------
+
+    async def put(self, key: str, data: bytes, options: dict[str, Any]) -> dict[str, Any] | None:
+        check_key("put", key)
+        custom = options.get("customMetadata") or {}
+        if len(json.dumps(custom).encode()) > MAX_CUSTOM_METADATA_BYTES + 32:
+            raise r2_error(
+                "put", "Your metadata headers exceed the maximum allowed metadata size.", 10012
+            )
+        checksums: dict[str, str] = {"md5": hashlib.md5(data).hexdigest()}
+        for name in HASHES:
+            given = options.get(name)
+            if given is None:
+                continue
+            actual = hashlib.new(name, data).hexdigest()
+            if str(given).lower() != actual:
+                raise r2_error(
+                    "put",
+                    f"The {_HASH_LABEL[name]} checksum you specified did not match what we "
+                    "received.",
+                    10037,
+                )
+            checksums[name] = actual
+
+        def write(conn: sqlite3.Connection) -> dict[str, Any] | None:
+            old = conn.execute(f"SELECT {_COLUMNS} FROM objects WHERE key = ?", (key,)).fetchone()
+            if not _precondition_ok(old, options.get("onlyIf")):
+                return None
+            blob = self._new_blob(data)
+            row = (
+                key,
+                blob,
+                len(data),
+                checksums["md5"],
+                secrets.token_hex(16),
+                self.now_ms(),
+                json.dumps(options.get("httpMetadata") or {}),
+                json.dumps(custom),
+                json.dumps(checksums),
+            )
+            conn.execute(f"INSERT OR REPLACE INTO objects ({_COLUMNS}) VALUES (?,?,?,?,?,?,?,?,?)", row)
+            if old is not None:
+                self._drop_blob(old[1])
+            return _wire_object(row)
+
+        return await self.file.run(write)
+
+    # -- get / head ------------------------------------------------------------------------
+
+    async def get(
+        self, key: str, options: dict[str, Any], *, body: bool
+    ) -> dict[str, Any] | None:
+        method = "get" if body else "head"
+        check_key(method, key)
+
+        def read(conn: sqlite3.Connection) -> dict[str, Any] | None:
+            row = conn.execute(f"SELECT {_COLUMNS} FROM objects WHERE key = ?", (key,)).fetchone()
+            if row is None:
+                return None
+            wire = _wire_object(row)
+            if not body:
+                return wire
+            if not _precondition_ok(row, options.get("onlyIf")):
+                return wire  # an R2Object without a body, as R2 answers
+            offset, length = _range(row[2], options.get("range"))
+            wire["range"] = options.get("range") and {"offset": offset, "length": length}
+            wire["body"] = base64.b64encode(self._read_blob(row[1], offset, length)).decode()
+            return wire
+
+        return await self.file.run(read)
+
+    # -- delete / list ---------------------------------------------------------------------
+
+    async def delete(self, keys: list[str]) -> None:
+        for key in keys:
+            check_key("delete", key)
+
+        def remove(conn: sqlite3.Connection) -> None:
+            blobs = []
+            for key in keys:
+                row = conn.execute("SELECT blob FROM objects WHERE key = ?", (key,)).fetchone()
+                if row is not None:
+                    blobs.append(row[0])
+            transaction(
+                conn, lambda c: c.executemany("DELETE FROM objects WHERE key = ?", [(k,) for k in keys])
+            )
+            for blob in blobs:
+                self._drop_blob(blob)
+
+        await self.file.run(remove)
+
+    async def list(self, options: dict[str, Any]) -> dict[str, Any]:
+        prefix = str(options.get("prefix") or "")
+        delimiter = options.get("delimiter")
+        limit = options.get("limit")
+        if limit is None:
+            limit = MAX_LIST_LIMIT
+        if not isinstance(limit, int) or limit < 1 or limit > MAX_LIST_LIMIT:
+            raise r2_error("list", "MaxKeys params must be positive integer <= 1000.", 10022)
+        cursor = options.get("cursor")
+        after = options.get("startAfter")
+        if cursor:
+            try:
+                after = base64.urlsafe_b64decode(str(cursor).encode()).decode()
+            except (ValueError, UnicodeError):
+                raise r2_error("list", "The cursor is not valid.", 10023) from None
+        include = set(options.get("include") or ())
+
+        def read(conn: sqlite3.Connection) -> dict[str, Any]:
+            sql = f"SELECT {_COLUMNS} FROM objects WHERE substr(key, 1, ?) = ?"
+            args: list[Any] = [len(prefix), prefix]
+            if after is not None:
+                sql += " AND CAST(key AS BLOB) > CAST(? AS BLOB)"
+                args.append(after)
+            sql += " ORDER BY CAST(key AS BLOB)"
+            objects: list[dict[str, Any]] = []
+            prefixes: list[str] = []
+            last = None
+            truncated = False
+            for row in conn.execute(sql, args):
+                if len(objects) + len(prefixes) >= limit:
+                    truncated = True
+                    break
+                key = row[0]
+                if delimiter:
+                    index = key.find(delimiter, len(prefix))
+                    if index >= 0:
+                        group = key[: index + len(delimiter)]
+                        if not prefixes or prefixes[-1] != group:
+                            prefixes.append(group)
+                        last = key
+                        continue
+                wire = _wire_object(row)
+                if "httpMetadata" not in include:
+                    wire["httpMetadata"] = {}
+                if "customMetadata" not in include:
+                    wire["customMetadata"] = {}
+                objects.append(wire)
+                last = key
+            result: dict[str, Any] = {
+                "objects": objects,
+                "truncated": truncated,
+                "delimitedPrefixes": prefixes,
+            }
+            if truncated and last is not None:
+                result["cursor"] = base64.urlsafe_b64encode(last.encode()).decode()
+            return result
+
+        return await self.file.run(read)
+
+    # -- multipart uploads -----------------------------------------------------------------
+
+    async def create_upload(self, key: str, options: dict[str, Any]) -> str:
+        check_key("createMultipartUpload", key)
+        upload_id = secrets.token_hex(24)
+        row = (
+            upload_id,
+            key,
+            json.dumps(options.get("httpMetadata") or {}),
+            json.dumps(options.get("customMetadata") or {}),
+        )
+        await self.file.run(
+            lambda conn: conn.execute("INSERT INTO uploads VALUES (?, ?, ?, ?)", row)
+        )
+        return upload_id
+
+    def _upload(self, conn: sqlite3.Connection, method: str, key: str, upload_id: str) -> tuple[Any, ...]:
+        row = conn.execute(
+            "SELECT upload_id, key, http_metadata, custom_metadata FROM uploads "
+            "WHERE upload_id = ? AND key = ?",
+            (upload_id, key),
+        ).fetchone()
+        if row is None:
+            raise r2_error(method, "The specified multipart upload does not exist.", 10024)
+        return row  # type: ignore[no-any-return]
+
+    async def upload_part(self, key: str, upload_id: str, number: Any, data: bytes) -> dict[str, Any]:
+        if not isinstance(number, int) or not 1 <= number <= MAX_PARTS:
+            raise r2_error("uploadPart", "Part number must be between 1 and 10000 (inclusive).", 10039)
+
+        def write(conn: sqlite3.Connection) -> dict[str, Any]:
+            self._upload(conn, "uploadPart", key, upload_id)
+            etag = hashlib.md5(data).hexdigest()
+            blob = self._new_blob(data)
+            old = conn.execute(
+                "SELECT blob FROM parts WHERE upload_id = ? AND part_number = ?", (upload_id, number)
+            ).fetchone()
+            conn.execute(
+                "INSERT OR REPLACE INTO parts VALUES (?, ?, ?, ?, ?)",
+                (upload_id, number, blob, len(data), etag),
+            )
+            if old is not None:
+                self._drop_blob(old[0])
+            return {"partNumber": number, "etag": etag}
+
+        return await self.file.run(write)
+
+    async def abort_upload(self, key: str, upload_id: str) -> None:
+        def remove(conn: sqlite3.Connection) -> None:
+            self._upload(conn, "abortMultipartUpload", key, upload_id)
+            blobs = [r[0] for r in conn.execute("SELECT blob FROM parts WHERE upload_id = ?", (upload_id,))]
+
+            def drop(c: sqlite3.Connection) -> None:
+                c.execute("DELETE FROM parts WHERE upload_id = ?", (upload_id,))
+                c.execute("DELETE FROM uploads WHERE upload_id = ?", (upload_id,))
+
+            transaction(conn, drop)
+            for blob in blobs:
+                self._drop_blob(blob)
+
+        await self.file.run(remove)
+
+    async def complete_upload(self, key: str, upload_id: str, parts: list[dict[str, Any]]) -> dict[str, Any]:
+        def complete(conn: sqlite3.Connection) -> dict[str, Any]:
+            upload = self._upload(conn, "completeMultipartUpload", key, upload_id)
+            stored = {
+                r[0]: r[1:]
+                for r in conn.execute(
+                    "SELECT part_number, blob, size, etag FROM parts WHERE upload_id = ?", (upload_id,)
+                )
+            }
+            chosen = []
+            for index, part in enumerate(parts):
+                found = stored.get(part.get("partNumber"))
+                if found is None or found[2] != str(part.get("etag")).strip('"'):
+                    raise r2_error(
+                        "completeMultipartUpload",
+                        "One or more of the specified parts could not be found.",
+                        10025,
+                    )
+                if index < len(parts) - 1 and found[1] < MIN_PART_BYTES:
+                    raise r2_error(
+                        "completeMultipartUpload",
+                        "Your proposed upload is smaller than the minimum allowed object size.",
+                        10011,
+                    )
+                chosen.append(found)
+            data = b"".join(self._read_blob(blob) for blob, _, _ in chosen)
+            digest = hashlib.md5(b"".join(bytes.fromhex(etag) for _, _, etag in chosen))
+            etag = f"{digest.hexdigest()}-{len(chosen)}"
+            blob = self._new_blob(data)
+            row = (key, blob, len(data), etag, secrets.token_hex(16), self.now_ms(),
+                   upload[2], upload[3], json.dumps({}))  # fmt: skip
+            old = conn.execute("SELECT blob FROM objects WHERE key = ?", (key,)).fetchone()
+            part_blobs = [r[0] for r in conn.execute("SELECT blob FROM parts WHERE upload_id = ?", (upload_id,))]
+
+            def commit(c: sqlite3.Connection) -> None:
+                c.execute(f"INSERT OR REPLACE INTO objects ({_COLUMNS}) VALUES (?,?,?,?,?,?,?,?,?)", row)
+                c.execute("DELETE FROM parts WHERE upload_id = ?", (upload_id,))
+                c.execute("DELETE FROM uploads WHERE upload_id = ?", (upload_id,))
+
+            transaction(conn, commit)
+            for name in part_blobs + ([old[0]] if old else []):
+                self._drop_blob(name)
+            return _wire_object(row)
+
+        return await self.file.run(complete)
+
+
+def _range(size: int, spec: dict[str, Any] | None) -> tuple[int, int]:
+    if not spec:
+        return 0, size
+    if "suffix" in spec and spec["suffix"] is not None:
+        suffix = int(spec["suffix"])
+        start = max(0, size - suffix)
+        return start, size - start
+    offset = int(spec.get("offset") or 0)
+    length = spec.get("length")
+    if offset < 0 or offset > size or (length is not None and int(length) < 0):
+        raise r2_error("get", "The requested range is not satisfiable", 10039)
+    end = size if length is None else min(size, offset + int(length))
+    return offset, end - offset

@@ -1,0 +1,174 @@
+"""The bindings of one running project: opened at start, served as host operations.
+
+Each kind has one host operation (``kv``, ``d1``, ``r2``, ``assets``) whose message names the
+binding's local id and the method; js/bindings/ sends them. Stores live under the state
+folder, one per namespace, database or bucket, so one project never sees another's data:
+
+    <state>/kv/<id>.sqlite3    <state>/d1/<id>.sqlite3    <state>/r2/<bucket>/
+"""
+
+from __future__ import annotations
+
+import base64
+import logging
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from celld.bindings.assets import AssetServer
+from celld.bindings.d1 import D1Database
+from celld.bindings.errors import type_error
+from celld.bindings.kv import KvNamespace
+from celld.bindings.offline import warn_offline
+from celld.bindings.r2 import R2Bucket
+from celld.isolate.host import HostError, OpHandler
+from celld.project.bindings import BindingsConfig
+
+log = logging.getLogger("celld.bindings")
+
+
+def kv_path(state: Path, ns_id: str) -> Path:
+    return state / "kv" / f"{ns_id}.sqlite3"
+
+
+def d1_path(state: Path, db_id: str) -> Path:
+    return state / "d1" / f"{db_id}.sqlite3"
+
+
+def r2_folder(state: Path, bucket: str) -> Path:
+    return state / "r2" / bucket
+
+
+def _bytes(message: dict[str, Any], field: str = "value") -> bytes:
+    value = message.get(field)
+    if value is None:
+        return b""
+    if not isinstance(value, str):
+        raise type_error("celld: binary data must arrive as base64")
+    return base64.b64decode(value)
+
+
+class Bindings:
+    """Every storage binding of a project, keyed by local id."""
+
+    def __init__(
+        self,
+        config: BindingsConfig,
+        state: Path,
+        now_ms: Callable[[], int],
+        *,
+        synchronous: str = "FULL",
+    ) -> None:
+        self.config = config
+        self.kv = {
+            ns.id: KvNamespace(kv_path(state, ns.id), now_ms, synchronous=synchronous)
+            for ns in config.kv
+        }
+        self.d1 = {db.id: D1Database(d1_path(state, db.id), synchronous=synchronous) for db in config.d1}
+        self.r2 = {
+            b.bucket_name: R2Bucket(r2_folder(state, b.bucket_name), now_ms, synchronous=synchronous)
+            for b in config.r2
+        }
+        self.assets = AssetServer(config.assets) if config.assets else None
+
+    async def open(self) -> None:
+        for store in [*self.kv.values(), *self.d1.values(), *self.r2.values()]:
+            await store.open()
+        warn_offline(self.config.offline)
+
+    async def close(self) -> None:
+        for store in [*self.kv.values(), *self.d1.values(), *self.r2.values()]:
+            await store.close()
+
+    def env_message(self) -> dict[str, Any]:
+        """What js/bindings/ needs to build `env`: binding name -> local id."""
+        c = self.config
+        return {
+            "kv": [{"binding": ns.binding, "id": ns.id} for ns in c.kv],
+            "d1": [{"binding": db.binding, "id": db.id} for db in c.d1],
+            "r2": [{"binding": b.binding, "id": b.bucket_name} for b in c.r2],
+            "assets": c.assets.binding if c.assets and c.assets.binding else None,
+            "offline": [{"binding": o.binding, "kind": o.kind, "service": o.service} for o in c.offline],
+        }
+
+    def ops(self) -> dict[str, OpHandler]:
+        ops: dict[str, OpHandler] = {"kv": self.op_kv, "d1": self.op_d1, "r2": self.op_r2}
+        if self.assets is not None:
+            ops["assets"] = self.assets.op_fetch
+        return ops
+
+    @staticmethod
+    def _pick(stores: dict[str, Any], message: dict[str, Any], kind: str) -> Any:
+        store = stores.get(str(message.get("id")))
+        if store is None:
+            raise HostError(f"celld: no {kind} binding with id {message.get('id')!r}")
+        return store
+
+    async def op_kv(self, message: dict[str, Any]) -> Any:
+        ns: KvNamespace = self._pick(self.kv, message, "KV")
+        method = message.get("method")
+        if method == "get":
+            keys = message.get("keys")
+            if not isinstance(keys, list):
+                raise type_error("KV get() takes a key or an array of keys")
+            return await ns.get(keys, bulk=bool(message.get("bulk")))
+        if method == "put":
+            await ns.put(
+                message.get("key"),  # type: ignore[arg-type]
+                _bytes(message),
+                expiration=message.get("expiration"),
+                expiration_ttl=message.get("expirationTtl"),
+                metadata=message.get("metadata"),
+            )
+            return None
+        if method == "delete":
+            await ns.delete(message.get("key"))  # type: ignore[arg-type]
+            return None
+        if method == "list":
+            return await ns.list(
+                prefix=str(message.get("prefix") or ""),
+                limit=message.get("limit"),
+                cursor=message.get("cursor"),
+            )
+        raise HostError(f"celld: KV has no method {method!r}")
+
+    async def op_d1(self, message: dict[str, Any]) -> Any:
+        db: D1Database = self._pick(self.d1, message, "D1")
+        method = message.get("method")
+        if method == "query":
+            statements = message.get("statements")
+            if not isinstance(statements, list) or not statements:
+                raise type_error("D1: no statements to run")
+            return await db.query(statements, batch=bool(message.get("batch")))
+        if method == "exec":
+            return await db.exec(message.get("sql"))  # type: ignore[arg-type]
+        raise HostError(f"celld: D1 has no method {method!r}")
+
+    async def op_r2(self, message: dict[str, Any]) -> Any:
+        bucket: R2Bucket = self._pick(self.r2, message, "R2")
+        method = message.get("method")
+        key = message.get("key")
+        options = message.get("options") or {}
+        if method == "put":
+            return await bucket.put(key, _bytes(message), options)  # type: ignore[arg-type]
+        if method in ("get", "head"):
+            return await bucket.get(key, options, body=method == "get")  # type: ignore[arg-type]
+        if method == "delete":
+            return await bucket.delete(list(message.get("keys") or []))
+        if method == "list":
+            return await bucket.list(options)
+        upload = str(message.get("uploadId"))
+        if method == "createMultipartUpload":
+            return await bucket.create_upload(key, options)  # type: ignore[arg-type]
+        if method == "uploadPart":
+            return await bucket.upload_part(
+                key,  # type: ignore[arg-type]
+                upload,
+                message.get("partNumber"),
+                _bytes(message),
+            )
+        if method == "abort":
+            return await bucket.abort_upload(key, upload)  # type: ignore[arg-type]
+        if method == "complete":
+            return await bucket.complete_upload(key, upload, list(message.get("parts") or []))  # type: ignore[arg-type]
+        raise HostError(f"celld: R2 has no method {method!r}")

@@ -1,0 +1,60 @@
+// Helpers shared by the storage bindings (KV, D1, R2, assets): turning the values a Worker
+// passes into bytes for the host, and bytes back into what the binding returns.
+"use strict";
+(() => {
+  const web = globalThis.__celld_web;
+
+  /** string | ArrayBuffer | view | ReadableStream | Request/Response body | null -> bytes. */
+  async function valueBytes(value, what) {
+    if (value === null || value === undefined) return new Uint8Array(0);
+    if (typeof value === "string") return web.utf8Encode(value);
+    const bytes = web.bufferSourceBytes(value);
+    if (bytes) return bytes;
+    if (value instanceof ReadableStream) return web.collectStream(value);
+    throw new TypeError(
+      `${what}: the value must be a string, an ArrayBuffer, an ArrayBufferView or a ReadableStream`,
+    );
+  }
+
+  function toBase64(bytes) {
+    return web.bytesToBase64(bytes);
+  }
+
+  function fromBase64(text) {
+    return web.base64ToBytes(text || "");
+  }
+
+  /** A fresh ArrayBuffer holding exactly these bytes. */
+  function toArrayBuffer(bytes) {
+    return bytes.buffer.slice(bytes.byteOffset, bytes.byteOffset + bytes.byteLength);
+  }
+
+  function decodeText(bytes) {
+    return web.utf8Decode(bytes);
+  }
+
+  /** The body types a get() can return by name (KV's `type`, R2's body readers). */
+  function asType(bytes, type, what) {
+    switch (type) {
+      case undefined:
+      case null:
+      case "text":
+        return decodeText(bytes);
+      case "json":
+        return JSON.parse(decodeText(bytes));
+      case "arrayBuffer":
+        return toArrayBuffer(bytes);
+      case "stream":
+        return web.streamFromBytes(bytes);
+      default:
+        throw new TypeError(
+          `${what}: Unknown response type. Possible types are "text", "arrayBuffer", "json", and "stream".`,
+        );
+    }
+  }
+
+  const hidden = { configurable: false, enumerable: false, writable: false };
+  Object.defineProperty(globalThis, "__celld_bindings", Object.assign({
+    value: Object.freeze({ valueBytes, toBase64, fromBase64, toArrayBuffer, decodeText, asType }),
+  }, hidden));
+})();

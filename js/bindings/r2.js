@@ -1,0 +1,286 @@
+// `env.BUCKET`: an R2 bucket. Bodies cross to the host as base64; the host
+// (celld/bindings/r2.py) keeps objects as files plus metadata rows.
+"use strict";
+(() => {
+  const host = globalThis.__celld_host;
+  const b = globalThis.__celld_bindings;
+  const web = globalThis.__celld_web;
+
+  const HTTP_FIELDS = [
+    ["contentType", "content-type"],
+    ["contentLanguage", "content-language"],
+    ["contentDisposition", "content-disposition"],
+    ["contentEncoding", "content-encoding"],
+    ["cacheControl", "cache-control"],
+    ["cacheExpiry", "expires"],
+  ];
+
+  function hex(bytes) {
+    let out = "";
+    for (const byte of bytes) out += byte.toString(16).padStart(2, "0");
+    return out;
+  }
+
+  function hexBytes(text) {
+    const out = new Uint8Array(text.length / 2);
+    for (let i = 0; i < out.length; i++) out[i] = parseInt(text.slice(2 * i, 2 * i + 2), 16);
+    return out;
+  }
+
+  function wireHttpMetadata(value) {
+    if (value === undefined || value === null) return {};
+    const out = {};
+    if (value instanceof Headers) {
+      for (const [field, header] of HTTP_FIELDS) {
+        const v = value.get(header);
+        if (v !== null) out[field] = field === "cacheExpiry" ? Date.parse(v) : v;
+      }
+      return out;
+    }
+    for (const [field] of HTTP_FIELDS) {
+      const v = value[field];
+      if (v === undefined || v === null) continue;
+      out[field] = field === "cacheExpiry" ? new Date(v).getTime() : String(v);
+    }
+    return out;
+  }
+
+  function readHttpMetadata(wire) {
+    const out = {};
+    for (const [field] of HTTP_FIELDS) {
+      if (wire[field] === undefined) continue;
+      out[field] = field === "cacheExpiry" ? new Date(wire[field]) : wire[field];
+    }
+    return out;
+  }
+
+  function wireDate(value) {
+    return value instanceof Date ? value.getTime() : new Date(value).getTime();
+  }
+
+  function wireConditional(onlyIf) {
+    if (onlyIf === undefined || onlyIf === null) return undefined;
+    if (onlyIf instanceof Headers) {
+      const out = {};
+      const etags = (v) => v.split(",").map((s) => s.trim()).filter(Boolean);
+      if (onlyIf.get("if-match")) out.etagMatches = etags(onlyIf.get("if-match"));
+      if (onlyIf.get("if-none-match")) out.etagDoesNotMatch = etags(onlyIf.get("if-none-match"));
+      if (onlyIf.get("if-modified-since")) out.uploadedAfter = Date.parse(onlyIf.get("if-modified-since"));
+      if (onlyIf.get("if-unmodified-since")) out.uploadedBefore = Date.parse(onlyIf.get("if-unmodified-since"));
+      return out;
+    }
+    const out = {};
+    for (const name of ["etagMatches", "etagDoesNotMatch"]) {
+      if (onlyIf[name] !== undefined) out[name] = onlyIf[name];
+    }
+    if (onlyIf.uploadedBefore !== undefined) out.uploadedBefore = wireDate(onlyIf.uploadedBefore);
+    if (onlyIf.uploadedAfter !== undefined) out.uploadedAfter = wireDate(onlyIf.uploadedAfter);
+    return out;
+  }
+
+  function wireChecksum(value) {
+    if (typeof value === "string") return value.toLowerCase();
+    const bytes = web.bufferSourceBytes(value);
+    if (!bytes) throw new TypeError("R2 checksums must be hex strings or ArrayBuffers");
+    return hex(bytes);
+  }
+
+  class R2Checksums {
+    #hex;
+    constructor(hexes) {
+      this.#hex = hexes;
+      for (const name of ["md5", "sha1", "sha256", "sha384", "sha512"]) {
+        if (hexes[name] !== undefined) {
+          Object.defineProperty(this, name, { value: b.toArrayBuffer(hexBytes(hexes[name])), enumerable: true });
+        }
+      }
+    }
+    toJSON() {
+      return Object.assign({}, this.#hex);
+    }
+  }
+
+  class R2Object {
+    constructor(wire) {
+      this.key = wire.key;
+      this.version = wire.version;
+      this.size = wire.size;
+      this.etag = wire.etag;
+      this.httpEtag = `"${wire.etag}"`;
+      this.checksums = new R2Checksums(wire.checksums || {});
+      this.uploaded = new Date(wire.uploaded);
+      this.httpMetadata = readHttpMetadata(wire.httpMetadata || {});
+      this.customMetadata = Object.assign({}, wire.customMetadata || {});
+      this.range = wire.range || undefined;
+      this.storageClass = wire.storageClass;
+    }
+    writeHttpMetadata(headers) {
+      for (const [field, header] of HTTP_FIELDS) {
+        const v = this.httpMetadata[field];
+        if (v === undefined) continue;
+        headers.set(header, field === "cacheExpiry" ? v.toUTCString() : v);
+      }
+    }
+  }
+
+  class R2ObjectBody extends R2Object {
+    #bytes;
+    #stream = null;
+    #used = false;
+    constructor(wire) {
+      super(wire);
+      this.#bytes = b.fromBase64(wire.body);
+    }
+    get body() {
+      if (this.#stream === null) this.#stream = web.streamFromBytes(this.#bytes);
+      return this.#stream;
+    }
+    get bodyUsed() {
+      return this.#used || (this.#stream !== null && web.streamDisturbed(this.#stream));
+    }
+    #take() {
+      if (this.bodyUsed) throw new TypeError("Body has already been used. It can only be used once.");
+      this.#used = true;
+      return this.#bytes;
+    }
+    async arrayBuffer() {
+      return b.toArrayBuffer(this.#take());
+    }
+    async bytes() {
+      return new Uint8Array(b.toArrayBuffer(this.#take()));
+    }
+    async text() {
+      return b.decodeText(this.#take());
+    }
+    async json() {
+      return JSON.parse(b.decodeText(this.#take()));
+    }
+    async blob() {
+      throw new TypeError("celld does not provide Blob yet; use arrayBuffer() or text()");
+    }
+  }
+
+  function wireRange(range) {
+    if (range === undefined || range === null) return undefined;
+    if (range instanceof Headers) {
+      const text = range.get("range");
+      if (!text) return undefined;
+      const m = /^bytes=(\d*)-(\d*)$/.exec(text.trim());
+      if (!m) throw new Error("get: The requested range is not satisfiable (10039)");
+      if (m[1] === "") return { suffix: Number(m[2]) };
+      const offset = Number(m[1]);
+      return m[2] === "" ? { offset } : { offset, length: Number(m[2]) - offset + 1 };
+    }
+    return Object.assign({}, range);
+  }
+
+  class R2MultipartUpload {
+    #bucket;
+    constructor(bucket, key, uploadId) {
+      this.#bucket = bucket;
+      Object.defineProperty(this, "key", { value: key, enumerable: true });
+      Object.defineProperty(this, "uploadId", { value: uploadId, enumerable: true });
+    }
+    async uploadPart(partNumber, value) {
+      const bytes = await b.valueBytes(value, "uploadPart");
+      return this.#bucket.call("uploadPart", {
+        key: this.key, uploadId: this.uploadId, partNumber, value: b.toBase64(bytes),
+      });
+    }
+    async abort() {
+      await this.#bucket.call("abort", { key: this.key, uploadId: this.uploadId });
+    }
+    async complete(parts) {
+      const wire = await this.#bucket.call("complete", {
+        key: this.key,
+        uploadId: this.uploadId,
+        parts: Array.from(parts, (p) => ({ partNumber: p.partNumber, etag: p.etag })),
+      });
+      return new R2Object(wire);
+    }
+  }
+
+  function checkKey(method, key) {
+    if (typeof key !== "string") {
+      throw new TypeError(`Failed to execute '${method}' on 'R2Bucket': parameter 1 is not of type 'string'.`);
+    }
+    return key;
+  }
+
+  class R2Bucket {
+    #id;
+    constructor(id) {
+      this.#id = id;
+    }
+    call(method, fields) {
+      return host.request("r2", Object.assign({ id: this.#id, method }, fields));
+    }
+    async head(key) {
+      const wire = await this.call("head", { key: checkKey("head", key) });
+      return wire === null ? null : new R2Object(wire);
+    }
+    async get(key, options) {
+      const opts = options || {};
+      const wire = await this.call("get", {
+        key: checkKey("get", key),
+        options: { onlyIf: wireConditional(opts.onlyIf), range: wireRange(opts.range) },
+      });
+      if (wire === null) return null;
+      return "body" in wire ? new R2ObjectBody(wire) : new R2Object(wire);
+    }
+    async put(key, value, options) {
+      checkKey("put", key);
+      const opts = options || {};
+      const bytes = await b.valueBytes(value, "put");
+      const wireOpts = {
+        httpMetadata: wireHttpMetadata(opts.httpMetadata),
+        customMetadata: opts.customMetadata ? Object.fromEntries(
+          Object.entries(opts.customMetadata).map(([k, v]) => [k, String(v)])) : {},
+        onlyIf: wireConditional(opts.onlyIf),
+      };
+      for (const name of ["md5", "sha1", "sha256", "sha384", "sha512"]) {
+        if (opts[name] !== undefined) wireOpts[name] = wireChecksum(opts[name]);
+      }
+      const wire = await this.call("put", { key, value: b.toBase64(bytes), options: wireOpts });
+      return wire === null ? null : new R2Object(wire);
+    }
+    async delete(keys) {
+      const list = Array.isArray(keys) ? keys : [keys];
+      await this.call("delete", { keys: list.map((k) => checkKey("delete", k)) });
+    }
+    async list(options) {
+      const opts = options || {};
+      const wireOpts = {};
+      for (const name of ["prefix", "delimiter", "cursor", "limit", "startAfter", "include"]) {
+        if (opts[name] !== undefined && opts[name] !== null) wireOpts[name] = opts[name];
+      }
+      const answer = await this.call("list", { options: wireOpts });
+      const result = {
+        objects: answer.objects.map((o) => new R2Object(o)),
+        truncated: answer.truncated,
+        delimitedPrefixes: answer.delimitedPrefixes,
+      };
+      if (answer.cursor !== undefined) result.cursor = answer.cursor;
+      return result;
+    }
+    async createMultipartUpload(key, options) {
+      checkKey("createMultipartUpload", key);
+      const opts = options || {};
+      const uploadId = await this.call("createMultipartUpload", {
+        key,
+        options: {
+          httpMetadata: wireHttpMetadata(opts.httpMetadata),
+          customMetadata: opts.customMetadata || {},
+        },
+      });
+      return new R2MultipartUpload(this, key, uploadId);
+    }
+    resumeMultipartUpload(key, uploadId) {
+      return new R2MultipartUpload(this, checkKey("resumeMultipartUpload", key), String(uploadId));
+    }
+  }
+
+  globalThis.__celld_cloudflare.onEnv((message, env) => {
+    for (const binding of message.r2 || []) env[binding.binding] = new R2Bucket(binding.id);
+  });
+})();
