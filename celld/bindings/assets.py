@@ -88,7 +88,12 @@ class AssetServer:
         trailing = path.endswith("/")
         base = rel.rstrip("/")
         # Explicit .html / index.html names redirect to the pretty URL.
-        if base.endswith("/index.html") or base == "index.html" or base.endswith("/index") or base == "index":
+        if (
+            base.endswith("/index.html")
+            or base == "index.html"
+            or base.endswith("/index")
+            or base == "index"
+        ):
             folder = base.rsplit("index", 1)[0].rstrip(".")
             folder = folder[:-1] if folder.endswith("/") else folder
             if self._exists(posixpath.join(folder, "index.html")):
@@ -111,7 +116,11 @@ class AssetServer:
             return _Match(file=base + ".html") if want == path else _Match(redirect=want)
         if self._exists(posixpath.join(base, "index.html")):
             want = self._pretty(base, folder=True)
-            return _Match(file=posixpath.join(base, "index.html")) if want == path else _Match(redirect=want)
+            return (
+                _Match(file=posixpath.join(base, "index.html"))
+                if want == path
+                else _Match(redirect=want)
+            )
         return None
 
     def _pretty(self, stem: str, *, folder: bool) -> str:
@@ -172,7 +181,9 @@ class AssetServer:
             ("etag", etag),
             ("cache-control", CACHE_CONTROL),
         ]
-        if status == 200 and etag in {t.strip() for t in headers.get("if-none-match", "").split(",")}:
+        if status == 200 and etag in {
+            t.strip() for t in headers.get("if-none-match", "").split(",")
+        }:
             return AssetAnswer(304, [("etag", etag), ("cache-control", CACHE_CONTROL)])
         return AssetAnswer(status, out, b"" if method == "HEAD" else data)
 

@@ -22,6 +22,7 @@ Rules:
 from __future__ import annotations
 
 import base64
+import re
 import sqlite3
 import time
 from pathlib import Path
@@ -33,9 +34,49 @@ from celld.isolate.host import HostError
 Value = None | int | float | str | dict[str, str]
 
 
-def d1_error(error: sqlite3.Error, prefix: str = "D1_ERROR") -> HostError:
-    code = getattr(error, "sqlite_errorname", None) or "SQLITE_ERROR"
-    return HostError(f"{prefix}: {error}: {code}")
+NO_STATEMENTS = "No SQL statements detected."
+WRONG_BINDINGS = "Wrong number of parameter bindings for SQL query."
+TRANSACTION_REFUSED = (
+    "To execute a transaction, please use the state.storage.transaction() or "
+    "state.storage.transactionSync() APIs instead of the SQL BEGIN TRANSACTION or SAVEPOINT "
+    "statements. The JavaScript API is safer because it will automatically roll back on "
+    "exceptions, and because it interacts correctly with Durable Objects' automatic atomic "
+    "write coalescing."
+)
+_FROM_RE = re.compile(r"\bFROM\b", re.IGNORECASE)
+_TRANSACTION_RE = re.compile(r"^\s*(BEGIN|SAVEPOINT)\b", re.IGNORECASE)
+
+
+class StatementError(Exception):
+    """A statement failed; `text` is D1's wording without the D1_ERROR prefix."""
+
+    def __init__(self, text: str) -> None:
+        super().__init__(text)
+        self.text = text
+
+
+def sqlite_words(error: sqlite3.Error) -> str:
+    """SQLite's message and code as D1 words them: ``msg: SQLITE_CONSTRAINT (extended:
+    SQLITE_CONSTRAINT_PRIMARYKEY)``."""
+    name = getattr(error, "sqlite_errorname", None) or "SQLITE_ERROR"
+    parts = name.split("_")
+    primary = "_".join(parts[:2])
+    if primary != name:
+        return f"{error}: {primary} (extended: {name})"
+    return f"{error}: {name}"
+
+
+def _execute(conn: sqlite3.Connection, sql: str, params: list[Any]) -> sqlite3.Cursor:
+    if _TRANSACTION_RE.match(sql):
+        raise StatementError(TRANSACTION_REFUSED)
+    try:
+        return conn.execute(sql, params)
+    except sqlite3.ProgrammingError as error:
+        if "bindings" in str(error):
+            raise StatementError(WRONG_BINDINGS) from None
+        raise StatementError(str(error)) from None
+    except sqlite3.Error as error:
+        raise StatementError(sqlite_words(error)) from None
 
 
 def _bind(value: Any) -> Any:
@@ -53,16 +94,17 @@ def _wire(value: Any) -> Value:
 
 
 def split_statements(text: str) -> list[str]:
-    """Complete statements of `text`, in order (comments and blank tails dropped)."""
+    """Complete statements of `text`, in order (comments and blank tails dropped); an
+    unfinished tail is kept, so SQLite reports it as incomplete."""
     statements: list[str] = []
     current = ""
-    for line in text.splitlines(keepends=True):
-        current += line
-        if sqlite3.complete_statement(current):
+    for char in text:
+        current += char
+        if char == ";" and sqlite3.complete_statement(current):
             statements.append(current.strip())
             current = ""
     tail = current.strip()
-    if tail and not _only_comments(tail):
+    if tail:
         statements.append(tail)
     return [s for s in statements if not _only_comments(s)]
 
@@ -91,34 +133,47 @@ class D1Database:
 
     @classmethod
     def run_one(cls, conn: sqlite3.Connection, statement: dict[str, Any]) -> dict[str, Any]:
+        """One prepared statement. Its text may hold several statements: all run, the last
+        one's rows are the result and `changes` counts them all (as local D1 does)."""
         sql = statement.get("sql")
         if not isinstance(sql, str):
             raise HostError("D1_ERROR: the statement's SQL must be a string", "TypeError")
         params = [_bind(v) for v in statement.get("params") or []]
+        parts = split_statements(sql)
+        if not parts:
+            raise HostError(f"D1_ERROR: {NO_STATEMENTS}")
         started = time.perf_counter()
         before = conn.total_changes
         try:
-            cursor = conn.execute(sql, params)
-            rows = cursor.fetchall()
-        except sqlite3.ProgrammingError as error:
-            raise HostError(f"D1_ERROR: {error}") from None
-        except sqlite3.Error as error:
-            raise d1_error(error) from None
-        elapsed = (time.perf_counter() - started) * 1000
+            for index, part in enumerate(parts):
+                last_before = conn.total_changes
+                cursor = _execute(conn, part, params if index == len(parts) - 1 else [])
+                rows = cursor.fetchall()
+        except StatementError as error:
+            raise HostError(f"D1_ERROR: {error.text}") from None
+        elapsed = round((time.perf_counter() - started) * 1000)
         changes = conn.total_changes - before
+        written = conn.total_changes - last_before
         columns = [d[0] for d in cursor.description or ()]
         last_row_id = conn.execute("SELECT last_insert_rowid()").fetchone()[0]
+        verb = parts[-1].lstrip().split(None, 1)[0].upper() if parts[-1].strip() else ""
+        if verb in ("UPDATE", "DELETE"):
+            rows_read = written
+        elif verb == "INSERT" or not columns or not _FROM_RE.search(parts[-1]):
+            rows_read = 0
+        else:
+            rows_read = len(rows)
         return {
             "columns": columns,
             "rows": [[_wire(v) for v in row] for row in rows],
             "meta": {
                 "duration": elapsed,
-                "changes": changes if changes > 0 else 0,
+                "changes": changes,
                 "last_row_id": last_row_id,
                 "changed_db": changes > 0,
                 "size_after": cls._size(conn),
-                "rows_read": max(len(rows), 1 if changes else 0),
-                "rows_written": changes,
+                "rows_read": rows_read,
+                "rows_written": written,
             },
         }
 
@@ -131,20 +186,28 @@ class D1Database:
         return [await self.file.run(self.run_one, statements[0])]
 
     async def exec(self, text: str) -> dict[str, Any]:
+        """`exec()`: each non-blank line is run as SQL (it may hold several statements), all
+        in one transaction; `count` is the number of lines run."""
         if not isinstance(text, str):
             raise HostError("D1_EXEC_ERROR: exec() takes a string of SQL", "TypeError")
+        lines = [line.strip() for line in text.split("\n")]
+        lines = [line for line in lines if line and not _only_comments(line)]
+        if not lines:
+            raise HostError(f"D1_EXEC_ERROR: Error in line 1: : {NO_STATEMENTS}")
+
+        def run_lines(conn: sqlite3.Connection) -> None:
+            for number, line in enumerate(lines, start=1):
+                try:
+                    for sql in split_statements(line):
+                        _execute(conn, sql, []).fetchall()
+                except StatementError as error:
+                    raise HostError(
+                        f"D1_EXEC_ERROR: Error in line {number}: {line}: {error.text}"
+                    ) from None
 
         def run(conn: sqlite3.Connection) -> dict[str, Any]:
             started = time.perf_counter()
-            statements = split_statements(text)
-            for line, sql in enumerate(statements, start=1):
-                try:
-                    conn.execute(sql)
-                except sqlite3.Error as error:
-                    code = getattr(error, "sqlite_errorname", None) or "SQLITE_ERROR"
-                    raise HostError(
-                        f"D1_EXEC_ERROR: Error in line {line}: {sql}: {error}: {code}"
-                    ) from None
-            return {"count": len(statements), "duration": (time.perf_counter() - started) * 1000}
+            transaction(conn, run_lines)
+            return {"count": len(lines), "duration": round((time.perf_counter() - started) * 1000)}
 
         return await self.file.run(run)

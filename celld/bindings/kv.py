@@ -142,8 +142,7 @@ class KvNamespace:
                 raise kv_error(
                     "PUT",
                     400,
-                    f"Invalid expiration_ttl of {expiration_ttl}. "
-                    "Please specify integer greater than 0.",
+                    f"Invalid expiration_ttl of {ttl or 0}. Please specify integer greater than 0.",
                 )
             if ttl < MIN_EXPIRATION_TTL:
                 raise kv_error(
@@ -159,7 +158,7 @@ class KvNamespace:
                 raise kv_error(
                     "PUT",
                     400,
-                    f"Invalid expiration of {expiration}. Please specify integer greater than "
+                    f"Invalid expiration of {when or 0}. Please specify integer greater than "
                     "the current number of seconds since the UNIX epoch.",
                 )
             if when < now + MIN_EXPIRATION_TTL:
@@ -179,21 +178,20 @@ class KvNamespace:
     async def list(
         self, *, prefix: str = "", limit: Any = None, cursor: str | None = None
     ) -> dict[str, Any]:
-        count = MAX_LIST_LIMIT if limit is None else _as_int(limit)
+        count = _as_int(limit) if limit is not None else None
         if count is None or count < 1:
-            raise kv_error(
-                "LIST",
-                400,
-                f"Invalid key_count_limit of {limit}. Please specify an integer greater than 0.",
-            )
+            count = MAX_LIST_LIMIT  # wrangler dev lists everything for 0 or junk
         if count > MAX_LIST_LIMIT:
+            # workerd words this failure as a GET, not a LIST.
             raise kv_error(
-                "LIST",
+                "GET",
                 400,
                 f"Invalid key_count_limit of {limit}. "
                 f"Please specify an integer less than {MAX_LIST_LIMIT}.",
             )
         after = _decode_cursor(cursor) if cursor else None
+        if cursor and after is None:
+            return {"keys": [], "list_complete": True}
         now = self._now_s()
 
         def read(conn: sqlite3.Connection) -> dict[str, Any]:
@@ -244,11 +242,13 @@ def _as_int(value: Any) -> int | None:
 
 
 def _encode_cursor(key: str) -> str:
-    return base64.urlsafe_b64encode(key.encode("utf-8")).decode("ascii")
+    return base64.b64encode(key.encode("utf-8")).decode("ascii")
 
 
-def _decode_cursor(cursor: str) -> str:
+def _decode_cursor(cursor: str) -> str | None:
+    """A cursor is the last key listed, in base64; one that does not decode lists nothing,
+    as under wrangler dev."""
     try:
-        return base64.urlsafe_b64decode(cursor.encode("ascii")).decode("utf-8")
+        return base64.b64decode(cursor.encode("ascii"), validate=True).decode("utf-8")
     except (ValueError, UnicodeError):
-        raise kv_error("LIST", 400, "Invalid cursor") from None
+        return None

@@ -66,9 +66,7 @@ CREATE TABLE IF NOT EXISTS parts (
 ) WITHOUT ROWID;
 """
 
-_COLUMNS = (
-    "key, blob, size, etag, version, uploaded, http_metadata, custom_metadata, checksums"
-)
+_COLUMNS = "key, blob, size, etag, version, uploaded, http_metadata, custom_metadata, checksums"
 
 
 def r2_error(method: str, message: str, code: int) -> HostError:
@@ -77,7 +75,7 @@ def r2_error(method: str, message: str, code: int) -> HostError:
 
 def check_key(method: str, key: Any) -> str:
     if not isinstance(key, str):
-        raise type_error(f"Failed to execute '{method}' on 'R2Bucket': parameter 1 is not of type 'string'.")
+        raise type_error(f"{method}: the key must be a string")
     if len(key.encode("utf-8")) > MAX_KEY_BYTES:
         raise r2_error(method, "The specified object name is not valid.", 10020)
     return key
@@ -183,10 +181,12 @@ class R2Bucket:
                 continue
             actual = hashlib.new(name, data).hexdigest()
             if str(given).lower() != actual:
+                label = _HASH_LABEL[name]
                 raise r2_error(
                     "put",
-                    f"The {_HASH_LABEL[name]} checksum you specified did not match what we "
-                    "received.",
+                    f"The {label} checksum you specified did not match what we received.\n"
+                    f"You provided a {label} checksum with value: {given}\n"
+                    f"Actual {label} was: {actual}",
                     10037,
                 )
             checksums[name] = actual
@@ -207,7 +207,9 @@ class R2Bucket:
                 json.dumps(custom),
                 json.dumps(checksums),
             )
-            conn.execute(f"INSERT OR REPLACE INTO objects ({_COLUMNS}) VALUES (?,?,?,?,?,?,?,?,?)", row)
+            conn.execute(
+                f"INSERT OR REPLACE INTO objects ({_COLUMNS}) VALUES (?,?,?,?,?,?,?,?,?)", row
+            )
             if old is not None:
                 self._drop_blob(old[1])
             return _wire_object(row)
@@ -216,9 +218,7 @@ class R2Bucket:
 
     # -- get / head ------------------------------------------------------------------------
 
-    async def get(
-        self, key: str, options: dict[str, Any], *, body: bool
-    ) -> dict[str, Any] | None:
+    async def get(self, key: str, options: dict[str, Any], *, body: bool) -> dict[str, Any] | None:
         method = "get" if body else "head"
         check_key(method, key)
 
@@ -227,12 +227,13 @@ class R2Bucket:
             if row is None:
                 return None
             wire = _wire_object(row)
+            wire["range"] = {"offset": 0, "length": row[2]}
             if not body:
                 return wire
             if not _precondition_ok(row, options.get("onlyIf")):
                 return wire  # an R2Object without a body, as R2 answers
             offset, length = _range(row[2], options.get("range"))
-            wire["range"] = options.get("range") and {"offset": offset, "length": length}
+            wire["range"] = {"offset": offset, "length": length}
             wire["body"] = base64.b64encode(self._read_blob(row[1], offset, length)).decode()
             return wire
 
@@ -251,7 +252,8 @@ class R2Bucket:
                 if row is not None:
                     blobs.append(row[0])
             transaction(
-                conn, lambda c: c.executemany("DELETE FROM objects WHERE key = ?", [(k,) for k in keys])
+                conn,
+                lambda c: c.executemany("DELETE FROM objects WHERE key = ?", [(k,) for k in keys]),
             )
             for blob in blobs:
                 self._drop_blob(blob)
@@ -333,7 +335,9 @@ class R2Bucket:
         )
         return upload_id
 
-    def _upload(self, conn: sqlite3.Connection, method: str, key: str, upload_id: str) -> tuple[Any, ...]:
+    def _upload(
+        self, conn: sqlite3.Connection, method: str, key: str, upload_id: str
+    ) -> tuple[Any, ...]:
         row = conn.execute(
             "SELECT upload_id, key, http_metadata, custom_metadata FROM uploads "
             "WHERE upload_id = ? AND key = ?",
@@ -343,16 +347,21 @@ class R2Bucket:
             raise r2_error(method, "The specified multipart upload does not exist.", 10024)
         return row  # type: ignore[no-any-return]
 
-    async def upload_part(self, key: str, upload_id: str, number: Any, data: bytes) -> dict[str, Any]:
+    async def upload_part(
+        self, key: str, upload_id: str, number: Any, data: bytes
+    ) -> dict[str, Any]:
         if not isinstance(number, int) or not 1 <= number <= MAX_PARTS:
-            raise r2_error("uploadPart", "Part number must be between 1 and 10000 (inclusive).", 10039)
+            raise r2_error(
+                "uploadPart", "Part number must be between 1 and 10000 (inclusive).", 10039
+            )
 
         def write(conn: sqlite3.Connection) -> dict[str, Any]:
             self._upload(conn, "uploadPart", key, upload_id)
             etag = hashlib.md5(data).hexdigest()
             blob = self._new_blob(data)
             old = conn.execute(
-                "SELECT blob FROM parts WHERE upload_id = ? AND part_number = ?", (upload_id, number)
+                "SELECT blob FROM parts WHERE upload_id = ? AND part_number = ?",
+                (upload_id, number),
             ).fetchone()
             conn.execute(
                 "INSERT OR REPLACE INTO parts VALUES (?, ?, ?, ?, ?)",
@@ -367,7 +376,10 @@ class R2Bucket:
     async def abort_upload(self, key: str, upload_id: str) -> None:
         def remove(conn: sqlite3.Connection) -> None:
             self._upload(conn, "abortMultipartUpload", key, upload_id)
-            blobs = [r[0] for r in conn.execute("SELECT blob FROM parts WHERE upload_id = ?", (upload_id,))]
+            blobs = [
+                r[0]
+                for r in conn.execute("SELECT blob FROM parts WHERE upload_id = ?", (upload_id,))
+            ]
 
             def drop(c: sqlite3.Connection) -> None:
                 c.execute("DELETE FROM parts WHERE upload_id = ?", (upload_id,))
@@ -379,13 +391,16 @@ class R2Bucket:
 
         await self.file.run(remove)
 
-    async def complete_upload(self, key: str, upload_id: str, parts: list[dict[str, Any]]) -> dict[str, Any]:
+    async def complete_upload(
+        self, key: str, upload_id: str, parts: list[dict[str, Any]]
+    ) -> dict[str, Any]:
         def complete(conn: sqlite3.Connection) -> dict[str, Any]:
             upload = self._upload(conn, "completeMultipartUpload", key, upload_id)
             stored = {
                 r[0]: r[1:]
                 for r in conn.execute(
-                    "SELECT part_number, blob, size, etag FROM parts WHERE upload_id = ?", (upload_id,)
+                    "SELECT part_number, blob, size, etag FROM parts WHERE upload_id = ?",
+                    (upload_id,),
                 )
             }
             chosen = []
@@ -411,10 +426,15 @@ class R2Bucket:
             row = (key, blob, len(data), etag, secrets.token_hex(16), self.now_ms(),
                    upload[2], upload[3], json.dumps({}))  # fmt: skip
             old = conn.execute("SELECT blob FROM objects WHERE key = ?", (key,)).fetchone()
-            part_blobs = [r[0] for r in conn.execute("SELECT blob FROM parts WHERE upload_id = ?", (upload_id,))]
+            part_blobs = [
+                r[0]
+                for r in conn.execute("SELECT blob FROM parts WHERE upload_id = ?", (upload_id,))
+            ]
 
             def commit(c: sqlite3.Connection) -> None:
-                c.execute(f"INSERT OR REPLACE INTO objects ({_COLUMNS}) VALUES (?,?,?,?,?,?,?,?,?)", row)
+                c.execute(
+                    f"INSERT OR REPLACE INTO objects ({_COLUMNS}) VALUES (?,?,?,?,?,?,?,?,?)", row
+                )
                 c.execute("DELETE FROM parts WHERE upload_id = ?", (upload_id,))
                 c.execute("DELETE FROM uploads WHERE upload_id = ?", (upload_id,))
 

@@ -64,9 +64,13 @@ class Bindings:
             ns.id: KvNamespace(kv_path(state, ns.id), now_ms, synchronous=synchronous)
             for ns in config.kv
         }
-        self.d1 = {db.id: D1Database(d1_path(state, db.id), synchronous=synchronous) for db in config.d1}
+        self.d1 = {
+            db.id: D1Database(d1_path(state, db.id), synchronous=synchronous) for db in config.d1
+        }
         self.r2 = {
-            b.bucket_name: R2Bucket(r2_folder(state, b.bucket_name), now_ms, synchronous=synchronous)
+            b.bucket_name: R2Bucket(
+                r2_folder(state, b.bucket_name), now_ms, synchronous=synchronous
+            )
             for b in config.r2
         }
         self.assets = AssetServer(config.assets) if config.assets else None
@@ -88,7 +92,9 @@ class Bindings:
             "d1": [{"binding": db.binding, "id": db.id} for db in c.d1],
             "r2": [{"binding": b.binding, "id": b.bucket_name} for b in c.r2],
             "assets": c.assets.binding if c.assets and c.assets.binding else None,
-            "offline": [{"binding": o.binding, "kind": o.kind, "service": o.service} for o in c.offline],
+            "offline": [
+                {"binding": o.binding, "kind": o.kind, "service": o.service} for o in c.offline
+            ],
         }
 
     def ops(self) -> dict[str, OpHandler]:

@@ -48,7 +48,7 @@
         return web.streamFromBytes(bytes);
       default:
         throw new TypeError(
-          `${what}: Unknown response type. Possible types are "text", "arrayBuffer", "json", and "stream".`,
+          `${what ? `${what}: ` : ""}Unknown response type. Possible types are "text", "arrayBuffer", "json", and "stream".`,
         );
     }
   }

@@ -50,8 +50,8 @@
     const m = answer.meta;
     return {
       served_by: "celld",
-      served_by_region: undefined,
       served_by_primary: true,
+      total_attempts: 1,
       timings: { sql_duration_ms: m.duration },
       duration: m.duration,
       changes: m.changes,

@@ -31,27 +31,33 @@
       const type = opts.type === undefined ? "text" : opts.type;
       if (Array.isArray(key)) {
         if (type !== "text" && type !== "json") {
-          throw new TypeError(`KV GET_BULK failed: 400 "${type}" is not a valid type. Use "json" or "text"`);
+          throw new Error(`KV GET_BULK failed: 400 "${type}" is not a valid type. Use "json" or "text"`);
         }
+        if (key.length === 0) throw new Error("KV GET_BULK failed: 400 You must request a minimum of 1 key");
         const found = await this.#call("get", { keys: key.map(String), bulk: true });
         const out = new Map();
         for (const name of key) {
           const entry = found[String(name)];
           if (!entry) {
-            out.set(name, withMetadata ? null : null);
+            out.set(name, null);
             continue;
           }
-          const value = b.asType(b.fromBase64(entry.value), type, "KV GET_BULK");
+          let value;
+          try {
+            value = b.asType(b.fromBase64(entry.value), type, "KV GET_BULK");
+          } catch (error) {
+            if (!(error instanceof SyntaxError)) throw error;
+            throw new Error("KV GET_BULK failed: 400 At least one of the requested keys corresponds to a non-json value");
+          }
           out.set(name, withMetadata ? { value, metadata: parseMetadata(entry.metadata) } : value);
         }
         return out;
       }
       if (typeof key !== "string") key = String(key);
-      b.asType(new Uint8Array(0), type === "json" ? "text" : type, "KV GET"); // validates `type`
       const found = await this.#call("get", { keys: [key], bulk: false });
       const entry = found[key];
       if (!entry) return withMetadata ? { value: null, metadata: null, cacheStatus: null } : null;
-      const value = b.asType(b.fromBase64(entry.value), type, "KV GET");
+      const value = b.asType(b.fromBase64(entry.value), type, null);
       if (!withMetadata) return value;
       return { value, metadata: parseMetadata(entry.metadata), cacheStatus: null };
     }
@@ -67,12 +73,14 @@
     async put(key, value, options) {
       if (typeof key !== "string") key = String(key);
       const opts = options === undefined || options === null ? {} : options;
-      if (typeof value !== "string" && !(value instanceof ArrayBuffer) && !ArrayBuffer.isView(value)
-        && !(value instanceof ReadableStream)) {
+      if (typeof value === "object" && value !== null && !(value instanceof ArrayBuffer)
+        && !ArrayBuffer.isView(value) && !(value instanceof ReadableStream)) {
         throw new TypeError(
           "KV put() accepts only strings, ArrayBuffers, ArrayBufferViews, and ReadableStreams as values.",
         );
       }
+      // Other primitives are stored as their string form, as workerd does.
+      if (typeof value !== "object" || value === null) value = String(value);
       const bytes = await b.valueBytes(value, "KV PUT");
       const fields = { key, value: b.toBase64(bytes) };
       if (opts.expiration !== undefined) fields.expiration = opts.expiration;

@@ -48,8 +48,8 @@
   function readHttpMetadata(wire) {
     const out = {};
     for (const [field] of HTTP_FIELDS) {
-      if (wire[field] === undefined) continue;
-      out[field] = field === "cacheExpiry" ? new Date(wire[field]) : wire[field];
+      const v = wire[field];
+      out[field] = v === undefined ? undefined : field === "cacheExpiry" ? new Date(v) : v;
     }
     return out;
   }
@@ -78,10 +78,20 @@
     return out;
   }
 
-  function wireChecksum(value) {
-    if (typeof value === "string") return value.toLowerCase();
+  const HASH_LENGTHS = { md5: ["MD5", 16], sha1: ["SHA-1", 20], sha256: ["SHA-256", 32],
+    sha384: ["SHA-384", 48], sha512: ["SHA-512", 64] };
+
+  function wireChecksum(name, value) {
+    const [label, size] = HASH_LENGTHS[name];
+    if (typeof value === "string") {
+      if (value.length !== size * 2) {
+        throw new TypeError(`${label} is ${size * 2} hex characters, not ${value.length}`);
+      }
+      return value.toLowerCase();
+    }
     const bytes = web.bufferSourceBytes(value);
-    if (!bytes) throw new TypeError("R2 checksums must be hex strings or ArrayBuffers");
+    if (!bytes) throw new TypeError(`${label} must be a hex string or an ArrayBuffer`);
+    if (bytes.length !== size) throw new TypeError(`${label} is ${size} bytes, not ${bytes.length}`);
     return hex(bytes);
   }
 
@@ -200,12 +210,12 @@
     }
   }
 
+  /** Keys are converted with String(), as workerd's bindings convert them. */
   function checkKey(method, key) {
-    if (typeof key !== "string") {
-      throw new TypeError(`Failed to execute '${method}' on 'R2Bucket': parameter 1 is not of type 'string'.`);
-    }
-    return key;
+    return String(key);
   }
+
+  const PUT_TYPES = "JsReadableStream or ArrayBuffer or ArrayBufferView or string or Blob";
 
   class R2Bucket {
     #id;
@@ -229,8 +239,13 @@
       return "body" in wire ? new R2ObjectBody(wire) : new R2Object(wire);
     }
     async put(key, value, options) {
-      checkKey("put", key);
+      key = checkKey("put", key);
       const opts = options || {};
+      if (value !== null && value !== undefined && typeof value !== "string"
+        && !(value instanceof ArrayBuffer) && !ArrayBuffer.isView(value)
+        && !(value instanceof ReadableStream)) {
+        throw new TypeError(`Failed to execute 'put' on 'R2Bucket': parameter 2 is not of type '${PUT_TYPES}'.`);
+      }
       const bytes = await b.valueBytes(value, "put");
       const wireOpts = {
         httpMetadata: wireHttpMetadata(opts.httpMetadata),
@@ -239,7 +254,7 @@
         onlyIf: wireConditional(opts.onlyIf),
       };
       for (const name of ["md5", "sha1", "sha256", "sha384", "sha512"]) {
-        if (opts[name] !== undefined) wireOpts[name] = wireChecksum(opts[name]);
+        if (opts[name] !== undefined) wireOpts[name] = wireChecksum(name, opts[name]);
       }
       const wire = await this.call("put", { key, value: b.toBase64(bytes), options: wireOpts });
       return wire === null ? null : new R2Object(wire);
@@ -258,13 +273,14 @@
       const result = {
         objects: answer.objects.map((o) => new R2Object(o)),
         truncated: answer.truncated,
+        cursor: undefined,
         delimitedPrefixes: answer.delimitedPrefixes,
       };
-      if (answer.cursor !== undefined) result.cursor = answer.cursor;
+      result.cursor = answer.cursor; // present (undefined) when not truncated, as in workerd
       return result;
     }
     async createMultipartUpload(key, options) {
-      checkKey("createMultipartUpload", key);
+      key = checkKey("createMultipartUpload", key);
       const opts = options || {};
       const uploadId = await this.call("createMultipartUpload", {
         key,

@@ -2,7 +2,9 @@
 // Every endpoint takes ?wf=SCRIPT|BENCH|LIMITED (default SCRIPT). Success: JSON 200.
 // Anything a binding throws: 500 {"error": {name, message}}.
 export { ScriptWorkflow, BenchWorkflow } from "./workflows.js";
+export { StorageWorkflow } from "./storage.js";
 import { describe } from "./workflows.js";
+import { runStorageOps } from "./storage.js";
 
 function json(body, status = 200) {
   return new Response(JSON.stringify(body), {
@@ -38,6 +40,8 @@ export default {
       switch (url.pathname) {
         case "/health":
           return json({ ok: true });
+        case "/storage":
+          return json(await runStorageOps(env, await readJson(request, [])));
         case "/create": {
           const params = await readJson(request, undefined);
           const options = {};
