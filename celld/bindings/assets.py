@@ -28,7 +28,6 @@ import hashlib
 import mimetypes
 import posixpath
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 from urllib.parse import unquote, urlsplit
 

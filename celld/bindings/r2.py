@@ -112,15 +112,15 @@ def _precondition_ok(row: tuple[Any, ...] | None, only_if: dict[str, Any] | None
         wanted = _etags(not_matches)
         if "*" in wanted or etag in wanted:
             return False
+    # As in HTTP, an etag condition takes precedence over the date condition it pairs with.
     before = only_if.get("uploadedBefore")
-    if before is not None and row is not None and matches is None:
-        if not uploaded_s < int(before) // 1000:
-            return False
     after = only_if.get("uploadedAfter")
+    checks = []
+    if before is not None and row is not None and matches is None:
+        checks.append(uploaded_s < int(before) // 1000)
     if after is not None and row is not None and not_matches is None:
-        if not uploaded_s > int(after) // 1000:
-            return False
-    return True
+        checks.append(uploaded_s > int(after) // 1000)
+    return all(checks)
 
 
 def _etags(value: Any) -> set[str]:
