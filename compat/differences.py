@@ -57,3 +57,32 @@ WAIT_TIMEOUT_RANGE = (
 def difference(*, wrangler: str) -> pytest.MarkDecorator:
     """Declare that `wrangler dev` differs from celld in this scenario, and why."""
     return pytest.mark.difference(wrangler=wrangler)
+
+
+# -- storage bindings (KV, D1, R2) ---------------------------------------------------------
+
+JS_ENGINE_MESSAGES = (
+    "JavaScript engine wording: errors JS itself throws (JSON.parse of a non-JSON value) carry "
+    "QuickJS's message under celld and V8's under wrangler dev; the error class is the same"
+)
+SQLITE_ERROR_OFFSET = (
+    "D1 syntax errors: workerd's newer SQLite adds `at offset N` to syntax errors; celld reports "
+    "the message of the SQLite that Python links (3.40 here), without the offset"
+)
+D1_EXEC_ERROR_LINE = (
+    "D1 exec() errors: celld names the line that failed (`Error in line 3: <that line>`), as "
+    "production does; wrangler dev always reports line 1 and the first line's text"
+)
+R2_STORAGE_CLASS = (
+    "R2 storageClass: production reports `Standard` for objects stored without a class (celld); "
+    "wrangler dev reports an empty string"
+)
+R2_STREAM_LENGTH = (
+    "R2 put() of a ReadableStream of unknown length: workerd refuses it (it needs a known "
+    "length); celld reads the stream whole and stores it"
+)
+D1_ROWS_READ = (
+    "D1 meta.rows_read: SQLite does not report to Python how many rows a statement scanned, so "
+    "celld counts the rows a query returns; aggregates over a table (count(*)) read more rows "
+    "under wrangler dev"
+)

@@ -126,6 +126,22 @@ class Scenario:
     def restart(self, instance_id: str, wf: str = "SCRIPT", **options: Any) -> Any:
         return self.ok("/restart", id=instance_id, wf=wf, body=options or None)
 
+    # -- storage bindings (compat/projects/core/src/storage.js) ------------------------------
+
+    def storage(self, *ops: dict[str, Any]) -> list[Any]:
+        """Run storage operations in one request; each result described as JSON."""
+        response = self.target.request("POST", "/storage", json=list(ops))
+        assert response.status_code == 200, response.text
+        return list(response.json())
+
+    def one(self, op: dict[str, Any]) -> Any:
+        return self.storage(op)[0]
+
+    def clock_s(self) -> int:
+        """The target's idea of now, in seconds (celld's test clock moves only when told)."""
+        now = getattr(self.target, "now", None)
+        return int(now() // 1000) if callable(now) else int(time.time())
+
     # -- time and polling ------------------------------------------------------------------
 
     def wait(self, ms: int, *, settle: bool = True) -> None:

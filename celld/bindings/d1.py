@@ -1,7 +1,8 @@
 """D1 databases: each one a real SQLite file, every statement committed before it answers.
 
 What crosses the bridge: a statement is ``{"sql": str, "params": [value]}`` where a value is
-null, a number, a string or ``{"$blob": base64}`` (JS turns booleans into 1/0 and refuses
+null, a number (bound as REAL, as D1 binds JS numbers), a string or ``{"$blob": base64}`` (JS
+turns booleans into 1/0 and refuses
 other types with D1's D1_TYPE_ERROR, as workerd does before anything reaches SQLite). A result
 is ``{"columns": [...], "rows": [[value]], "meta": {...}}`` with blobs as ``{"$blob": ...}``;
 js/bindings/d1.js shapes it into objects, raw arrays or a first row.
@@ -82,7 +83,11 @@ def _execute(conn: sqlite3.Connection, sql: str, params: list[Any]) -> sqlite3.C
 def _bind(value: Any) -> Any:
     if isinstance(value, dict) and "$blob" in value:
         return base64.b64decode(value["$blob"])
-    if value is None or isinstance(value, int | float | str):
+    if isinstance(value, int | float) and not isinstance(value, bool):
+        # A JS number is a double, and D1 binds it as REAL (typeof(?) is 'real' for 2 and for
+        # true); columns with INTEGER affinity still store whole values as integers.
+        return float(value)
+    if value is None or isinstance(value, str):
         return value
     raise HostError(f"D1_TYPE_ERROR: Type '{type(value).__name__}' not supported for value")
 
