@@ -16,6 +16,7 @@ from typing import Any
 
 from celld.bindings.errors import kv_error, type_error
 from celld.bindings.storage import SqliteFile
+from celld.bindings.wire import to_wire
 
 MAX_KEY_BYTES = 512
 MAX_VALUE_BYTES = 25 * 1024 * 1024
@@ -94,10 +95,7 @@ class KvNamespace:
                     )
                     found[key] = None
                     continue
-                found[key] = {
-                    "value": base64.b64encode(value).decode("ascii"),
-                    "metadata": metadata,
-                }
+                found[key] = {"value": to_wire(value), "metadata": metadata}
             return found
 
         return await self.file.run(read)

@@ -27,6 +27,7 @@ from typing import Any
 
 from celld.bindings.errors import type_error
 from celld.bindings.storage import SqliteFile, transaction, write_durably
+from celld.bindings.wire import to_wire
 from celld.isolate.host import HostError
 
 MAX_KEY_BYTES = 1024
@@ -234,7 +235,7 @@ class R2Bucket:
                 return wire  # an R2Object without a body, as R2 answers
             offset, length = _range(row[2], options.get("range"))
             wire["range"] = {"offset": offset, "length": length}
-            wire["body"] = base64.b64encode(self._read_blob(row[1], offset, length)).decode()
+            wire["body"] = to_wire(self._read_blob(row[1], offset, length))
             return wire
 
         return await self.file.run(read)

@@ -9,7 +9,6 @@ folder, one per namespace, database or bucket, so one project never sees another
 
 from __future__ import annotations
 
-import base64
 import logging
 from collections.abc import Callable
 from pathlib import Path
@@ -21,6 +20,7 @@ from celld.bindings.errors import type_error
 from celld.bindings.kv import KvNamespace
 from celld.bindings.offline import warn_offline
 from celld.bindings.r2 import R2Bucket
+from celld.bindings.wire import from_wire
 from celld.isolate.host import HostError, OpHandler
 from celld.project.bindings import BindingsConfig
 
@@ -40,12 +40,7 @@ def r2_folder(state: Path, bucket: str) -> Path:
 
 
 def _bytes(message: dict[str, Any], field: str = "value") -> bytes:
-    value = message.get(field)
-    if value is None:
-        return b""
-    if not isinstance(value, str):
-        raise type_error("celld: binary data must arrive as base64")
-    return base64.b64decode(value)
+    return from_wire(message.get(field))
 
 
 class Bindings:

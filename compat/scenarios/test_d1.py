@@ -34,7 +34,11 @@ def exec_(sql: str) -> dict[str, Any]:
 
 
 def batch(*statements: tuple[str, list[Any]]) -> dict[str, Any]:
-    return {"b": "DB", "m": "batch", "statements": [{"prepare": s, "bind": b} for s, b in statements]}
+    return {
+        "b": "DB",
+        "m": "batch",
+        "statements": [{"prepare": s, "bind": b} for s, b in statements],
+    }
 
 
 def meta(result: dict[str, Any]) -> dict[str, Any]:
@@ -127,13 +131,18 @@ def test_d1_batch_is_one_transaction(sc: Scenario) -> None:
     """batch() answers one result per statement; a failing statement undoes all of them."""
     t = table(sc)
     ok, failed, after = sc.storage(
-        batch((f"INSERT INTO {t} (name) VALUES (?)", ["a"]), (f"SELECT count(*) AS n FROM {t}", [])),
+        batch(
+            (f"INSERT INTO {t} (name) VALUES (?)", ["a"]), (f"SELECT count(*) AS n FROM {t}", [])
+        ),
         batch((f"INSERT INTO {t} (name) VALUES (?)", ["b"]), ("INSERT INTO nope VALUES (1)", [])),
         q(f"SELECT name FROM {t}", "raw"),
     )
     assert [r["results"] for r in ok] == [[], [{"n": 1}]]
     assert meta(ok[0])["changes"] == 1
-    assert failed["error"] == {"name": "Error", "message": "D1_ERROR: no such table: nope: SQLITE_ERROR"}
+    assert failed["error"] == {
+        "name": "Error",
+        "message": "D1_ERROR: no such table: nope: SQLITE_ERROR",
+    }
     assert after == [["a"]]
 
 
@@ -197,7 +206,9 @@ def test_d1_errors(sc: Scenario) -> None:
         "name": "Error",
         "message": "D1_TYPE_ERROR: Type 'object' not supported for value '[object Object]'",
     }
-    assert count["error"]["message"] == "D1_ERROR: Wrong number of parameter bindings for SQL query."
+    assert (
+        count["error"]["message"] == "D1_ERROR: Wrong number of parameter bindings for SQL query."
+    )
     assert empty["error"]["message"] == "D1_ERROR: No SQL statements detected."
     assert begin["error"]["message"].startswith(
         "D1_ERROR: To execute a transaction, please use the state.storage.transaction()"

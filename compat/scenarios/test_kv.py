@@ -91,7 +91,9 @@ def test_kv_bulk_get(sc: Scenario) -> None:
         "name": "Error",
         "message": 'KV GET_BULK failed: 400 "arrayBuffer" is not a valid type. Use "json" or "text"',
     }
-    assert empty["error"]["message"] == "KV GET_BULK failed: 400 You must request a minimum of 1 key"
+    assert (
+        empty["error"]["message"] == "KV GET_BULK failed: 400 You must request a minimum of 1 key"
+    )
     assert not_json["error"]["message"] == (
         "KV GET_BULK failed: 400 At least one of the requested keys corresponds to a non-json value"
     )
@@ -195,7 +197,7 @@ def test_kv_get_json_of_text(sc: Scenario) -> None:
     assert bad["error"]["name"] == "SyntaxError"
     assert bad["error"]["message"] == sc.pick(
         celld="unexpected token: 'streamed'",
-        wrangler='Unexpected token \'s\', "streamed" is not valid JSON',
+        wrangler="Unexpected token 's', \"streamed\" is not valid JSON",
     )
 
 

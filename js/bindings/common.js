@@ -16,6 +16,46 @@
     );
   }
 
+  // Bytes on the bridge (celld/bindings/wire.py): UTF-8 text as a JSON string, anything
+  // else as base64, because base64 in JS is slow for large values.
+
+  /** A value given to put() -> {text} | {b64}. */
+  async function toWire(value, what) {
+    if (typeof value === "string") return { text: value };
+    return { b64: web.bytesToBase64(await valueBytes(value, what)) };
+  }
+
+  /** {text} | {b64} -> {text?, bytes?}: a holder that converts on demand, once. */
+  function fromWire(wire) {
+    let text = wire && typeof wire.text === "string" ? wire.text : null;
+    let bytes = text === null ? web.base64ToBytes((wire && wire.b64) || "") : null;
+    return {
+      text() {
+        if (text === null) text = web.utf8Decode(bytes);
+        return text;
+      },
+      bytes() {
+        if (bytes === null) bytes = web.utf8Encode(text);
+        return bytes;
+      },
+    };
+  }
+
+  /** A wire value as the type a get() asked for. */
+  function wireAs(wire, type, what) {
+    const holder = fromWire(wire);
+    switch (type) {
+      case undefined:
+      case null:
+      case "text":
+        return holder.text();
+      case "json":
+        return JSON.parse(holder.text());
+      default:
+        return asType(holder.bytes(), type, what);
+    }
+  }
+
   function toBase64(bytes) {
     return web.bytesToBase64(bytes);
   }
@@ -55,6 +95,8 @@
 
   const hidden = { configurable: false, enumerable: false, writable: false };
   Object.defineProperty(globalThis, "__celld_bindings", Object.assign({
-    value: Object.freeze({ valueBytes, toBase64, fromBase64, toArrayBuffer, decodeText, asType }),
+    value: Object.freeze({
+      valueBytes, toBase64, fromBase64, toArrayBuffer, decodeText, asType, toWire, fromWire, wireAs,
+    }),
   }, hidden));
 })();

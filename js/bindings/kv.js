@@ -44,7 +44,7 @@
           }
           let value;
           try {
-            value = b.asType(b.fromBase64(entry.value), type, "KV GET_BULK");
+            value = b.wireAs(entry.value, type, "KV GET_BULK");
           } catch (error) {
             if (!(error instanceof SyntaxError)) throw error;
             throw new Error("KV GET_BULK failed: 400 At least one of the requested keys corresponds to a non-json value");
@@ -57,7 +57,7 @@
       const found = await this.#call("get", { keys: [key], bulk: false });
       const entry = found[key];
       if (!entry) return withMetadata ? { value: null, metadata: null, cacheStatus: null } : null;
-      const value = b.asType(b.fromBase64(entry.value), type, null);
+      const value = b.wireAs(entry.value, type, null);
       if (!withMetadata) return value;
       return { value, metadata: parseMetadata(entry.metadata), cacheStatus: null };
     }
@@ -81,8 +81,7 @@
       }
       // Other primitives are stored as their string form, as workerd does.
       if (typeof value !== "object" || value === null) value = String(value);
-      const bytes = await b.valueBytes(value, "KV PUT");
-      const fields = { key, value: b.toBase64(bytes) };
+      const fields = { key, value: await b.toWire(value, "KV PUT") };
       if (opts.expiration !== undefined) fields.expiration = opts.expiration;
       if (opts.expirationTtl !== undefined) fields.expirationTtl = opts.expirationTtl;
       if (opts.metadata !== undefined && opts.metadata !== null) {

@@ -134,15 +134,15 @@
   }
 
   class R2ObjectBody extends R2Object {
-    #bytes;
+    #data;
     #stream = null;
     #used = false;
     constructor(wire) {
       super(wire);
-      this.#bytes = b.fromBase64(wire.body);
+      this.#data = b.fromWire(wire.body);
     }
     get body() {
-      if (this.#stream === null) this.#stream = web.streamFromBytes(this.#bytes);
+      if (this.#stream === null) this.#stream = web.streamFromBytes(this.#data.bytes());
       return this.#stream;
     }
     get bodyUsed() {
@@ -151,19 +151,19 @@
     #take() {
       if (this.bodyUsed) throw new TypeError("Body has already been used. It can only be used once.");
       this.#used = true;
-      return this.#bytes;
+      return this.#data;
     }
     async arrayBuffer() {
-      return b.toArrayBuffer(this.#take());
+      return b.toArrayBuffer(this.#take().bytes());
     }
     async bytes() {
-      return new Uint8Array(b.toArrayBuffer(this.#take()));
+      return new Uint8Array(b.toArrayBuffer(this.#take().bytes()));
     }
     async text() {
-      return b.decodeText(this.#take());
+      return this.#take().text();
     }
     async json() {
-      return JSON.parse(b.decodeText(this.#take()));
+      return JSON.parse(this.#take().text());
     }
     async blob() {
       throw new TypeError("celld does not provide Blob yet; use arrayBuffer() or text()");
@@ -192,9 +192,8 @@
       Object.defineProperty(this, "uploadId", { value: uploadId, enumerable: true });
     }
     async uploadPart(partNumber, value) {
-      const bytes = await b.valueBytes(value, "uploadPart");
       return this.#bucket.call("uploadPart", {
-        key: this.key, uploadId: this.uploadId, partNumber, value: b.toBase64(bytes),
+        key: this.key, uploadId: this.uploadId, partNumber, value: await b.toWire(value, "uploadPart"),
       });
     }
     async abort() {
@@ -246,7 +245,7 @@
         && !(value instanceof ReadableStream)) {
         throw new TypeError(`Failed to execute 'put' on 'R2Bucket': parameter 2 is not of type '${PUT_TYPES}'.`);
       }
-      const bytes = await b.valueBytes(value, "put");
+      const wireValue = await b.toWire(value, "put");
       const wireOpts = {
         httpMetadata: wireHttpMetadata(opts.httpMetadata),
         customMetadata: opts.customMetadata ? Object.fromEntries(
@@ -256,7 +255,7 @@
       for (const name of ["md5", "sha1", "sha256", "sha384", "sha512"]) {
         if (opts[name] !== undefined) wireOpts[name] = wireChecksum(name, opts[name]);
       }
-      const wire = await this.call("put", { key, value: b.toBase64(bytes), options: wireOpts });
+      const wire = await this.call("put", { key, value: wireValue, options: wireOpts });
       return wire === null ? null : new R2Object(wire);
     }
     async delete(keys) {
