@@ -173,7 +173,9 @@ def test_d1_exec_failure_rolls_back(sc: Scenario) -> None:
         q(f"SELECT * FROM {t}", "raw"),
     )
     assert failed["error"]["message"] == sc.pick(
-        celld="D1_EXEC_ERROR: Error in line 2: SELECT * FROM nope;: no such table: nope: SQLITE_ERROR",
+        celld=(
+            "D1_EXEC_ERROR: Error in line 2: SELECT * FROM nope;: no such table: nope: SQLITE_ERROR"
+        ),
         wrangler=(
             f"D1_EXEC_ERROR: Error in line 1: INSERT INTO {t} (name) VALUES ('e');: "
             "no such table: nope: SQLITE_ERROR"

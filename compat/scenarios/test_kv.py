@@ -89,7 +89,8 @@ def test_kv_bulk_get(sc: Scenario) -> None:
     assert meta == {"map": [[k + "a", {"value": '"A"', "metadata": {"m": 1}}], [k + "c", None]]}
     assert bad_type["error"] == {
         "name": "Error",
-        "message": 'KV GET_BULK failed: 400 "arrayBuffer" is not a valid type. Use "json" or "text"',
+        "message": 'KV GET_BULK failed: 400 "arrayBuffer" is not a valid type. '
+        'Use "json" or "text"',
     }
     assert (
         empty["error"]["message"] == "KV GET_BULK failed: 400 You must request a minimum of 1 key"
@@ -140,7 +141,8 @@ def test_kv_key_errors(sc: Scenario) -> None:
     assert dots["error"] == {"name": "TypeError", "message": '".." is not allowed as a key name.'}
     assert long_get["error"] == {
         "name": "Error",
-        "message": "KV GET failed: 414 UTF-8 encoded length of 513 exceeds key length limit of 512.",
+        "message": "KV GET failed: 414 UTF-8 encoded length of 513 exceeds key length limit "
+        "of 512.",
     }
     assert long_put["error"]["message"] == (
         "KV PUT failed: 414 UTF-8 encoded length of 513 exceeds key length limit of 512."
