@@ -41,12 +41,17 @@ async def run_js_async(
     limits: Limits | None = None,
     timeout: float = 20,
     extra: tuple[Script, ...] = (),
+    ops: dict[str, Any] | None = None,
+    env: dict[str, Any] | None = None,
 ) -> Any:
+    """Run `body`; `extra` scripts load after the runtime, `ops` adds host operations and
+    `env` is posted as the env message first (the snippet reads it as `env`)."""
     isolate = Isolate(pool().pick(), limits)
     source = (
         "const { PromisePrototypeThen: __then, stringify: __stringify } ="
         " __celld_primordials;\n"
         '__celld_host.on("run", (m) => {\n'
+        "  const env = globalThis.__celld_cloudflare.env;\n"
         f"  __then((async () => {{ {body} }})(),\n"
         "    (value) => __celld_host.notify(\n"
         '      "result", { json: __stringify(value === undefined ? null : value) }),\n'
@@ -68,9 +73,12 @@ async def run_js_async(
         if not done.done():
             done.set_exception(fault)
 
-    ops = isolate_ops()
-    ops["result"] = on_result
-    host = IsolateHost(isolate, ops, on_fault=on_fault)
+    all_ops = isolate_ops()
+    all_ops.update(ops or {})
+    all_ops["result"] = on_result
+    host = IsolateHost(isolate, all_ops, on_fault=on_fault)
+    if env is not None:
+        host.post({"k": "env", "vars": {}, "workflows": [], **env})
     host.post({"k": "run"})
     try:
         message = await asyncio.wait_for(done, timeout)

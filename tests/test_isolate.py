@@ -100,3 +100,11 @@ async def test_budget_counts_every_turn() -> None:
         assert 150 <= isolate.cpu_used_ms < 1_000
     finally:
         await host.close()
+
+
+def test_lone_surrogates_cross_the_bridge() -> None:
+    """JSON.stringify escapes a lone surrogate, which orjson refuses; the bridge still carries
+    the string both ways instead of stopping the isolate."""
+    from tests.jsharness import run_js
+
+    assert run_js('console.log("x\\ud800"); return "a\\ud800b"') == "a\ud800b"

@@ -27,6 +27,7 @@ the same with an isolate that exceeds its limits).
 
 from __future__ import annotations
 
+import json
 import logging
 import time
 from collections.abc import Sequence
@@ -183,7 +184,7 @@ class Isolate:
         Raises IsolateFault (and sets `fault`) on a limit or a broken bridge."""
         if self.fault is not None:
             raise self.fault
-        payload = orjson.dumps(inbox).decode()
+        payload = _dumps(inbox)
         self.turn_queued_at = time.monotonic()
         try:
             outbox = await self.thread.run_batched(lambda: self._turn_sync(payload))
@@ -196,10 +197,10 @@ class Isolate:
         finally:
             self.turn_queued_at = None
         try:
-            messages = orjson.loads(outbox)
+            messages = _loads(outbox)
             if not isinstance(messages, list) or not all(isinstance(m, dict) for m in messages):
                 raise TypeError("the outbox is not a list of messages")
-        except (orjson.JSONDecodeError, TypeError) as error:
+        except (ValueError, TypeError) as error:
             # Only a runtime whose own built-ins were broken writes an unreadable outbox:
             # the isolate cannot talk to the host any more.
             self.fault = IsolateFault("the isolate's message bridge is broken", str(error))
@@ -295,3 +296,20 @@ class Isolate:
             return dict(self._context.memory())
 
         return await self.thread.run(read)
+
+
+def _dumps(value: Any) -> str:
+    try:
+        return orjson.dumps(value).decode()
+    except TypeError:
+        # orjson refuses strings holding lone surrogates (JS strings may); the stdlib writes
+        # them as \uXXXX escapes, which JSON.parse turns back into the same JS string.
+        return json.dumps(value)
+
+
+def _loads(text: str) -> Any:
+    try:
+        return orjson.loads(text)
+    except orjson.JSONDecodeError:
+        # JSON.stringify escapes a lone surrogate as \udXXX, which orjson refuses.
+        return json.loads(text)

@@ -21,7 +21,7 @@
 
   /** A value given to put() -> {text} | {b64}. */
   async function toWire(value, what) {
-    if (typeof value === "string") return { text: value };
+    if (typeof value === "string") return { text: value.toWellFormed() }; // as TextEncoder would
     return { b64: web.bytesToBase64(await valueBytes(value, what)) };
   }
 
