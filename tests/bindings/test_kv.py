@@ -11,9 +11,10 @@ from tests.jsharness import JsError
 
 
 def test_values_survive_in_the_namespace_file(js: Harness) -> None:
-    js(
-        'await env.KV.put("a", "1", {metadata: {m: true}}); await env.KV.put("b", new Uint8Array([255, 0]));'
-    )
+    js("""
+        await env.KV.put("a", "1", {metadata: {m: true}});
+        await env.KV.put("b", new Uint8Array([255, 0]));
+    """)
     rows = (
         sqlite3.connect(js.state / "kv" / "kv-id.sqlite3")
         .execute("SELECT key, value, metadata FROM entries ORDER BY key")
