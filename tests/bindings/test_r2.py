@@ -1,0 +1,120 @@
+"""R2 binding: objects as files plus metadata rows."""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import sqlite3
+
+import pytest
+
+from celld.bindings.r2 import R2Bucket
+from tests.bindings.harness import Harness
+from tests.jsharness import JsError
+
+
+def _rows(js: Harness) -> list[tuple[str, str, int]]:
+    conn = sqlite3.connect(js.state / "r2" / "bucket" / "objects.sqlite3")
+    return conn.execute("SELECT key, blob, size FROM objects ORDER BY key").fetchall()
+
+
+def test_objects_are_files_plus_rows(js: Harness) -> None:
+    js('await env.BUCKET.put("a", "first"); await env.BUCKET.put("a", "second!");')
+    [(key, blob, size)] = _rows(js)
+    assert (key, size) == ("a", 7)
+    blobs = js.state / "r2" / "bucket" / "blobs"
+    assert (blobs / blob).read_bytes() == b"second!"
+    assert [p.name for p in blobs.iterdir()] == [blob]  # the replaced body is gone
+    js('await env.BUCKET.delete("a")')
+    assert _rows(js) == [] and list(blobs.iterdir()) == []
+
+
+def test_orphan_bodies_are_swept_when_the_bucket_opens(js: Harness) -> None:
+    js('await env.BUCKET.put("keep", "k")')
+    blobs = js.state / "r2" / "bucket" / "blobs"
+    (blobs / "deadbeef").write_bytes(b"left by a crash")
+
+    async def reopen() -> None:
+        bucket = await R2Bucket(js.state / "r2" / "bucket", js.clock.now).open()
+        await bucket.close()
+
+    asyncio.run(reopen())
+    assert sorted(p.name for p in blobs.iterdir()) == [_rows(js)[0][1]]
+
+
+def test_get_head_range_conditions(js: Harness) -> None:
+    result = js("""
+        const put = await env.BUCKET.put("k", "hello world", {
+          httpMetadata: new Headers({"content-type": "text/plain"}),
+          customMetadata: {a: "1"},
+          sha256: await crypto.subtle.digest("SHA-256", new TextEncoder().encode("hello world")),
+        });
+        const ranged = await env.BUCKET.get("k", {range: {offset: 6, length: 3}});
+        const cond = await env.BUCKET.get("k", {onlyIf: {etagDoesNotMatch: put.etag}});
+        const headers = new Headers();
+        put.writeHttpMetadata(headers);
+        return {
+          etag: put.etag, http: put.httpMetadata.contentType, custom: put.customMetadata,
+          sha: put.checksums.toJSON().sha256, text: await ranged.text(), range: ranged.range,
+          condHasBody: "body" in cond, headers: [...headers],
+          head: (await env.BUCKET.head("k")).size, refused: await env.BUCKET.put("k", "x", {
+            onlyIf: {etagMatches: "other"}}),
+        };
+    """)
+    assert result == {
+        "etag": hashlib.md5(b"hello world").hexdigest(),
+        "http": "text/plain",
+        "custom": {"a": "1"},
+        "sha": hashlib.sha256(b"hello world").hexdigest(),
+        "text": "wor",
+        "range": {"offset": 6, "length": 3},
+        "condHasBody": False,
+        "headers": [["content-type", "text/plain"]],
+        "head": 11,
+        "refused": None,
+    }
+
+
+def test_list_with_delimiter_and_cursor(js: Harness) -> None:
+    result = js("""
+        for (const k of ["a/1", "a/2", "a/b/3", "c"]) await env.BUCKET.put(k, k);
+        const top = await env.BUCKET.list({delimiter: "/"});
+        const page = await env.BUCKET.list({prefix: "a/", limit: 1});
+        const next = await env.BUCKET.list({prefix: "a/", cursor: page.cursor});
+        return [top.objects.map((o) => o.key), top.delimitedPrefixes,
+                page.truncated, next.objects.map((o) => o.key)];
+    """)
+    assert result == [["c"], ["a/"], True, ["a/2", "a/b/3"]]
+
+
+def test_multipart_upload(js: Harness) -> None:
+    result = js("""
+        const up = await env.BUCKET.createMultipartUpload("big", {customMetadata: {m: "1"}});
+        const p1 = await up.uploadPart(1, new Uint8Array(5 * 1024 * 1024).fill(97));
+        const p2 = await env.BUCKET.resumeMultipartUpload("big", up.uploadId).uploadPart(2, "end");
+        const done = await up.complete([p1, p2]);
+        const got = await env.BUCKET.get("big", {range: {suffix: 3}});
+        return [done.size, done.etag.endsWith("-2"), done.customMetadata, await got.text()];
+    """, timeout=60)  # fmt: skip
+    assert result == [5 * 1024 * 1024 + 3, True, {"m": "1"}, "end"]
+    assert [p.name for p in (js.state / "r2" / "bucket" / "blobs").iterdir()] == [_rows(js)[0][1]]
+
+
+@pytest.mark.parametrize(
+    ("call", "message"),
+    [
+        ('env.BUCKET.put("k", "v", {md5: "0".repeat(32)})',
+         "put: The MD5 checksum you specified did not match what we received.\n"
+         "You provided a MD5 checksum with value: 00000000000000000000000000000000\n"
+         "Actual MD5 was: 9e3669d19b675bd57058fd4664205d2a (10037)"),
+        ('env.BUCKET.put("x".repeat(1025), "v")', "put: The specified object name is not valid. (10020)"),
+        ('env.BUCKET.list({limit: 0})', "list: MaxKeys params must be positive integer <= 1000. (10022)"),
+        ('env.BUCKET.resumeMultipartUpload("k", "nope").uploadPart(1, "x")',
+         "uploadPart: The specified multipart upload does not exist. (10024)"),
+    ],
+)  # fmt: skip
+def test_errors_store_nothing(js: Harness, call: str, message: str) -> None:
+    with pytest.raises(JsError) as caught:
+        js(f"await {call};")
+    assert caught.value.message == message
+    assert _rows(js) == []
