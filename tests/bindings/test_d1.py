@@ -24,7 +24,8 @@ def test_database_is_a_real_sqlite_file(js: Harness) -> None:
 
 def test_results_meta_and_types(js: Harness) -> None:
     result = js("""
-        await env.DB.exec("CREATE TABLE t (id INTEGER PRIMARY KEY, n INTEGER, r REAL, s TEXT, b BLOB)");
+        await env.DB.exec(
+          "CREATE TABLE t (id INTEGER PRIMARY KEY, n INTEGER, r REAL, s TEXT, b BLOB)");
         const ins = await env.DB.prepare("INSERT INTO t (n, r, s, b) VALUES (?, ?, ?, ?)")
           .bind(7, 1.5, "x", new Uint8Array([9])).run();
         await env.DB.prepare("INSERT INTO t (n, r, s, b) VALUES (?, ?, ?, ?)")

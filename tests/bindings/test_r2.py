@@ -107,8 +107,10 @@ def test_multipart_upload(js: Harness) -> None:
          "put: The MD5 checksum you specified did not match what we received.\n"
          "You provided a MD5 checksum with value: 00000000000000000000000000000000\n"
          "Actual MD5 was: 9e3669d19b675bd57058fd4664205d2a (10037)"),
-        ('env.BUCKET.put("x".repeat(1025), "v")', "put: The specified object name is not valid. (10020)"),
-        ('env.BUCKET.list({limit: 0})', "list: MaxKeys params must be positive integer <= 1000. (10022)"),
+        ('env.BUCKET.put("x".repeat(1025), "v")',
+         "put: The specified object name is not valid. (10020)"),
+        ('env.BUCKET.list({limit: 0})',
+         "list: MaxKeys params must be positive integer <= 1000. (10022)"),
         ('env.BUCKET.resumeMultipartUpload("k", "nope").uploadPart(1, "x")',
          "uploadPart: The specified multipart upload does not exist. (10024)"),
     ],
