@@ -11,9 +11,13 @@ Rules, in the order they apply to a GET or HEAD:
    makes every HTML URL end in ``/``; ``drop-trailing-slash`` makes none end in ``/``;
    ``none`` serves exact file names only.
 3. No file: ``404-page`` serves the nearest ``404.html`` up the tree with status 404;
-   ``single-page-application`` serves ``/index.html`` with 200 to navigation requests
-   (``Sec-Fetch-Mode: navigate``) and lets others through; otherwise the request goes to the
-   Worker (or, from ``env.ASSETS.fetch()``, gets an empty 404).
+   ``single-page-application`` serves ``/index.html`` with 200; otherwise the request goes to
+   the Worker (or, from ``env.ASSETS.fetch()``, gets an empty 404).
+
+A request the assets would answer (a file, a redirect or a not-found page) with a method
+other than GET or HEAD gets 405. ``env.ASSETS.fetch()`` serves the file a redirect would lead to
+instead of the redirect, and a path spelled with needless escapes (``/%61bout``) is redirected
+to its plain form.
 
 Files are read on a thread. Responses carry a strong ETag (from the content) and answer a
 matching ``If-None-Match`` with 304, and ``Cache-Control: public, max-age=0, must-revalidate``.
@@ -29,11 +33,13 @@ import mimetypes
 import posixpath
 from dataclasses import dataclass, field
 from typing import Any
-from urllib.parse import unquote, urlsplit
+from urllib.parse import quote, unquote, urlsplit
 
 from celld.project.bindings import AssetsConfig
 
 CACHE_CONTROL = "public, max-age=0, must-revalidate"
+# Characters a path keeps unescaped; a request spelled otherwise is redirected to this form.
+_PATH_SAFE = "/!$&'()*+,;=:@-._~"
 _TEXT_TYPES = ("text/", "application/javascript", "application/json", "image/svg+xml")
 
 
@@ -106,7 +112,8 @@ class AssetServer:
                 want = self._pretty(base, folder=True)
                 return _Match(file=index) if want == path else _Match(redirect=want)
             if base and self._exists(base + ".html"):
-                return _Match(redirect=self._pretty(base, folder=False))
+                want = self._pretty(base, folder=False)
+                return _Match(file=base + ".html") if want == path else _Match(redirect=want)
             return None
         if self._exists(base) and not base.endswith(".html"):
             return _Match(file=base)
@@ -131,7 +138,7 @@ class AssetServer:
             return stem + "/"
         return stem + "/" if folder else (stem or "/")
 
-    def _not_found_file(self, path: str, headers: dict[str, str]) -> tuple[str, int] | None:
+    def _not_found_file(self, path: str) -> tuple[str, int] | None:
         mode = self.config.not_found_handling
         if mode == "404-page":
             folder = posixpath.dirname(path.lstrip("/").rstrip("/") + "/x")
@@ -152,27 +159,36 @@ class AssetServer:
         self, method: str, url: str, headers: dict[str, str], *, from_worker: bool
     ) -> AssetAnswer | None:
         """The asset response, or None when the request belongs to the Worker."""
-        if method not in ("GET", "HEAD"):
-            return None if not from_worker else AssetAnswer(405, [("allow", "GET, HEAD")])
-        path = unquote(urlsplit(url).path) or "/"
+        parts = urlsplit(url)
+        raw_path = parts.path or "/"
+        path = unquote(raw_path)
         if not from_worker and self.worker_first(path):
             return None
         match = self.resolve(path)
-        if match is not None and match.redirect is not None:
-            query = urlsplit(url).query
-            location = match.redirect + (f"?{query}" if query else "")
-            return AssetAnswer(307, [("location", location)])
+        if from_worker:
+            # The binding serves what a redirect would lead to, without the redirect.
+            for _ in range(3):
+                if match is None or match.redirect is None:
+                    break
+                match = self.resolve(match.redirect)
         status = 200
         file = match.file if match else None
-        if file is None:
-            navigate = headers.get("sec-fetch-mode") == "navigate"
-            spa = self.config.not_found_handling == "single-page-application"
-            if spa and not navigate and not from_worker:
-                return None
-            fallback = self._not_found_file(path, headers)
+        if match is None:
+            fallback = self._not_found_file(path)
             if fallback is None:
                 return None if not from_worker else AssetAnswer(404)
             file, status = fallback
+        # A request the assets would answer, but not with GET or HEAD.
+        if method not in ("GET", "HEAD"):
+            return AssetAnswer(405)
+        if match is not None and match.redirect is not None:
+            location = match.redirect + (f"?{parts.query}" if parts.query else "")
+            return AssetAnswer(307, [("location", location)])
+        canonical = quote(path, safe=_PATH_SAFE)
+        if not from_worker and status == 200 and canonical != raw_path:
+            location = canonical + (f"?{parts.query}" if parts.query else "")
+            return AssetAnswer(307, [("location", location)])
+        assert file is not None
         data = await asyncio.to_thread((self.root / file).read_bytes)
         etag = '"' + hashlib.sha256(data).hexdigest()[:32] + '"'
         out = [
@@ -180,9 +196,8 @@ class AssetServer:
             ("etag", etag),
             ("cache-control", CACHE_CONTROL),
         ]
-        if status == 200 and etag in {
-            t.strip() for t in headers.get("if-none-match", "").split(",")
-        }:
+        wanted = {t.strip() for t in headers.get("if-none-match", "").split(",")}
+        if status == 200 and etag in wanted:
             return AssetAnswer(304, [("etag", etag), ("cache-control", CACHE_CONTROL)])
         return AssetAnswer(status, out, b"" if method == "HEAD" else data)
 

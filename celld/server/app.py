@@ -60,9 +60,13 @@ def build_app(
 ) -> Starlette:
     async def serve_worker(request: Request) -> Response:
         if assets is not None:
+            # The path as sent (not re-quoted), so needless escapes can be redirected away.
+            raw_path = request.scope.get("raw_path") or request.url.path.encode()
+            query = request.url.query
+            target = raw_path.decode("latin-1") + (f"?{query}" if query else "")
             found = await assets.answer(
                 request.method,
-                str(request.url),
+                target,
                 {k.lower(): v for k, v in request.headers.items()},
                 from_worker=False,
             )
