@@ -336,9 +336,9 @@ def test_script_name_of_this_worker_is_fine(tmp_path: Path) -> None:
 
 
 def test_several_errors_reported_together(tmp_path: Path) -> None:
-    path = json_project(tmp_path, {"kv_namespaces": [], "compatibility_date": "soon"})
+    path = json_project(tmp_path, {"queues": {}, "compatibility_date": "soon"})
     err = error_of(path)
-    assert [issue.key for issue in err.issues] == ["kv_namespaces", "compatibility_date"]
+    assert [issue.key for issue in err.issues] == ["queues", "compatibility_date"]
     assert len(str(err).splitlines()) == 2
 
 
@@ -384,16 +384,9 @@ def test_env_must_be_table(tmp_path: Path) -> None:
 @pytest.mark.parametrize(
     ("key", "value"),
     [
-        ("kv_namespaces", [{"binding": "KV", "id": "x"}]),
-        ("d1_databases", [{"binding": "DB"}]),
-        ("r2_buckets", [{"binding": "B"}]),
         ("durable_objects", {"bindings": []}),
         ("queues", {"producers": []}),
         ("services", [{"binding": "S", "service": "s"}]),
-        ("ai", {"binding": "AI"}),
-        ("assets", {"directory": "public"}),
-        ("send_email", [{"name": "E"}]),
-        ("browser", {"binding": "B"}),
         ("version_metadata", {"binding": "V"}),
         ("unsafe", {"bindings": []}),
         ("containers", []),
