@@ -178,3 +178,13 @@ cli.add_command(workflows)
 
 def main() -> None:
     cli()
+
+
+def _add_storage_commands() -> None:
+    from celld.cli.storage import d1, kv, r2
+
+    for group in (d1, kv, r2):
+        cli.add_command(group)
+
+
+_add_storage_commands()

@@ -1,0 +1,73 @@
+"""D1 migrations as wrangler keeps them: ``.sql`` files in ``migrations_dir``, applied in name
+order, each recorded in the ``migrations_table`` (default ``d1_migrations``) with wrangler's
+schema, so a database migrated by one tool is seen as migrated by the other.
+
+A migration's statements and its record commit in one transaction: a failing migration leaves
+the database as it was and stops the run; the ones before it stay applied.
+"""
+
+from __future__ import annotations
+
+import re
+import sqlite3
+from dataclasses import dataclass
+from pathlib import Path
+
+from celld.bindings.d1 import split_statements
+from celld.bindings.storage import transaction
+
+_TABLE_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+
+
+@dataclass(frozen=True)
+class Migration:
+    name: str
+    path: Path
+
+
+class MigrationError(Exception):
+    """A migration failed; the message names it and carries SQLite's error."""
+
+
+def _table(name: str) -> str:
+    if not _TABLE_RE.match(name):
+        raise MigrationError(f"migrations_table {name!r} is not a plain SQL table name")
+    return name
+
+
+def ensure_table(conn: sqlite3.Connection, table: str) -> None:
+    conn.execute(
+        f"CREATE TABLE IF NOT EXISTS {_table(table)} ("
+        "id INTEGER PRIMARY KEY AUTOINCREMENT, name TEXT UNIQUE, "
+        "applied_at TIMESTAMP DEFAULT CURRENT_TIMESTAMP NOT NULL)"
+    )
+
+
+def found(folder: Path) -> list[Migration]:
+    if not folder.is_dir():
+        return []
+    return [Migration(p.name, p) for p in sorted(folder.glob("*.sql"))]
+
+
+def applied(conn: sqlite3.Connection, table: str) -> list[str]:
+    ensure_table(conn, table)
+    return [row[0] for row in conn.execute(f"SELECT name FROM {_table(table)} ORDER BY id")]
+
+
+def pending(conn: sqlite3.Connection, folder: Path, table: str) -> list[Migration]:
+    done = set(applied(conn, table))
+    return [m for m in found(folder) if m.name not in done]
+
+
+def apply(conn: sqlite3.Connection, migration: Migration, table: str) -> None:
+    statements = split_statements(migration.path.read_text(encoding="utf-8"))
+
+    def run(c: sqlite3.Connection) -> None:
+        for sql in statements:
+            try:
+                c.execute(sql)
+            except sqlite3.Error as error:
+                raise MigrationError(f"{migration.name}: {error}") from None
+        c.execute(f"INSERT INTO {_table(table)} (name) VALUES (?)", (migration.name,))
+
+    transaction(conn, run)
