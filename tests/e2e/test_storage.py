@@ -37,6 +37,11 @@ def test_workflow_writes_every_store_and_survives_a_restart(tmp_path: Path) -> N
             "env.AI.run(): Workers AI needs Cloudflare's network and is not available under celld"
         )
         assert "env.AI (Workers AI), env.EMAIL (Email sending)" in server.log()
+        assert server.get("/api/email").json() == {
+            "from": "a@example.com",
+            "error": "env.EMAIL.send(): Email sending needs Cloudflare's network and is not "
+            "available under celld",
+        }
     finally:
         server.stop()
 

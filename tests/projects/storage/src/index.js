@@ -1,6 +1,7 @@
 // Steps write D1, R2 and KV; HTTP routes read them back or run single operations,
 // so tests drive everything over HTTP.
 import { WorkflowEntrypoint } from "cloudflare:workers";
+import { EmailMessage } from "cloudflare:email";
 
 export class Writer extends WorkflowEntrypoint {
   async run(event, step) {
@@ -80,6 +81,15 @@ export default {
         }
         case "/api/assets":
           return env.ASSETS.fetch(new URL(q.get("path"), request.url));
+        case "/api/email": {
+          const message = new EmailMessage("a@example.com", "b@example.com", "Subject: hi\r\n\r\nhi");
+          try {
+            await env.EMAIL.send(message);
+          } catch (e) {
+            return json({ from: message.from, error: e.message });
+          }
+          return json({ sent: true });
+        }
         case "/api/ai":
           return json(await env.AI.run("@cf/model", {}));
         default:
