@@ -323,3 +323,49 @@ def test_tokens_example(tokens: CelldServer) -> None:
     invalid = tokens.post("/tokens", json={"user": "", "scope": "admin"})
     assert invalid.status_code == 400
     assert invalid.json()["error"][0] == "user: String must contain at least 1 character(s)"
+
+
+# -- guestbook (D1 migrations) ---------------------------------------------------------------
+
+
+def test_guestbook_walkthrough(tmp_path_factory: pytest.TempPathFactory) -> None:
+    """The README's walkthrough: migrations applied by `celld d1 migrations apply` while the
+    server runs, then entries moderated by the workflow through D1 and KV."""
+    import subprocess
+    import sys
+
+    project = EXAMPLES / "guestbook"
+    state = tmp_path_factory.mktemp("guestbook") / "state"
+    server = CelldServer(project, state, manual_clock=True).start()
+    try:
+        before = server.get("/entries").json()
+        assert before == {"error": "Error: D1_ERROR: no such table: entries: SQLITE_ERROR"}
+        applied = subprocess.run(
+            [sys.executable, "-m", "celld", "d1", "migrations", "apply", "DB",
+             "--project", str(project), "--persist-to", str(state)],
+            capture_output=True, text=True, check=True,
+        )  # fmt: skip
+        assert applied.stdout == "applied 0001_create_entries.sql\napplied 0002_add_reason.sql\n"
+        ada = server.post("/entries", json={"name": "ada", "message": "Lovely place"})
+        bob = server.post("/entries", json={"name": "bob", "message": "Visit my CASINO"})
+        assert (ada.status_code, ada.json()) == (201, {"id": 1, "moderation": "entry-1"})
+        assert bob.json() == {"id": 2, "moderation": "entry-2"}
+        held = server.wait_for(
+            lambda: (
+                (e := server.get("/entries/2").json())["moderation"]["status"] == "complete" and e
+            )
+        )
+        server.wait_for(
+            lambda: server.get("/entries/1").json()["moderation"]["status"] == "complete"
+        )
+        published = server.get("/entries").json()
+        stats = server.get("/stats").json()
+    finally:
+        server.stop()
+    assert held["entry"]["status"] == "held" and held["entry"]["reason"] == 'contains "casino"'
+    assert held["moderation"]["output"] == {
+        "entryId": 2, "status": "held", "reason": 'contains "casino"', "changes": 1,
+        "published": 1,
+    }  # fmt: skip
+    assert [(e["id"], e["name"]) for e in published] == [(1, "ada")]
+    assert stats["published"] == 1 and stats["lastEntry"] in (1, 2)
