@@ -16,9 +16,10 @@ def test_workflow_steps_write_every_store(sc: Scenario) -> None:
         {"b": "DB", "m": "exec", "args": [f"CREATE TABLE {t} (id INTEGER PRIMARY KEY, note TEXT)"]},
         {"b": "DB", "prepare": f"INSERT INTO {t} (note) VALUES (?)", "bind": ["from a step"],
          "m": "run"},
-        {"b": "BUCKET", "m": "put", "args": [f"{tag}/report.json", '{"ok":true}',
-                                             {"customMetadata": {"step": "r2"},
-                                              "httpMetadata": {"contentType": "application/json"}}]},
+        {"b": "BUCKET", "m": "put", "args": [
+            f"{tag}/report.json", '{"ok":true}',
+            {"customMetadata": {"step": "r2"}, "httpMetadata": {"contentType": "application/json"}},
+        ]},
         {"b": "KV", "m": "put", "args": [f"{tag}:done", "yes", {"metadata": {"step": "kv"}}]},
     ]  # fmt: skip
     instance = sc.create(ops, wf="STORE")
