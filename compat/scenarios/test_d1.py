@@ -79,6 +79,7 @@ def test_d1_types_round_trip(sc: Scenario) -> None:
 
 
 def test_d1_first(sc: Scenario) -> None:
+    """first() answers the first row, one column of it, or null; a missing column throws."""
     t = table(sc)
     _, row, col, missing_col, none, none_col = sc.storage(
         q(f"INSERT INTO {t} (name) VALUES ('a'), ('b')", "run"),
@@ -118,6 +119,7 @@ def test_d1_meta_of_writes(sc: Scenario) -> None:
 
 @difference(wrangler=D1_ROWS_READ)
 def test_d1_rows_read_of_aggregate(sc: Scenario) -> None:
+    """meta.rows_read of count(*) over a table."""
     t = table(sc)
     _, count = sc.storage(
         q(f"INSERT INTO {t} (name) VALUES ('a'), ('b'), ('c')", "run"),
@@ -219,6 +221,7 @@ def test_d1_errors(sc: Scenario) -> None:
 
 @difference(wrangler=SQLITE_ERROR_OFFSET)
 def test_d1_syntax_error(sc: Scenario) -> None:
+    """A syntax error carries SQLite's message and code."""
     error = sc.one(q("SELEC 1"))["error"]
     assert error["message"] == sc.pick(
         celld='D1_ERROR: near "SELEC": syntax error: SQLITE_ERROR',

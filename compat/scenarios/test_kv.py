@@ -118,6 +118,7 @@ def test_kv_list_pages(sc: Scenario) -> None:
 
 
 def test_kv_delete(sc: Scenario) -> None:
+    """delete() removes a key; deleting a missing key is not an error."""
     k = sc.new_id()
     _, deleted, after, again = sc.storage(
         kv("put", k, "v"), kv("delete", k), kv("get", k), kv("delete", k)
@@ -181,6 +182,7 @@ def test_kv_put_option_errors(sc: Scenario) -> None:
 
 
 def test_kv_list_limits(sc: Scenario) -> None:
+    """list() refuses a limit over 1000; a cursor that does not decode lists nothing."""
     too_many, garbage = sc.storage(
         kv("list", {"limit": 1001}), kv("list", {"prefix": sc.new_id(), "cursor": "%%%"})
     )

@@ -60,6 +60,7 @@ def test_r2_put_get_head(sc: Scenario) -> None:
 
 
 def test_r2_body_readers(sc: Scenario) -> None:
+    """An R2ObjectBody reads as json, arrayBuffer or a body stream."""
     k = sc.new_id()
     _, as_json, as_buffer, as_stream = sc.storage(
         r2("put", k, '{"x": [1]}'),
@@ -73,6 +74,7 @@ def test_r2_body_readers(sc: Scenario) -> None:
 
 
 def test_r2_ranges(sc: Scenario) -> None:
+    """get() with offset/length, suffix and Range-header ranges; a range past the end throws."""
     k = sc.new_id()
     _, tail, head, suffix, header, beyond = sc.storage(
         r2("put", k, "hello world"),
@@ -136,6 +138,7 @@ def test_r2_checksums(sc: Scenario) -> None:
 
 
 def test_r2_value_kinds(sc: Scenario) -> None:
+    """put() takes buffers and null; numbers and plain objects are TypeErrors."""
     k = sc.new_id()
     buf, empty, number, obj = sc.storage(
         r2("put", k + "b", {"$bytes": [1, 2]}),
@@ -155,6 +158,7 @@ def test_r2_value_kinds(sc: Scenario) -> None:
 
 @difference(wrangler=R2_STREAM_LENGTH)
 def test_r2_put_stream(sc: Scenario) -> None:
+    """put() of a ReadableStream of unknown length."""
     result = sc.one(r2("put", sc.new_id(), {"$stream": "two"}))
     if sc.on == "celld":
         assert result["size"] == 3
@@ -196,6 +200,7 @@ def test_r2_list(sc: Scenario) -> None:
 
 
 def test_r2_delete(sc: Scenario) -> None:
+    """delete() of one key or many; deleting a missing key is not an error."""
     p = sc.new_id() + "/"
     sc.storage(*(r2("put", p + n, n) for n in ("a", "b", "c")))
     one, many, missing, listed = sc.storage(
