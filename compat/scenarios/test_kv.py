@@ -11,7 +11,8 @@ def kv(method: str, *args: object, **extra: object) -> dict[str, object]:
 
 
 def test_kv_get_types(sc: Scenario) -> None:
-    """get() returns text by default, and json, arrayBuffer or a stream when asked."""
+    """get() returns text by default, and json, arrayBuffer or a stream when asked; cacheTtl
+    is accepted from 30 s."""
     k = sc.new_id()
     put, text, js, buf, stream, missing = sc.storage(
         kv("put", k, '{"a":[1,2]}'),
@@ -21,6 +22,11 @@ def test_kv_get_types(sc: Scenario) -> None:
         kv("get", k, {"type": "stream"}),
         kv("get", k + "-missing"),
     )
+    short_ttl = sc.one(kv("get", k, {"cacheTtl": 10}))
+    assert short_ttl["error"] == {
+        "name": "Error",
+        "message": "KV GET failed: 400 Invalid cache_ttl of 10. Cache TTL must be at least 30.",
+    }
     assert put == {"undefined": True}
     assert text == '{"a":[1,2]}'
     assert js == {"a": [1, 2]}

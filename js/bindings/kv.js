@@ -5,6 +5,8 @@
   const host = globalThis.__celld_host;
   const b = globalThis.__celld_bindings;
 
+  const MIN_CACHE_TTL = 30;
+
   function readOptions(options, method) {
     if (typeof options === "string") return { type: options };
     if (options === undefined || options === null) return {};
@@ -29,6 +31,10 @@
     async #get(key, options, withMetadata) {
       const opts = readOptions(options, "GET");
       const type = opts.type === undefined ? "text" : opts.type;
+      if (opts.cacheTtl !== undefined && Number(opts.cacheTtl) < MIN_CACHE_TTL) {
+        // Accepted and otherwise unused: there is no edge cache in front of local KV.
+        throw new Error(`KV ${Array.isArray(key) ? "GET_BULK" : "GET"} failed: 400 Invalid cache_ttl of ${opts.cacheTtl}. Cache TTL must be at least ${MIN_CACHE_TTL}.`);
+      }
       if (Array.isArray(key)) {
         if (type !== "text" && type !== "json") {
           throw new Error(`KV GET_BULK failed: 400 "${type}" is not a valid type. Use "json" or "text"`);
