@@ -6,8 +6,8 @@
 //   {"b": "DB", "m": "batch", "statements": [{"prepare": SQL, "bind": [...]}]}
 //   {"b": "BUCKET", "m": "multipart", "key": K, "parts": [...], "options": {...}}
 //
-// Arguments may hold {"$bytes": [..]}, {"$stream": "text"}, {"$headers": [[k, v]]} and
-// {"$date": ms}. Each result is described as JSON ({"error": {name, message}} if it threw).
+// Arguments may hold {"$bytes": [..]}, {"$stream": "text"}, {"$headers": [[k, v]]},
+// {"$date": ms} and {"$repeat": [text, n]} (text repeated n times, built in the Worker). Each result is described as JSON ({"error": {name, message}} if it threw).
 import { WorkflowEntrypoint } from "cloudflare:workers";
 
 function decodeArg(value) {
@@ -26,6 +26,7 @@ function decodeArg(value) {
     }
     if ("$headers" in value) return new Headers(value.$headers);
     if ("$date" in value) return new Date(value.$date);
+    if ("$repeat" in value) return value.$repeat[0].repeat(value.$repeat[1]);
     const out = {};
     for (const [k, v] of Object.entries(value)) out[k] = decodeArg(v);
     return out;
@@ -76,6 +77,7 @@ async function describeObject(o, read) {
     if (read === "stream") out.body = await new Response(o.body).text();
     else if (read === "arrayBuffer") out.body = Array.from(new Uint8Array(await o.arrayBuffer()));
     else if (read === "json") out.body = await o.json();
+    else if (read === "length") out.body = (await o.text()).length;
     else if (read) out.body = await o.text();
   }
   return out;
