@@ -5,10 +5,12 @@ Layout under ``<state>/r2/<bucket>/``: ``objects.sqlite3`` (tables ``objects``, 
 
 Rules:
 
-* A put writes the body to a new file durably (fsync, rename, fsync of the folder), then
-  commits the row that points at it; only after that commit is the replaced body removed. A
-  crash at any point leaves the old object or the new one, never a mix. Files no row points at
-  (a crash between the two writes) are removed when the bucket opens.
+* A put takes the bucket's write lock (BEGIN IMMEDIATE), writes the body to a new file
+  durably (fsync, rename, fsync of the folder), then commits the row that points at it; only
+  after that commit is the replaced body removed. A crash at any point leaves the old object
+  or the new one, never a mix. Files no row points at (a crash between the two writes) are
+  removed when the bucket opens, under the same lock, so a writer in another process
+  (`celld r2 object put` while `celld run` serves) never loses a body it is about to commit.
 * Conditional operations (``onlyIf``) are checked and applied in one call on the bucket's
   thread, so nothing slips in between the check and the write.
 * ``etag`` is the MD5 of the body in hex (multipart: MD5 of the parts' MD5s, then ``-N``);
@@ -22,13 +24,16 @@ import hashlib
 import json
 import secrets
 import sqlite3
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from celld.bindings.errors import type_error
 from celld.bindings.storage import SqliteFile, transaction, write_durably
 from celld.bindings.wire import to_wire
 from celld.isolate.host import HostError
+
+T = TypeVar("T")
 
 MAX_KEY_BYTES = 1024
 MAX_CUSTOM_METADATA_BYTES = 2048
@@ -138,14 +143,18 @@ class R2Bucket:
 
     async def open(self) -> R2Bucket:
         await self.file.open()
-        await self.file.run(self._sweep)
+        await self.file.run(lambda conn: transaction(conn, self._sweep))
         return self
 
     async def close(self) -> None:
         await self.file.close()
 
     def _sweep(self, conn: sqlite3.Connection) -> None:
-        """Remove body files no row points at (left by a crash between file and row)."""
+        """Remove body files no row points at (left by a crash between file and row).
+
+        Runs under the write lock: writers create a body and its row inside one write
+        transaction, so a body without a row here is one whose writer died (another process,
+        such as `celld r2 object put`, may share the bucket)."""
         if not self.blobs.is_dir():
             return
         used = {r[0] for r in conn.execute("SELECT blob FROM objects UNION SELECT blob FROM parts")}
@@ -160,6 +169,26 @@ class R2Bucket:
 
     def _drop_blob(self, name: str) -> None:
         (self.blobs / name).unlink(missing_ok=True)
+
+    def _write(
+        self,
+        conn: sqlite3.Connection,
+        fn: Callable[[sqlite3.Connection, list[str], list[str]], T],
+    ) -> T:
+        """Run ``fn(conn, created, stale)`` in one write transaction. `fn` lists the bodies it
+        writes in `created` (removed again if anything fails) and the bodies its rows no
+        longer point at in `stale` (removed once the transaction has committed)."""
+        created: list[str] = []
+        stale: list[str] = []
+        try:
+            result = transaction(conn, lambda c: fn(c, created, stale))
+        except BaseException:
+            for name in created:
+                self._drop_blob(name)
+            raise
+        for name in stale:
+            self._drop_blob(name)
+        return result
 
     def _read_blob(self, name: str, offset: int = 0, length: int | None = None) -> bytes:
         with open(self.blobs / name, "rb") as handle:
@@ -192,11 +221,14 @@ class R2Bucket:
                 )
             checksums[name] = actual
 
-        def write(conn: sqlite3.Connection) -> dict[str, Any] | None:
+        def write(
+            conn: sqlite3.Connection, created: list[str], stale: list[str]
+        ) -> dict[str, Any] | None:
             old = conn.execute(f"SELECT {_COLUMNS} FROM objects WHERE key = ?", (key,)).fetchone()
             if not _precondition_ok(old, options.get("onlyIf")):
                 return None
             blob = self._new_blob(data)
+            created.append(blob)
             row = (
                 key,
                 blob,
@@ -212,10 +244,10 @@ class R2Bucket:
                 f"INSERT OR REPLACE INTO objects ({_COLUMNS}) VALUES (?,?,?,?,?,?,?,?,?)", row
             )
             if old is not None:
-                self._drop_blob(old[1])
+                stale.append(old[1])
             return _wire_object(row)
 
-        return await self.file.run(write)
+        return await self.file.run(self._write, write)
 
     # -- get / head ------------------------------------------------------------------------
 
@@ -223,7 +255,7 @@ class R2Bucket:
         method = "get" if body else "head"
         check_key(method, key)
 
-        def read(conn: sqlite3.Connection) -> dict[str, Any] | None:
+        def read(conn: sqlite3.Connection, retry: bool = True) -> dict[str, Any] | None:
             row = conn.execute(f"SELECT {_COLUMNS} FROM objects WHERE key = ?", (key,)).fetchone()
             if row is None:
                 return None
@@ -235,7 +267,15 @@ class R2Bucket:
                 return wire  # an R2Object without a body, as R2 answers
             offset, length = _range(row[2], options.get("range"))
             wire["range"] = {"offset": offset, "length": length}
-            wire["body"] = to_wire(self._read_blob(row[1], offset, length))
+            try:
+                wire["body"] = to_wire(self._read_blob(row[1], offset, length))
+            except FileNotFoundError:
+                # Replaced by another process between our read of the row and of the file.
+                if retry:
+                    return read(conn, False)
+                raise HostError(
+                    f"get: the body of {key!r} is missing from {self.blobs} (local state damaged)"
+                ) from None
             return wire
 
         return await self.file.run(read)
@@ -246,20 +286,14 @@ class R2Bucket:
         for key in keys:
             check_key("delete", key)
 
-        def remove(conn: sqlite3.Connection) -> None:
-            blobs = []
+        def remove(conn: sqlite3.Connection, created: list[str], stale: list[str]) -> None:
             for key in keys:
                 row = conn.execute("SELECT blob FROM objects WHERE key = ?", (key,)).fetchone()
                 if row is not None:
-                    blobs.append(row[0])
-            transaction(
-                conn,
-                lambda c: c.executemany("DELETE FROM objects WHERE key = ?", [(k,) for k in keys]),
-            )
-            for blob in blobs:
-                self._drop_blob(blob)
+                    stale.append(row[0])
+            conn.executemany("DELETE FROM objects WHERE key = ?", [(k,) for k in keys])
 
-        await self.file.run(remove)
+        await self.file.run(self._write, remove)
 
     async def list(self, options: dict[str, Any]) -> dict[str, Any]:
         prefix = str(options.get("prefix") or "")
@@ -356,10 +390,11 @@ class R2Bucket:
                 "uploadPart", "Part number must be between 1 and 10000 (inclusive).", 10039
             )
 
-        def write(conn: sqlite3.Connection) -> dict[str, Any]:
+        def write(conn: sqlite3.Connection, created: list[str], stale: list[str]) -> dict[str, Any]:
             self._upload(conn, "uploadPart", key, upload_id)
             etag = hashlib.md5(data).hexdigest()
             blob = self._new_blob(data)
+            created.append(blob)
             old = conn.execute(
                 "SELECT blob FROM parts WHERE upload_id = ? AND part_number = ?",
                 (upload_id, number),
@@ -369,33 +404,29 @@ class R2Bucket:
                 (upload_id, number, blob, len(data), etag),
             )
             if old is not None:
-                self._drop_blob(old[0])
+                stale.append(old[0])
             return {"partNumber": number, "etag": etag}
 
-        return await self.file.run(write)
+        return await self.file.run(self._write, write)
 
     async def abort_upload(self, key: str, upload_id: str) -> None:
-        def remove(conn: sqlite3.Connection) -> None:
+        def remove(conn: sqlite3.Connection, created: list[str], stale: list[str]) -> None:
             self._upload(conn, "abortMultipartUpload", key, upload_id)
-            blobs = [
+            stale.extend(
                 r[0]
                 for r in conn.execute("SELECT blob FROM parts WHERE upload_id = ?", (upload_id,))
-            ]
+            )
+            conn.execute("DELETE FROM parts WHERE upload_id = ?", (upload_id,))
+            conn.execute("DELETE FROM uploads WHERE upload_id = ?", (upload_id,))
 
-            def drop(c: sqlite3.Connection) -> None:
-                c.execute("DELETE FROM parts WHERE upload_id = ?", (upload_id,))
-                c.execute("DELETE FROM uploads WHERE upload_id = ?", (upload_id,))
-
-            transaction(conn, drop)
-            for blob in blobs:
-                self._drop_blob(blob)
-
-        await self.file.run(remove)
+        await self.file.run(self._write, remove)
 
     async def complete_upload(
         self, key: str, upload_id: str, parts: list[dict[str, Any]]
     ) -> dict[str, Any]:
-        def complete(conn: sqlite3.Connection) -> dict[str, Any]:
+        def complete(
+            conn: sqlite3.Connection, created: list[str], stale: list[str]
+        ) -> dict[str, Any]:
             upload = self._upload(conn, "completeMultipartUpload", key, upload_id)
             stored = {
                 r[0]: r[1:]
@@ -424,6 +455,7 @@ class R2Bucket:
             digest = hashlib.md5(b"".join(bytes.fromhex(etag) for _, _, etag in chosen))
             etag = f"{digest.hexdigest()}-{len(chosen)}"
             blob = self._new_blob(data)
+            created.append(blob)
             row = (key, blob, len(data), etag, secrets.token_hex(16), self.now_ms(),
                    upload[2], upload[3], json.dumps({}))  # fmt: skip
             old = conn.execute("SELECT blob FROM objects WHERE key = ?", (key,)).fetchone()
@@ -432,19 +464,15 @@ class R2Bucket:
                 for r in conn.execute("SELECT blob FROM parts WHERE upload_id = ?", (upload_id,))
             ]
 
-            def commit(c: sqlite3.Connection) -> None:
-                c.execute(
-                    f"INSERT OR REPLACE INTO objects ({_COLUMNS}) VALUES (?,?,?,?,?,?,?,?,?)", row
-                )
-                c.execute("DELETE FROM parts WHERE upload_id = ?", (upload_id,))
-                c.execute("DELETE FROM uploads WHERE upload_id = ?", (upload_id,))
-
-            transaction(conn, commit)
-            for name in part_blobs + ([old[0]] if old else []):
-                self._drop_blob(name)
+            conn.execute(
+                f"INSERT OR REPLACE INTO objects ({_COLUMNS}) VALUES (?,?,?,?,?,?,?,?,?)", row
+            )
+            conn.execute("DELETE FROM parts WHERE upload_id = ?", (upload_id,))
+            conn.execute("DELETE FROM uploads WHERE upload_id = ?", (upload_id,))
+            stale.extend(part_blobs + ([old[0]] if old else []))
             return _wire_object(row)
 
-        return await self.file.run(complete)
+        return await self.file.run(self._write, complete)
 
 
 def _range(size: int, spec: dict[str, Any] | None) -> tuple[int, int]:
