@@ -120,3 +120,33 @@ def test_errors_store_nothing(js: Harness, call: str, message: str) -> None:
         js(f"await {call};")
     assert caught.value.message == message
     assert _rows(js) == []
+
+
+def test_sweep_waits_for_a_writer_in_another_process(js: Harness) -> None:
+    """A body written by another connection inside its write transaction survives a bucket
+    opening meanwhile: the sweep takes the same lock and sees the committed row."""
+    import threading
+    import time
+
+    js('await env.BUCKET.put("seed", "s")')
+    folder = js.state / "r2" / "bucket"
+    other = sqlite3.connect(folder / "objects.sqlite3", isolation_level=None)
+    other.execute("BEGIN IMMEDIATE")
+    (folder / "blobs" / "pending").write_bytes(b"new")
+
+    def reopen() -> None:
+        async def go() -> None:
+            bucket = await R2Bucket(folder, js.clock.now).open()
+            await bucket.close()
+
+        asyncio.run(go())
+
+    opener = threading.Thread(target=reopen)
+    opener.start()
+    time.sleep(0.3)
+    assert (folder / "blobs" / "pending").exists()  # the sweep is waiting for the lock
+    other.execute("INSERT INTO objects VALUES ('k', 'pending', 3, 'e', 'v', 0, '{}', '{}', '{}')")
+    other.execute("COMMIT")
+    opener.join(10)
+    assert not opener.is_alive()
+    assert (folder / "blobs" / "pending").read_bytes() == b"new"
