@@ -200,7 +200,7 @@ class R2Bucket:
     async def put(self, key: str, data: bytes, options: dict[str, Any]) -> dict[str, Any] | None:
         check_key("put", key)
         custom = options.get("customMetadata") or {}
-        if len(json.dumps(custom).encode()) > MAX_CUSTOM_METADATA_BYTES + 32:
+        if _metadata_size(custom) > MAX_CUSTOM_METADATA_BYTES:
             raise r2_error(
                 "put", "Your metadata headers exceed the maximum allowed metadata size.", 10012
             )
@@ -473,6 +473,11 @@ class R2Bucket:
             return _wire_object(row)
 
         return await self.file.run(self._write, complete)
+
+
+def _metadata_size(custom: dict[str, Any]) -> int:
+    """R2's rule: the UTF-8 bytes of every custom metadata key and value, summed."""
+    return sum(len(str(k).encode()) + len(str(v).encode()) for k, v in custom.items())
 
 
 def _range(size: int, spec: dict[str, Any] | None) -> tuple[int, int]:

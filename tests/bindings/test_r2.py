@@ -150,3 +150,16 @@ def test_sweep_waits_for_a_writer_in_another_process(js: Harness) -> None:
     opener.join(10)
     assert not opener.is_alive()
     assert (folder / "blobs" / "pending").read_bytes() == b"new"
+
+
+def test_custom_metadata_limit(js: Harness) -> None:
+    """Keys and values of customMetadata may total 2,048 bytes."""
+    assert (
+        js('return (await env.BUCKET.put("a", "v", {customMetadata: {k: "x".repeat(2047)}})).size')
+        == 1
+    )
+    with pytest.raises(JsError) as caught:
+        js('await env.BUCKET.put("b", "v", {customMetadata: {k: "x".repeat(2048)}})')
+    assert caught.value.message == (
+        "put: Your metadata headers exceed the maximum allowed metadata size. (10012)"
+    )
