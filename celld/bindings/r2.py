@@ -36,7 +36,7 @@ from celld.isolate.host import HostError
 T = TypeVar("T")
 
 MAX_KEY_BYTES = 1024
-MAX_CUSTOM_METADATA_BYTES = 2048
+MAX_CUSTOM_METADATA_BYTES = 8192
 MAX_LIST_LIMIT = 1000
 MIN_PART_BYTES = 5 * 1024 * 1024
 MAX_PARTS = 10_000
@@ -476,7 +476,8 @@ class R2Bucket:
 
 
 def _metadata_size(custom: dict[str, Any]) -> int:
-    """R2's rule: the UTF-8 bytes of every custom metadata key and value, summed."""
+    """The UTF-8 bytes of every custom metadata key and value, summed (at most 8,192, as
+    wrangler dev allows)."""
     return sum(len(str(k).encode()) + len(str(v).encode()) for k, v in custom.items())
 
 

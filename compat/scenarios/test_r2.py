@@ -241,3 +241,19 @@ def test_r2_multipart(sc: Scenario) -> None:
     }  # fmt: skip
     assert head["size"] == 5 * 1024 * 1024 + 4 and head["customMetadata"] == {"m": "p"}
     assert aborted == {"undefined": True} and after_abort is None
+
+
+def test_r2_custom_metadata_limit(sc: Scenario) -> None:
+    """customMetadata keys and values may total 8,192 bytes; more is refused."""
+    k = sc.new_id()
+    ok, too_big, head = sc.storage(
+        r2("put", k, "v", {"customMetadata": {"k": {"$repeat": ["x", 8191]}}}),
+        r2("put", k + "b", "v", {"customMetadata": {"k": {"$repeat": ["x", 8192]}}}),
+        r2("head", k + "b"),
+    )
+    assert ok["size"] == 1 and len(ok["customMetadata"]["k"]) == 8191
+    assert too_big["error"] == {
+        "name": "Error",
+        "message": "put: Your metadata headers exceed the maximum allowed metadata size. (10012)",
+    }
+    assert head is None

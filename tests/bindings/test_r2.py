@@ -153,13 +153,13 @@ def test_sweep_waits_for_a_writer_in_another_process(js: Harness) -> None:
 
 
 def test_custom_metadata_limit(js: Harness) -> None:
-    """Keys and values of customMetadata may total 2,048 bytes."""
+    """Keys and values of customMetadata may total 8,192 bytes (as under wrangler dev)."""
     assert (
-        js('return (await env.BUCKET.put("a", "v", {customMetadata: {k: "x".repeat(2047)}})).size')
+        js('return (await env.BUCKET.put("a", "v", {customMetadata: {k: "x".repeat(8191)}})).size')
         == 1
     )
     with pytest.raises(JsError) as caught:
-        js('await env.BUCKET.put("b", "v", {customMetadata: {k: "x".repeat(2048)}})')
+        js('await env.BUCKET.put("b", "v", {customMetadata: {k: "x".repeat(8192)}})')
     assert caught.value.message == (
         "put: Your metadata headers exceed the maximum allowed metadata size. (10012)"
     )
