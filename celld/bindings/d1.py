@@ -195,10 +195,11 @@ class D1Database:
         in one transaction; `count` is the number of lines run."""
         if not isinstance(text, str):
             raise HostError("D1_EXEC_ERROR: exec() takes a string of SQL", "TypeError")
-        lines = [line.strip() for line in text.split("\n")]
-        lines = [line for line in lines if line and not _only_comments(line)]
+        written = [line.strip() for line in text.split("\n") if line.strip()]
+        lines = [line for line in written if not _only_comments(line)]
         if not lines:
-            raise HostError(f"D1_EXEC_ERROR: Error in line 1: : {NO_STATEMENTS}")
+            first = written[0] if written else ""
+            raise HostError(f"D1_EXEC_ERROR: Error in line 1: {first}: {NO_STATEMENTS}")
 
         def run_lines(conn: sqlite3.Connection) -> None:
             for number, line in enumerate(lines, start=1):

@@ -151,12 +151,21 @@ def test_d1_batch_is_one_transaction(sc: Scenario) -> None:
 def test_d1_exec(sc: Scenario) -> None:
     """exec() runs each non-blank line (several statements may share one) and counts lines."""
     t = "x_" + sc.new_id().replace("-", "_")
-    made, counted, comments, empty = sc.storage(
+    made, counted, comments, empty, only_comment, no_batch = sc.storage(
         exec_(f"CREATE TABLE {t} (a);\nINSERT INTO {t} VALUES (1); INSERT INTO {t} VALUES (2);\n"),
         q(f"SELECT count(*) AS n FROM {t}", "first", "n"),
         exec_("SELECT 1;\n\n-- a comment\nSELECT 2;"),
         exec_(""),
+        exec_("-- only a comment"),
+        {"b": "DB", "m": "batch", "statements": []},
     )
+    assert only_comment["error"]["message"] == (
+        "D1_EXEC_ERROR: Error in line 1: -- only a comment: No SQL statements detected."
+    )
+    assert no_batch["error"] == {
+        "name": "Error",
+        "message": "D1_ERROR: No SQL statements detected.",
+    }
     assert made["count"] == 2 and isinstance(made["duration"], int | float)
     assert counted == 2
     assert comments["count"] == 2

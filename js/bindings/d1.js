@@ -158,7 +158,7 @@
     }
     async batch(statements) {
       if (!Array.isArray(statements)) throw new TypeError("D1 batch() takes an array of statements");
-      if (statements.length === 0) return [];
+      if (statements.length === 0) throw new Error("D1_ERROR: No SQL statements detected.");
       const answers = await this.#connection.query(statements.map(wire), true);
       return answers.map(resultOf);
     }
