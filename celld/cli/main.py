@@ -13,6 +13,7 @@ import click
 import uvicorn
 
 from celld import __version__
+from celld.cli.storage import d1, kv, r2
 from celld.cli.workflows import workflows
 
 
@@ -174,17 +175,10 @@ def operator_token(ip: str, configured: str | None) -> tuple[str | None, bool]:
 
 
 cli.add_command(workflows)
+for _group in (d1, kv, r2):
+    cli.add_command(_group)
 
 
 def main() -> None:
     cli()
 
-
-def _add_storage_commands() -> None:
-    from celld.cli.storage import d1, kv, r2
-
-    for group in (d1, kv, r2):
-        cli.add_command(group)
-
-
-_add_storage_commands()
