@@ -1,23 +1,27 @@
 """D1 databases: each one a real SQLite file, every statement committed before it answers.
 
 What crosses the bridge: a statement is ``{"sql": str, "params": [value]}`` where a value is
-null, a number (bound as REAL, as D1 binds JS numbers), a string or ``{"$blob": base64}`` (JS
-turns booleans into 1/0 and refuses
-other types with D1's D1_TYPE_ERROR, as workerd does before anything reaches SQLite). A result
-is ``{"columns": [...], "rows": [[value]], "meta": {...}}`` with blobs as ``{"$blob": ...}``;
-js/bindings/d1.js shapes it into objects, raw arrays or a first row.
+null, a number (bound as REAL, as D1 binds JS numbers), a string or ``{"$blob": base64}``; JS
+turns booleans into 1/0 and refuses other types with D1's D1_TYPE_ERROR, as workerd does
+before anything reaches SQLite. A result is ``{"columns": [...], "rows": [[value]],
+"meta": {...}}`` with blobs as ``{"$blob": ...}``; js/bindings/d1.js shapes it into objects,
+raw arrays or a first row.
 
 Rules:
 
 * A single statement runs in autocommit mode: it is one transaction, durable when it answers.
+  A prepared text holding several statements runs them all; the last one's rows answer.
 * ``batch()`` runs its statements in one IMMEDIATE transaction: any failure rolls all of them
   back (and nothing of it is on disk after a crash), as D1 promises.
-* ``exec()`` splits its text into complete statements with SQLite's own tokenizer rule
-  (``sqlite3.complete_statement``) and runs them one by one without parameters.
-* Errors carry SQLite's message as D1 words it: ``D1_ERROR: <message>: SQLITE_<CODE>``.
-* ``meta.rows_read`` and ``meta.rows_written`` are estimates: SQLite does not report the
-  rows a statement scanned to Python, so rows_read counts rows returned (at least 1 for a
-  statement that touched a row) and rows_written counts changed rows.
+* ``exec()`` runs each non-blank, non-comment line (a line may hold several statements,
+  split with ``sqlite3.complete_statement``), all in one transaction, and counts the lines.
+* Errors carry SQLite's message as D1 words it: ``D1_ERROR: <message>: SQLITE_<CODE>``, with
+  ``(extended: SQLITE_<CODE>_<DETAIL>)`` for extended codes; ``BEGIN`` and ``SAVEPOINT`` are
+  refused with workerd's message.
+* ``meta.rows_read`` is an estimate: SQLite does not report the rows a statement scanned to
+  Python, so it counts rows returned by a query (0 for INSERT and for SELECT without FROM,
+  the changed rows for UPDATE and DELETE); ``rows_written`` counts the last statement's
+  changed rows.
 """
 
 from __future__ import annotations
