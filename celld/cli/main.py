@@ -181,4 +181,3 @@ for _group in (d1, kv, r2):
 
 def main() -> None:
     cli()
-
