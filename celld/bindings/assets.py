@@ -48,6 +48,12 @@ class AssetAnswer:
     status: int
     headers: list[tuple[str, str]] = field(default_factory=list)
     body: bytes = b""
+    #: The length a GET would send; a HEAD answer has no body but reports it.
+    length: int | None = None
+
+    @property
+    def content_length(self) -> int:
+        return len(self.body) if self.length is None else self.length
 
 
 @dataclass(frozen=True)
@@ -199,7 +205,9 @@ class AssetServer:
         wanted = {t.strip() for t in headers.get("if-none-match", "").split(",")}
         if status == 200 and etag in wanted:
             return AssetAnswer(304, [("etag", etag), ("cache-control", CACHE_CONTROL)])
-        return AssetAnswer(status, out, b"" if method == "HEAD" else data)
+        if method == "HEAD":
+            return AssetAnswer(status, out, b"", length=len(data))
+        return AssetAnswer(status, out, data)
 
     async def op_fetch(self, message: dict[str, Any]) -> dict[str, Any]:
         """`env.ASSETS.fetch(request)`: the same rules, never falling through to the Worker."""

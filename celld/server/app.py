@@ -74,7 +74,7 @@ def build_app(
                 response = Response(content=found.body, status_code=found.status)
                 response.raw_headers = [
                     (k.encode("latin-1"), v.encode("latin-1")) for k, v in found.headers
-                ] + [(b"content-length", str(len(found.body)).encode())]
+                ] + [(b"content-length", str(found.content_length).encode())]
                 return response
         headers = [(k.decode("latin-1"), v.decode("latin-1")) for k, v in request.headers.raw]
         declared = request.headers.get("content-length")

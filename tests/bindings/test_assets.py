@@ -114,3 +114,4 @@ def test_etag_and_head(tmp_path: Path) -> None:
     assert again is not None and again.status == 304 and again.body == b""
     head = asyncio.run(s.answer("HEAD", "/style.css", {}, from_worker=False))
     assert head is not None and head.status == 200 and head.body == b""
+    assert head.content_length == len("css")

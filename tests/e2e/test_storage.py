@@ -79,6 +79,7 @@ def test_assets_and_worker_share_the_port(tmp_path: Path) -> None:
     assert (binding.status_code, binding.text) == (200, "body { color: red }\n")
     assert worker.json() == {"worker": "/not-an-asset"}
     assert head.status_code == 200 and head.content == b""
+    assert head.headers["content-length"] == str(len("body { color: red }\n"))
 
 
 def test_projects_do_not_share_data(tmp_path: Path) -> None:
