@@ -166,7 +166,8 @@
       return JSON.parse(this.#take().text());
     }
     async blob() {
-      throw new TypeError("celld does not provide Blob yet; use arrayBuffer() or text()");
+      const type = this.httpMetadata.contentType || "";
+      return new Blob([this.#take().bytes()], { type });
     }
   }
 
@@ -242,9 +243,10 @@
       const opts = options || {};
       if (value !== null && value !== undefined && typeof value !== "string"
         && !(value instanceof ArrayBuffer) && !ArrayBuffer.isView(value)
-        && !(value instanceof ReadableStream)) {
+        && !(value instanceof ReadableStream) && !(value instanceof Blob)) {
         throw new TypeError(`Failed to execute 'put' on 'R2Bucket': parameter 2 is not of type '${PUT_TYPES}'.`);
       }
+      if (value instanceof Blob) value = await value.arrayBuffer();
       const wireValue = await b.toWire(value, "put");
       const wireOpts = {
         httpMetadata: wireHttpMetadata(opts.httpMetadata),

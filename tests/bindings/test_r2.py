@@ -163,3 +163,13 @@ def test_custom_metadata_limit(js: Harness) -> None:
     assert caught.value.message == (
         "put: Your metadata headers exceed the maximum allowed metadata size. (10012)"
     )
+
+
+def test_blob_bodies(js: Harness) -> None:
+    """put() takes a Blob; an object body reads back as a Blob with its content type."""
+    result = js("""
+        await env.BUCKET.put("b", new Blob(["hel", "lo"]), {httpMetadata: {contentType: "text/x"}});
+        const blob = await (await env.BUCKET.get("b")).blob();
+        return [blob.type, blob.size, await blob.text()];
+    """)
+    assert result == ["text/x", 5, "hello"]
