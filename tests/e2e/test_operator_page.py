@@ -43,6 +43,9 @@ if _missing:
         raise RuntimeError(_missing)
     pytest.skip(_missing, allow_module_level=True)
 
+# The page polls every second; on a busy shared machine a change can take a few polls.
+expect.set_options(timeout=15_000)
+
 
 @pytest.fixture(scope="module")
 def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[CelldServer]:
