@@ -14,6 +14,7 @@ port every cell talks to (:class:`celld.cells.port.CellPort`).
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
 import os
 from collections.abc import AsyncIterator, Coroutine, Mapping
@@ -46,6 +47,19 @@ SWEEP_INTERVAL_MS = 60_000
 SCAN_PAGE = 5_000
 REFILL_PAGE = 1_000
 MAX_ALARMS_IN_MEMORY = 500_000
+
+
+#: What operator views show instead of a `sensitive: "output"` step's value.
+SENSITIVE_VALUE = '"[REDACTED]"'
+
+
+def _sensitive(config: str | None) -> bool:
+    if not config or "sensitive" not in config:
+        return False
+    try:
+        return bool(json.loads(config).get("sensitive") == "output")
+    except (ValueError, AttributeError):
+        return False
 
 
 def default_max_resident() -> int:
@@ -464,7 +478,9 @@ class CellManager:
                         "started_at": row.started_at,
                         "finished_at": row.finished_at,
                         "config": row.config,
-                        "value": row.value,
+                        # a `sensitive: "output"` step's value is never shown (replay
+                        # still returns it)
+                        "value": SENSITIVE_VALUE if _sensitive(row.config) else row.value,
                         "event_type": row.event_type,
                     }
                     for row in steps
