@@ -26,7 +26,7 @@ import asyncio
 import base64
 import logging
 import time
-from collections.abc import AsyncIterator, Callable, Mapping
+from collections.abc import AsyncIterator, Callable, Coroutine, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -115,6 +115,8 @@ class WorkerPool:
         self._spare_threads: list[JsThread] = []
         self._spawning: asyncio.Task[_Slot | None] | None = None
         self._watchdog: asyncio.Task[None] | None = None
+        #: replacements and closes of failed isolates: owned, their failures logged
+        self._background: set[asyncio.Task[None]] = set()
         self._closed = False
         #: Request bodies the Worker reads as a stream, by request id.
         self._bodies: dict[int, AsyncIterator[bytes]] = {}
@@ -338,9 +340,20 @@ class WorkerPool:
         slot.live.clear()
         if slot.spare:
             # Spares exist for a burst of stuck isolates; one that fails is not replaced.
-            asyncio.get_running_loop().create_task(slot.host.close())
+            self._in_background(slot.host.close(), "closing a failed spare isolate")
             return
-        asyncio.get_running_loop().create_task(self._replace(slot))
+        self._in_background(self._replace(slot), "replacing a failed isolate")
+
+    def _in_background(self, work: Coroutine[Any, Any, None], what: str) -> None:
+        task = asyncio.get_running_loop().create_task(work)
+        self._background.add(task)
+
+        def done(finished: asyncio.Task[None]) -> None:
+            self._background.discard(finished)
+            if not finished.cancelled() and finished.exception() is not None:
+                log.error("Worker pool: %s failed", what, exc_info=finished.exception())
+
+        task.add_done_callback(done)
 
     def _check_hung(self, slot: _Slot) -> None:
         """A request is hung when its isolate has nothing left to run and no host work pending."""
@@ -379,6 +392,10 @@ class WorkerPool:
         self._closed = True
         if self._watchdog is not None:
             self._watchdog.cancel()
+        for task in list(self._background):
+            task.cancel()
+        if self._background:
+            await asyncio.gather(*self._background, return_exceptions=True)
         for slot in self._slots:
             await slot.host.close()
         self._slots = []
