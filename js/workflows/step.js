@@ -36,6 +36,58 @@
 
   const DELAY_FUNCTION_TIMEOUT_MS = 5000;
 
+  // A step may return a fresh ReadableStream of bytes: its bytes are recorded (within the
+  // step output limit, as any value) under this tag, and every later read of the step,
+  // replays included, gets a new stream of them.
+  const STREAM_TAG = "__celld_readable_stream__";
+  const ReadableStreamClass = globalThis.ReadableStream;
+  const Uint8ArrayClass = globalThis.Uint8Array;
+  const encodeText = (text) => new globalThis.TextEncoder().encode(text);
+
+  function chunkBytes(chunk) {
+    if (chunk instanceof Uint8ArrayClass) return chunk;
+    if (ArrayBufferIsView(chunk)) return new Uint8ArrayClass(chunk.buffer, chunk.byteOffset, chunk.byteLength);
+    if (chunk instanceof globalThis.ArrayBuffer) return new Uint8ArrayClass(chunk);
+    if (typeof chunk === "string") return encodeText(chunk);
+    throw new TypeError("a ReadableStream returned by a step must yield bytes (Uint8Array)");
+  }
+
+  /** Read a stream a step returned to its end, as the tagged bytes that are recorded. */
+  async function recordStream(stream) {
+    if (stream.locked) throw new TypeError("a ReadableStream returned by a step must not be locked");
+    const reader = stream.getReader();
+    const parts = [];
+    let total = 0;
+    for (;;) {
+      const { done, value } = await reader.read();
+      if (done) break;
+      const bytes = chunkBytes(value);
+      parts[parts.length] = bytes;
+      total += bytes.byteLength;
+    }
+    const all = new Uint8ArrayClass(total);
+    let offset = 0;
+    for (let i = 0; i < parts.length; i++) {
+      all.set(parts[i], offset);
+      offset += parts[i].byteLength;
+    }
+    return { [STREAM_TAG]: all };
+  }
+
+  /** A recorded step value as run() sees it: tagged bytes become a new stream. */
+  function revive(value) {
+    if (value === null || typeof value !== "object" || !(value[STREAM_TAG] instanceof Uint8ArrayClass)) {
+      return value;
+    }
+    const bytes = value[STREAM_TAG];
+    return new ReadableStreamClass({
+      start(controller) {
+        if (bytes.byteLength > 0) controller.enqueue(bytes);
+        controller.close();
+      },
+    });
+  }
+
   // Error classes workerd's RPC serialization keeps by name (celld/engine/errors.py).
   const RPC_KEPT = new SafeSet([
     "Error", "TypeError", "RangeError", "SyntaxError", "ReferenceError", "EvalError",
@@ -205,7 +257,7 @@
       const recorded = this.#recorded(key);
       if (recorded !== undefined) {
         if (recorded.error) throw engineError(recorded.error);
-        return "value" in recorded ? decode(recorded.value) : undefined;
+        return "value" in recorded ? revive(decode(recorded.value)) : undefined;
       }
       if (typeof callback !== "function") {
         const refused = await this.#ask("wf.fatal", { name });
@@ -226,7 +278,7 @@
         decision = await this.#ask("wf.do", call);
       }
       for (;;) {
-        if ("resolve" in decision) return deserialize(decision.resolve);
+        if ("resolve" in decision) return revive(deserialize(decision.resolve));
         if ("reject" in decision) throw engineError(decision.reject);
         const { attempt, context, timeout, willRetry } = decision.run;
         if (attempt === 1 && !firstAttempts.has(shape)) {
@@ -243,7 +295,11 @@
         value = await timedAttempt(
           key,
           context.attempt,
-          PromisePrototypeThen(PromiseResolve(undefined), () => callback(copyContext(context))),
+          // A returned stream is read to its end within the attempt (and its timeout).
+          PromisePrototypeThen(
+            PromisePrototypeThen(PromiseResolve(undefined), () => callback(copyContext(context))),
+            (result) => (result instanceof ReadableStreamClass ? recordStream(result) : result),
+          ),
           timeout,
         );
       } catch (error) {

@@ -171,3 +171,23 @@ export class CpuHogWorkflow extends WorkflowEntrypoint {
     });
   }
 }
+
+/** Step results that are ReadableStreams of bytes: recorded, and read back as streams. */
+export class StreamWorkflow extends WorkflowEntrypoint {
+  async run(event, step) {
+    const stream = await step.do("bytes", async () => {
+      const encoder = new TextEncoder();
+      return new ReadableStream({
+        start(controller) {
+          controller.enqueue(encoder.encode("hello "));
+          controller.enqueue(encoder.encode("stream"));
+          controller.close();
+        },
+      });
+    });
+    const isStream = stream instanceof ReadableStream;
+    const text = await new Response(stream).text();
+    const again = await step.do("after", async () => `${text}!`);
+    return { isStream, text, again };
+  }
+}
