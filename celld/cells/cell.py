@@ -73,6 +73,11 @@ class Cell:
     async def commit(self) -> None:
         """Return once every change made so far is committed; raise StoreUnavailable (and
         break the cell) if it cannot be."""
+        await self._commit(deleting=False)
+
+    async def _commit(self, *, deleting: bool) -> None:
+        """The one commit path: the machine's changes, or the deletion of every row of the
+        instance, written one at a time. A failed write breaks the cell."""
         self._committing += 1
         try:
             async with self._commit_lock:
@@ -80,7 +85,11 @@ class Cell:
                     raise NotFoundError()
                 if self.broken:
                     raise StoreUnavailable("an earlier commit of this instance failed")
-                write = write_of(self.ref, self.machine)
+                if deleting:
+                    self.machine.take_changes()  # whatever was pending goes with the rows
+                    write: Write | None = Write(self.ref, Changes(), None, False, delete=True)
+                else:
+                    write = write_of(self.ref, self.machine)
                 if write is None:
                     return
                 try:
@@ -88,7 +97,13 @@ class Cell:
                 except StoreUnavailable as error:
                     self.break_(error)
                     raise
-                self.machine.forget_finished(row.key for row in write.changes.steps)
+                if deleting:
+                    self.deleted = True
+                    return
+                self.machine.forget_finished(
+                    (row.key for row in write.changes.steps),
+                    (event.seq for event in write.changes.events),
+                )
                 self.committed(write.next_wake)
         finally:
             self._committing -= 1
@@ -320,23 +335,7 @@ class Cell:
     async def delete(self) -> None:
         """Delete the instance for good: its run stops (also when it deletes itself from
         inside that run), its rows go in one commit, and its id is free again."""
-        self._committing += 1
-        try:
-            async with self._commit_lock:
-                if self.deleted:
-                    raise NotFoundError()
-                if self.broken:
-                    raise StoreUnavailable("an earlier commit of this instance failed")
-                self.machine.take_changes()  # whatever was pending goes with the rows
-                write = Write(self.ref, Changes(), None, False, delete=True)
-                try:
-                    await self.port.commit(write)
-                except StoreUnavailable as error:
-                    self.break_(error)
-                    raise
-                self.deleted = True
-        finally:
-            self._committing -= 1
+        await self._commit(deleting=True)
         self.port.schedule(self.ref, None)
         self.port.forget(self)
         await self.stop_run()

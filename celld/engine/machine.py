@@ -273,12 +273,14 @@ class Machine:
         :meth:`steps` or :meth:`events`."""
         return self._history_dropped
 
-    def forget_finished(self, keys: Iterable[StepKey] | None = None) -> None:
-        """Drop finished step rows (all, or those of ``keys``) and consumed events from
-        memory once they are committed (not dirty). A live run never needs them again: JS
-        got their outcome; a new run or a restart restores them from the store first.
-        This keeps a resident instance's memory to its unfinished work, however long its
-        history grows."""
+    def forget_finished(
+        self, keys: Iterable[StepKey] | None = None, event_seqs: Iterable[int] | None = None
+    ) -> None:
+        """Drop finished step rows and consumed events (all, or those of ``keys`` and
+        ``event_seqs``: what a commit just wrote) from memory once they are committed (not
+        dirty). A live run never needs them again: JS got their outcome; a new run or a
+        restart restores them from the store first. This keeps a resident instance's
+        memory to its unfinished work, however long its history grows."""
         candidates = list(self._steps) if keys is None else keys
         for key in candidates:
             row = self._steps.get(key)
@@ -286,8 +288,11 @@ class Machine:
                 del self._steps[key]
                 self._configs.pop(key, None)
                 self._history_dropped = True
-        for seq in [s for s, e in self._events.items() if e.consumed_by is not None]:
-            if seq not in self._dirty_events:
+        seqs = list(self._events) if event_seqs is None else event_seqs
+        for seq in seqs:
+            event = self._events.get(seq)
+            consumed = event is not None and event.consumed_by is not None
+            if consumed and seq not in self._dirty_events:
                 del self._events[seq]
                 self._history_dropped = True
 
