@@ -44,9 +44,6 @@ class RunQueue:
     def __contains__(self, ref: object) -> bool:
         return ref in self._queued
 
-    def priority(self, ref: InstanceRef) -> Priority | None:
-        return self._queued.get(ref)
-
     @property
     def has_room(self) -> bool:
         return self._bounded < self.capacity
