@@ -208,6 +208,11 @@ class CellManager:
         self.residency.forget(cell)
         if not self._stopping:
             self._recover_later(cell.ref)
+            # Runs requested while the store failed may have been dropped on the way (a
+            # start that could not commit): once it works again, page in everything the
+            # store says is runnable.
+            self.residency.queue.overflowed = True
+            self._refill.set()
 
     async def take_isolate(self) -> tuple[Isolate, bool]:
         return await self.isolates.take()
@@ -325,6 +330,8 @@ class CellManager:
                 self._refill.clear()
                 await self._refill.wait()
                 continue
+            # Runs started while the store cannot commit would only fail again.
+            await self.store.health.wait_healthy(self.store.probe)
             queue.overflowed = False
             try:
                 await self._refill_pass()
