@@ -11,6 +11,16 @@
         assert instance.wait_for_step_result("ship") == {"shipped": 7}
         assert instance.wait_for_status("complete")["output"] == ...
 
+Tests can also change what instances do, as Cloudflare's `introspectWorkflow` and
+`introspectWorkflowInstance` (`cloudflare:test`) do, with a celld in test mode
+(CELLD_TEST_MODE=1, or a manual clock):
+
+    with celld.introspect_workflow_instance("order-workflow", "order-7") as order:
+        order.modify(lambda m: m.disable_sleeps().mock_step_result("charge card", {"ok": 1}))
+        celld.workflow("order-workflow").create(id="order-7")
+        assert order.wait_for_step_result("charge card") == {"ok": 1}
+    # disposed: the modifiers are gone and the instance is deleted
+
 It speaks the same local explorer API as `wrangler workflows ... --local` (plus celld's
 waiting and clock routes), so anything it does a Worker's binding could do too. Values
 are plain JSON both ways. Errors from celld raise CelldError with its HTTP status and
@@ -21,6 +31,7 @@ CELLD_ADMIN_TOKEN.
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 from types import TracebackType
 from typing import Any
 from urllib.parse import quote
@@ -97,6 +108,15 @@ class Client:
     def workflow(self, name: str) -> Workflow:
         return Workflow(self, name)
 
+    def introspect_workflow(self, name: str) -> WorkflowIntrospector:
+        """Modifiers for every instance of `name` created from now on (one session per
+        workflow at a time); dispose of it (or use `with`) at the end of the test."""
+        return self.workflow(name).introspect()
+
+    def introspect_workflow_instance(self, name: str, instance_id: str) -> InstanceIntrospector:
+        """Modifiers for one instance, which need not exist yet."""
+        return self.workflow(name).introspect_instance(instance_id)
+
     # -- the manual test clock ----------------------------------------------------------------
 
     def clock_now(self) -> int:
@@ -154,6 +174,19 @@ class Workflow:
             body["params"] = params
         result = self.client.request("POST", f"{self.path}/instances", json=body)["result"]
         return Instance(self, str(result["id"]))
+
+    def introspect(self) -> WorkflowIntrospector:
+        """Start an introspection session (`introspectWorkflow`)."""
+        result = self.client.request("POST", f"{self._celld_path}/introspection")["result"]
+        return WorkflowIntrospector(self, str(result["id"]))
+
+    def introspect_instance(self, instance_id: str) -> InstanceIntrospector:
+        """`introspectWorkflowInstance`: nothing is sent until `modify`."""
+        return InstanceIntrospector(Instance(self, instance_id))
+
+    @property
+    def _celld_path(self) -> str:
+        return f"{CELLD_API}/workflows/{_q(self.name)}"
 
     def get(self, instance_id: str) -> Instance:
         """A handle on an instance; `latest` means the newest one (resolved now)."""
@@ -280,3 +313,171 @@ class Instance:
     # the names Cloudflare's test APIs use
     waitForStatus = wait_for_status  # noqa: N815
     waitForStepResult = wait_for_step_result  # noqa: N815
+
+
+# -- introspection: Cloudflare's test modifiers, in snake_case ----------------------------------
+
+Step = str | dict[str, Any]
+"""A step: its name, or `{"name": N, "index": I}` (the I-th call of that name, from 1)."""
+
+
+def _selector(step: Step) -> dict[str, Any]:
+    return {"name": step} if isinstance(step, str) else dict(step)
+
+
+class Modifier:
+    """Records operations for `modify` / `modify_all` (Cloudflare's modifier methods in
+    snake_case). Each returns the modifier, so a lambda can chain them."""
+
+    def __init__(self) -> None:
+        self.operations: list[dict[str, Any]] = []
+
+    def _add(self, operation: dict[str, Any]) -> Modifier:
+        self.operations.append(operation)
+        return self
+
+    def disable_sleeps(self, steps: list[Step] | None = None) -> Modifier:
+        """Every sleep (or the steps given) ends as soon as it is reached."""
+        operation: dict[str, Any] = {"type": "disableSleeps"}
+        if steps is not None:
+            operation["steps"] = [_selector(s) for s in steps]
+        return self._add(operation)
+
+    def disable_retry_delays(self, steps: list[Step] | None = None) -> Modifier:
+        """Failed attempts are retried at once (every step.do, or the steps given)."""
+        operation: dict[str, Any] = {"type": "disableRetryDelays"}
+        if steps is not None:
+            operation["steps"] = [_selector(s) for s in steps]
+        return self._add(operation)
+
+    def mock_step_result(self, step: Step, result: Any) -> Modifier:
+        """The step returns `result` (a JSON value) without running its callback."""
+        return self._add({"type": "mockStepResult", "step": _selector(step), "stepResult": result})
+
+    def mock_step_error(
+        self, step: Step, error: BaseException | str | dict[str, str], times: int | None = None
+    ) -> Modifier:
+        """Attempts of the step fail with `error` (its class name and message): the next
+        `times` attempts, or every one."""
+        if isinstance(error, BaseException):
+            shape = {"name": type(error).__name__, "message": str(error)}
+        elif isinstance(error, str):
+            shape = {"name": "Error", "message": error}
+        else:
+            shape = dict(error)
+        operation: dict[str, Any] = {
+            "type": "mockStepError",
+            "step": _selector(step),
+            "error": shape,
+        }
+        if times is not None:
+            operation["times"] = times
+        return self._add(operation)
+
+    def force_step_timeout(self, step: Step, times: int | None = None) -> Modifier:
+        """Attempts of the step time out at once (the next `times`, or every one)."""
+        operation: dict[str, Any] = {"type": "forceStepTimeout", "step": _selector(step)}
+        if times is not None:
+            operation["times"] = times
+        return self._add(operation)
+
+    def mock_event(self, event: dict[str, Any] | str, payload: Any = _NO_PAYLOAD) -> Modifier:
+        """Send an event (`{"type", "payload"}`, or a type and a payload) to the instance."""
+        shape = {"type": event} if isinstance(event, str) else dict(event)
+        if payload is not _NO_PAYLOAD:
+            shape["payload"] = payload
+        return self._add({"type": "mockEvent", "event": shape})
+
+    def force_event_timeout(self, step: Step) -> Modifier:
+        """The step's waitForEvent times out at once."""
+        return self._add({"type": "forceEventTimeout", "step": _selector(step)})
+
+
+def _recorded(fn: Callable[[Modifier], Any]) -> list[dict[str, Any]]:
+    modifier = Modifier()
+    fn(modifier)
+    return modifier.operations
+
+
+class InstanceIntrospector:
+    """One instance's modifiers (`introspectWorkflowInstance`); `dispose` (or leaving a
+    `with` block) drops them and deletes the instance."""
+
+    def __init__(self, instance: Instance) -> None:
+        self.instance = instance
+        self.id = instance.id
+        self.path = f"{instance.workflow._celld_path}/instances/{_q(instance.id)}/introspection"
+        self.disposed = False
+
+    def __enter__(self) -> InstanceIntrospector:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.dispose()
+
+    def modify(self, fn: Callable[[Modifier], Any]) -> InstanceIntrospector:
+        """Call `fn` with a Modifier and apply what it recorded."""
+        if self.disposed:
+            raise RuntimeError("this instance introspector has been disposed")
+        body = {"operations": _recorded(fn)}
+        self.instance.client.request("POST", self.path, json=body)
+        return self
+
+    def modifiers(self) -> list[dict[str, Any]]:
+        """The operations applied so far (values left out)."""
+        return list(self.instance.client.request("GET", self.path)["result"]["operations"])
+
+    def wait_for_step_result(self, step: Step, timeout: float = 10.0) -> Any:
+        selector = _selector(step)
+        return self.instance.wait_for_step_result(
+            selector["name"], selector.get("index", 1), timeout=timeout
+        )
+
+    def wait_for_status(self, status: str, timeout: float = 10.0) -> None:
+        self.instance.wait_for_status(status, timeout=timeout)
+
+    def get_output(self) -> Any:
+        return self.instance.status().get("output")
+
+    def get_error(self) -> dict[str, str] | None:
+        error = self.instance.status().get("error")
+        return dict(error) if error else None
+
+    def dispose(self) -> None:
+        if not self.disposed:
+            self.disposed = True
+            self.instance.client.request("DELETE", self.path)
+
+
+class WorkflowIntrospector:
+    """A session (`introspectWorkflow`): its operations go to every instance created
+    while it lasts. `dispose` (or leaving a `with` block) ends it and disposes of those
+    instances."""
+
+    def __init__(self, workflow: Workflow, session_id: str) -> None:
+        self.workflow = workflow
+        self.id = session_id
+        self.path = f"{workflow._celld_path}/introspection"
+        self.disposed = False
+
+    def __enter__(self) -> WorkflowIntrospector:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.dispose()
+
+    def modify_all(self, fn: Callable[[Modifier], Any]) -> None:
+        if self.disposed:
+            raise RuntimeError("this workflow introspector has been disposed")
+        body = {"operations": _recorded(fn)}
+        self.workflow.client.request("POST", f"{self.path}/modify", json=body)
+
+    def get(self) -> list[InstanceIntrospector]:
+        """The instances created in this session so far."""
+        result = self.workflow.client.request("GET", self.path)["result"]
+        return [InstanceIntrospector(Instance(self.workflow, i)) for i in result["instances"]]
+
+    def dispose(self) -> None:
+        if not self.disposed:
+            self.disposed = True
+            self.workflow.client.request("DELETE", self.path)

@@ -25,6 +25,7 @@ from typing import Any
 from celld.cells.alarms import AlarmQueue
 from celld.cells.cell import Cell, write_of
 from celld.cells.clock import Clock
+from celld.cells.introspection import Introspection
 from celld.cells.isolates import IsolateSource
 from celld.cells.port import RunSettings, WorkflowSpec
 from celld.cells.residency import Residency
@@ -82,17 +83,22 @@ class CellSettings:
     max_resident: int = 0  # 0: default_max_resident()
     replay_every_step: bool = False
     queue_capacity: int = 0  # 0: 4 x max_resident, at least 1,000
+    #: test mode: instances accept test modifiers (celld.cells.introspection)
+    test_mode: bool = False
 
     @classmethod
     def from_environment(cls) -> CellSettings:
         """CELLD_ALARM_RESIDENT_MS, CELLD_MAX_RESIDENT, CELLD_REPLAY_EVERY_STEP,
-        CELLD_RUN_QUEUE."""
+        CELLD_RUN_QUEUE; test mode with CELLD_TEST_MODE=1 or a manual test clock
+        (CELLD_TEST_CLOCK=manual)."""
         env = os.environ
         return cls(
             residency_ms=int(env.get("CELLD_ALARM_RESIDENT_MS", DEFAULT_RESIDENCY_MS)),
             max_resident=int(env.get("CELLD_MAX_RESIDENT", 0)),
             replay_every_step=env.get("CELLD_REPLAY_EVERY_STEP", "") not in ("", "0", "false"),
             queue_capacity=int(env.get("CELLD_RUN_QUEUE", 0)),
+            test_mode=env.get("CELLD_TEST_MODE", "") not in ("", "0", "false")
+            or env.get("CELLD_TEST_CLOCK", "").startswith("manual"),
         )
 
 
@@ -120,12 +126,15 @@ class CellManager:
         max_resident = settings.max_resident or default_max_resident()
         self.ops = dict(ops)
         self.ops["wf.binding"] = WorkflowBindings(self).handle
+        #: test modifiers, in test mode only
+        self.introspection = Introspection() if settings.test_mode else None
         self.settings = RunSettings(
             residency_ms=settings.residency_ms,
             replay_every_step=settings.replay_every_step,
             env_message=env_message,
             ops=self.ops,
             lines=program.lines,
+            introspection=self.introspection,
         )
         self.isolates = IsolateSource(threads, program, limits or Limits())
         self.tasks = TaskOwner("cells")
@@ -272,6 +281,18 @@ class CellManager:
         created, in order (ids already taken are left out). Raises StoreUnavailable, and
         then nothing was created."""
         refs = [InstanceRef(m.state.workflow, m.state.id) for m in machines]
+        if self.introspection is None:
+            return await self._create(refs, machines)
+        created: list[InstanceRef] = []
+        try:
+            for machine in machines:
+                self.introspection.stage(machine, self.clock.now())
+            created = await self._create(refs, machines)
+            return created
+        finally:
+            self.introspection.settle(refs, created)
+
+    async def _create(self, refs: list[InstanceRef], machines: list[Machine]) -> list[InstanceRef]:
         async with self.residency.creating(refs) as claimed:
             cells = [
                 Cell(self, ref, self.specs[ref.workflow], machine)

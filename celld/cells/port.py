@@ -23,6 +23,7 @@ from celld.store.base import InstanceRef, Loaded, Write
 
 if TYPE_CHECKING:
     from celld.cells.cell import Cell
+    from celld.cells.introspection import Introspection
 
 
 @dataclass(frozen=True)
@@ -42,6 +43,8 @@ class RunSettings:
     env_message: Mapping[str, Any]
     ops: Mapping[str, OpHandler]
     lines: LineMap
+    #: test modifiers of instances (test mode only)
+    introspection: Introspection | None = None
 
 
 class CellPort(Protocol):

@@ -10,6 +10,12 @@ The host also keeps time for the run: every attempt handed to JS gets one timer 
 run tells JS (`wf.timeout`), which abandons the attempt and reports it as timed out.
 Nothing else is armed per step: no task, no message, no promise left behind.
 
+In test mode an instance may have test modifiers (celld.cells.modifiers): the run
+consults them when a step is called and before an attempt is handed to JS, and records
+what they cause through the same machine calls a real outcome takes (a mocked result is
+a successful attempt, so replay returns it). Such a run never starts attempts
+speculatively: every attempt is decided here first.
+
 A run object lives as long as its isolate serves this instance; once closed, every
 message it still receives is dropped, so an old run can never touch a newer one.
 """
@@ -22,6 +28,7 @@ import logging
 from typing import TYPE_CHECKING, Any
 
 from celld.cells.clock import Cancellable
+from celld.cells.modifiers import Modifiers
 from celld.cells.wire import decision_wire
 from celld.engine import (
     Decision,
@@ -109,7 +116,7 @@ class CellRun:
                     str(row.key) for row in self.machine.unfinished_steps() if row.type == "do"
                 ],
                 "stepLimit": start.step_limit,
-                "speculate": True,
+                "speculate": self.modifiers() is None,
             }
         )
 
@@ -175,7 +182,65 @@ class CellRun:
         self.host.post({"k": "wf.hold", "g": self.machine.generation})
 
     def release_hold(self) -> None:
-        self.host.post({"k": "wf.release", "g": self.machine.generation})
+        if self.modifiers() is None:  # a modified run never speculates
+            self.host.post({"k": "wf.release", "g": self.machine.generation})
+
+    # -- test modifiers ------------------------------------------------------------------------
+
+    def modifiers(self) -> Modifiers | None:
+        registry = self.port.settings.introspection
+        return registry.get(self.cell.ref) if registry is not None else None
+
+    def modified(self) -> None:
+        """The instance got modifiers while this run is live (call at a turn boundary):
+        from now on JS asks before every attempt, so each can be mocked."""
+        self.hold()
+
+    def _modify(self, key: StepKey, decision: Decision | None) -> tuple[Decision | None, bool]:
+        """Apply the modifiers to a `step.do` decision: attempts about to run that are
+        mocked are reported as their mock says, and retries whose delay is disabled start
+        now, until an attempt must really run or the step is settled. Returns the
+        decision and whether anything was recorded."""
+        modifiers = self.modifiers()
+        acted = False
+        if modifiers is None or key.type != "do":
+            return decision, acted
+        while self.live:
+            now = self.port.now()
+            if isinstance(decision, Suspend) and decision.until is not None:
+                if not modifiers.retry_delay_disabled(key.name, key.count):
+                    break
+                cut = self.machine.cut_short(key, now)
+                if cut is None:
+                    break
+                decision = cut
+            elif isinstance(decision, Run):
+                mocked = modifiers.attempt(key.name, key.count, decision.attempt)
+                if mocked is None:
+                    break
+                if mocked.kind == "result":
+                    assert mocked.value is not None
+                    decision = self.machine.attempt_succeeded(
+                        key, decision.attempt, mocked.value, now
+                    )
+                else:
+                    decision = self.machine.attempt_failed(
+                        key,
+                        decision.attempt,
+                        mocked.error,
+                        now,
+                        timed_out=mocked.kind == "timeout",
+                    )
+            else:
+                break
+            acted = True
+        return decision, acted
+
+    def _cut_short_if(self, key: StepKey, decision: Decision | None, wanted: bool) -> Any:
+        """A sleep or wait the modifiers end at once (when `wanted`)."""
+        if wanted and isinstance(decision, Suspend):
+            return self.machine.cut_short(key, self.port.now()) or decision
+        return decision
 
     def deliver(self, decisions: list[tuple[StepKey, Decision]]) -> None:
         """Settle suspended calls (after an alarm, an event, a cancelled pause)."""
@@ -206,7 +271,8 @@ class CellRun:
         if not self._current(m):
             return _never()
         key, decision = self._step_call(self.machine.step_do, m)
-        return self._answer(key, decision, resumes=False)
+        decision, mocked = self._modify(key, decision)
+        return self._answer(key, decision, resumes=mocked)
 
     def _on_begin(self, m: dict[str, Any]) -> None:
         """JS started attempt 1 on its own; the engine accepts or refuses the start."""
@@ -244,6 +310,7 @@ class CellRun:
                 delay_error=ErrorInfo.from_dict(delay_error) if delay_error else None,
                 delay_timed_out=bool(m.get("delayTimedOut")),
             )
+        decision, _ = self._modify(key, decision)
         return self._answer(key, decision, resumes=True)
 
     def _on_sleep(self, m: dict[str, Any]) -> Any:
@@ -257,6 +324,9 @@ class CellRun:
             duration_ms=m.get("duration"),
             until_ms=m.get("until"),
         )
+        modifiers = self.modifiers()
+        disabled = modifiers is not None and modifiers.sleep_disabled(key.name, key.count)
+        decision = self._cut_short_if(key, decision, disabled)
         return self._answer(key, decision, resumes=False)
 
     def _on_wait(self, m: dict[str, Any]) -> Any:
@@ -266,6 +336,9 @@ class CellRun:
         decision = self.machine.step_wait(
             key.name, key.count, m.get("type"), m.get("timeout"), self.port.now()
         )
+        modifiers = self.modifiers()
+        forced = modifiers is not None and modifiers.event_timeout(key.name, key.count)
+        decision = self._cut_short_if(key, decision, forced)
         return self._answer(key, decision, resumes=False)
 
     def _on_timer(self, m: dict[str, Any]) -> Any:
@@ -380,9 +453,22 @@ class CellRun:
             await self.cell.commit()
         except StoreUnavailable:
             raise RunStopped() from None
-        decision = await waiter
-        while isinstance(decision, Suspend):
+        decision: Decision | None = await waiter
+        while True:
+            # a due retry's attempt may be mocked, and its failure retried at once
+            decision, _ = self._modify(key, decision)
+            if not isinstance(decision, Suspend) or not self.live:
+                break
+            waiter = asyncio.get_running_loop().create_future()
+            self.waiters[key] = waiter
+            self._after_turn()  # JS still waits on this call: the run may be idle again
+            try:
+                await self.cell.commit()
+            except StoreUnavailable:
+                raise RunStopped() from None
             decision = await waiter
+        if decision is None:
+            return await self._withdrawn(self.cell.settle_run(self))
         return await self._deliver_now(key, decision, True)
 
     # -- after each turn ---------------------------------------------------------------------

@@ -950,6 +950,36 @@ class Machine:
             self._js_active()
         return out
 
+    def cut_short(self, key: StepKey, now: int) -> Decision | None:
+        """End a pending deadline of this run now, as if it had come (test modifiers:
+        disabled sleeps and retry delays, forced event timeouts). A sleep wakes, a pending
+        retry starts its next attempt, a wait times out with the error its own timeout
+        gives, whatever events are buffered. The deadline moves to ``now`` (durably), so
+        while a pause is pending (``None`` then) it is due as soon as the run resumes.
+        ``None`` too when ``key`` is not pending."""
+        if key not in self._pending or not self._active():
+            return None
+        row = self._steps[key]
+        if row.wake_at is not None and row.wake_at > now:
+            row.wake_at = now
+            self._touch_step(row)
+        if self._pausing():
+            return None
+        decision: Decision
+        if row.type == "do":
+            decision = self._issue(row, row.attempts + 1)
+        elif row.type == "sleep":
+            decision = self._settle_due(row, now)
+        else:
+            row.state = step_transition(row.type, row.state, StepEvent.TIME_OUT)
+            row.error = timeout_error(_wait_timeout_ms(row))
+            row.finished_at = now
+            self._pending.pop(key, None)
+            self._touch_step(row)
+            decision = Reject(row.error)
+        self._js_active()
+        return decision
+
     def send_event(
         self, event_type: str, payload: str | None, now: int
     ) -> list[tuple[StepKey, Decision]]:

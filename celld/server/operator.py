@@ -228,7 +228,16 @@ class Operator:
     async def send_event(self, name: str, instance_id: str, event_type: str, payload: Any) -> None:
         """`payload` is a JSON value, or ... for none (the event's payload is undefined)."""
         text = '{"$":"undefined"}' if payload is ... else encode(payload)
-        await self._call(name, "sendEvent", id=instance_id, type=event_type, payload=text)
+        await self.send_encoded_event(name, instance_id, event_type, text)
+
+    async def send_encoded_event(
+        self, name: str, instance_id: str, event_type: str, payload: str
+    ) -> None:
+        """sendEvent with the payload already in the serializer's text."""
+        await self._call(name, "sendEvent", id=instance_id, type=event_type, payload=payload)
+
+    def cells(self) -> CellManager:
+        return self._parts()[0]
 
     async def describe(self, name: str, instance_id: str) -> dict[str, Any]:
         """The explorer's instance details, plus celld's deadlines, counts and events."""

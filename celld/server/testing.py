@@ -12,6 +12,19 @@
   now): after moving the clock, the moment everything the move made due has happened.
 
 Waiting happens in celld, so a test makes one request instead of a polling loop.
+
+Cloudflare's introspection operations (celld.server.introspect; test mode only), each
+body `{"operations": [{"type": "mockStepResult", "step": {"name": N, "index": 1},
+"stepResult": V}, ...]}` with the types disableSleeps, disableRetryDelays,
+mockStepResult, mockStepError, forceStepTimeout, mockEvent, forceEventTimeout:
+
+* `POST .../workflows/{wf}/instances/{id}/introspection` adds modifiers to one instance
+  (before or after it is created); `GET` lists them; `DELETE` disposes: drops them and
+  deletes the instance.
+* `POST .../workflows/{wf}/introspection` starts a session whose operations every
+  instance created from then on receives (409 while one is active); `POST
+  .../introspection/modify` adds operations; `GET` shows them and the instances
+  created; `DELETE` ends it and disposes of those instances.
 """
 
 from __future__ import annotations
@@ -20,7 +33,9 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
-from celld.server.explorer import envelope, guarded, instance_id, int_param
+from celld.cells.modifiers import Operation
+from celld.server.explorer import envelope, guarded, instance_id, int_param, json_body
+from celld.server.introspect import Introspector
 from celld.server.operator import Operator, OperatorError
 
 API_PREFIX = "/cdn-cgi/celld/api"
@@ -70,4 +85,61 @@ def testing_routes(operator: Operator) -> list[Route]:
         Route(f"{one}/wait-for-status", guarded(wait_for_status), methods=["GET"]),
         Route(f"{one}/wait-for-step-result", guarded(wait_for_step_result), methods=["GET"]),
         Route(f"{one}/wait-until-settled", guarded(wait_until_settled), methods=["GET"]),
+        *introspection_routes(operator),
+    ]
+
+
+async def _operations(request: Request) -> list[Operation]:
+    body = await json_body(request)
+    if body is ...:
+        body = {}
+    if not isinstance(body, dict):
+        raise OperatorError(400, "the body must be an object {operations: [...]}")
+    return Introspector.operations(body.get("operations"))
+
+
+def introspection_routes(operator: Operator) -> list[Route]:
+    introspector = Introspector(operator)
+
+    async def modify_instance(request: Request) -> Response:
+        workflow = request.path_params["workflow"]
+        operations = await _operations(request)
+        view = await introspector.modify_instance(
+            workflow, await instance_id(operator, request), operations
+        )
+        return envelope(view)
+
+    async def instance_modifiers(request: Request) -> Response:
+        workflow = request.path_params["workflow"]
+        return envelope(introspector.instance_view(workflow, await instance_id(operator, request)))
+
+    async def dispose_instance(request: Request) -> Response:
+        workflow = request.path_params["workflow"]
+        view = await introspector.dispose_instance(workflow, await instance_id(operator, request))
+        return envelope(view)
+
+    async def start_session(request: Request) -> Response:
+        operations = await _operations(request)
+        return envelope(introspector.start_session(request.path_params["workflow"], operations))
+
+    async def modify_all(request: Request) -> Response:
+        operations = await _operations(request)
+        return envelope(introspector.modify_all(request.path_params["workflow"], operations))
+
+    async def session(request: Request) -> Response:
+        return envelope(introspector.session(request.path_params["workflow"]))
+
+    async def dispose_session(request: Request) -> Response:
+        return envelope(await introspector.dispose_session(request.path_params["workflow"]))
+
+    wf = f"{API_PREFIX}/workflows/{{workflow}}/introspection"
+    one = f"{API_PREFIX}/workflows/{{workflow}}/instances/{{instance}}/introspection"
+    return [
+        Route(one, guarded(modify_instance), methods=["POST"]),
+        Route(one, guarded(instance_modifiers), methods=["GET"]),
+        Route(one, guarded(dispose_instance), methods=["DELETE"]),
+        Route(wf, guarded(start_session), methods=["POST"]),
+        Route(f"{wf}/modify", guarded(modify_all), methods=["POST"]),
+        Route(wf, guarded(session), methods=["GET"]),
+        Route(wf, guarded(dispose_session), methods=["DELETE"]),
     ]
