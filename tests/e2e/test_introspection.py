@@ -51,9 +51,11 @@ def test_mocked_result_event_and_no_sleeps_complete_without_the_clock(client: Cl
     with client.introspect_workflow_instance("order-workflow", "intro-1") as order:
         # set before the instance exists, as with introspectWorkflowInstance
         order.modify(
-            lambda m: m.disable_sleeps()
-            .mock_step_result("charge card", {"charged": "mocked"})
-            .mock_event("approve", {"by": "mock"})
+            lambda m: (
+                m.disable_sleeps()
+                .mock_step_result("charge card", {"charged": "mocked"})
+                .mock_event("approve", {"by": "mock"})
+            )
         )
         instance = orders(client).create(id="intro-1", params={"order": 4, "fail": 99})
         assert order.wait_for_step_result("charge card") == {"charged": "mocked"}
@@ -169,15 +171,23 @@ def test_a_session_modifies_every_instance_created_while_it_lasts(client: Client
 
 def test_modifiers_reach_a_live_run_at_its_next_step_call(client: Client) -> None:
     instance = orders(client).create(id="intro-live", params={"order": 9, "fail": 99})
-    instance.wait_until_settled()  # attempt 1 failed; the retry waits 5 s
+    instance.wait_until_settled()  # attempt 1 failed; the retry waits 5 s, resident
     live = client.introspect_workflow_instance("order-workflow", "intro-live")
-    live.modify(lambda m: m.mock_step_result("charge card", "late mock").disable_sleeps())
+    live.modify(
+        lambda m: (
+            m.mock_step_result("charge card", "late mock")
+            .disable_sleeps()
+            .mock_event("approve", {"late": True})  # sent at once (the instance exists)
+            # "ship" has the config "look up order" had: left alone, the isolate would start
+            # it on its own, before asking celld
+            .mock_step_result("ship", "not shipped")
+        )
+    )
+    assert instance.describe()["events"][0]["type"] == "approve"
     client.advance_clock(5_000)  # attempt 2 is due: it is mocked
     assert live.wait_for_step_result("charge card") == "late mock"
-    instance.wait_until_settled()  # the sleep was reached after the modifiers: it ended
-    assert step(instance.describe(), "approval")["state"] == "waiting"
-    live.modify(lambda m: m.mock_event("approve", {"late": True}))  # sent to it at once
-    assert instance.wait_for_status("complete")["output"]["approval"] == {"late": True}
+    output = instance.wait_for_status("complete")["output"]
+    assert output["approval"] == {"late": True} and output["shipped"] == "not shipped"
     charge = step(instance.describe(), "charge card")
     assert [a["success"] for a in charge["attempts"]] == [False, True]
     live.dispose()
