@@ -304,3 +304,20 @@ def test_bad_operations_are_refused_and_change_nothing(
 
 def test_an_unknown_workflow_is_404(server: CelldServer) -> None:
     assert server.post("/cdn-cgi/celld/api/workflows/nope/introspection").status_code == 404
+
+
+def test_celld_test_mode_alone_allows_modifiers(tmp_path_factory: pytest.TempPathFactory) -> None:
+    state = tmp_path_factory.mktemp("testmode") / "state"
+    celld = CelldServer(OPERATOR, state, env={"CELLD_TEST_MODE": "1"}).start()
+    try:
+        with Client(celld.url) as plain:
+            quick = plain.introspect_workflow_instance("quick-workflow", "q")
+            quick.modify(lambda m: m.mock_step_result("only", "mocked"))
+            plain.workflow("quick-workflow").create(id="q", params="real")
+            quick.wait_for_status("complete")
+            assert quick.get_output() == "mocked"
+            with pytest.raises(CelldError) as no_clock:
+                plain.advance_clock(1)  # test mode does not bring a manual clock
+            assert no_clock.value.status == 404
+    finally:
+        celld.stop()

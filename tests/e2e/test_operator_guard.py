@@ -53,6 +53,13 @@ def test_a_token_is_required_when_configured(tmp_path: Path) -> None:
         assert celld.get(EXPLORER, headers={"x-celld-token": TOKEN}).status_code == 200
         assert celld.get("/cdn-cgi/celld/health").status_code == 200
         assert celld.get("/").status_code == 200  # the Worker needs no token
+        # test modifiers: the token first, then test mode (this celld is not in it)
+        modify = "/cdn-cgi/celld/api/workflows/order-workflow/instances/a/introspection"
+        body = {"operations": [{"type": "disableSleeps"}]}
+        assert celld.post(modify, json=body).status_code == 401
+        not_test = celld.post(modify, json=body, headers={"x-celld-token": TOKEN})
+        assert not_test.status_code == 403
+        assert "CELLD_TEST_MODE=1" in not_test.json()["errors"][0]["message"]
         # the page: ?token= sets a cookie, which then opens the page and the API
         with httpx.Client(base_url=celld.url) as browser:
             opened = browser.get("/cdn-cgi/celld/", params={"token": TOKEN})
