@@ -393,39 +393,52 @@ class Modifier:
         return self._add({"type": "forceEventTimeout", "step": _selector(step)})
 
 
-def _recorded(fn: Callable[[Modifier], Any]) -> list[dict[str, Any]]:
-    modifier = Modifier()
-    fn(modifier)
-    return modifier.operations
+class _Introspector:
+    """What both introspectors share: applying recorded operations, and disposing (a
+    DELETE of their path) once, also on leaving a `with` block."""
 
-
-class InstanceIntrospector:
-    """One instance's modifiers (`introspectWorkflowInstance`); `dispose` (or leaving a
-    `with` block) drops them and deletes the instance."""
-
-    def __init__(self, instance: Instance) -> None:
-        self.instance = instance
-        self.id = instance.id
-        self.path = f"{instance.workflow._celld_path}/instances/{_q(instance.id)}/introspection"
+    def __init__(self, client: Client, path: str) -> None:
+        self.http_client = client
+        self.path = path
         self.disposed = False
 
-    def __enter__(self) -> InstanceIntrospector:
+    def __enter__(self) -> Any:
         return self
 
     def __exit__(self, *exc: object) -> None:
         self.dispose()
 
+    def _apply(self, path: str, fn: Callable[[Modifier], Any]) -> None:
+        if self.disposed:
+            raise RuntimeError("this introspector has been disposed")
+        modifier = Modifier()
+        fn(modifier)
+        self.http_client.request("POST", path, json={"operations": modifier.operations})
+
+    def dispose(self) -> None:
+        if not self.disposed:
+            self.disposed = True
+            self.http_client.request("DELETE", self.path)
+
+
+class InstanceIntrospector(_Introspector):
+    """One instance's modifiers (`introspectWorkflowInstance`); `dispose` (or leaving a
+    `with` block) drops them and deletes the instance."""
+
+    def __init__(self, instance: Instance) -> None:
+        path = f"{instance.workflow._celld_path}/instances/{_q(instance.id)}/introspection"
+        super().__init__(instance.client, path)
+        self.instance = instance
+        self.id = instance.id
+
     def modify(self, fn: Callable[[Modifier], Any]) -> InstanceIntrospector:
         """Call `fn` with a Modifier and apply what it recorded."""
-        if self.disposed:
-            raise RuntimeError("this instance introspector has been disposed")
-        body = {"operations": _recorded(fn)}
-        self.instance.client.request("POST", self.path, json=body)
+        self._apply(self.path, fn)
         return self
 
     def modifiers(self) -> list[dict[str, Any]]:
         """The operations applied so far (values left out)."""
-        return list(self.instance.client.request("GET", self.path)["result"]["operations"])
+        return list(self.http_client.request("GET", self.path)["result"]["operations"])
 
     def wait_for_step_result(self, step: Step, timeout: float = 10.0) -> Any:
         selector = _selector(step)
@@ -443,41 +456,23 @@ class InstanceIntrospector:
         error = self.instance.status().get("error")
         return dict(error) if error else None
 
-    def dispose(self) -> None:
-        if not self.disposed:
-            self.disposed = True
-            self.instance.client.request("DELETE", self.path)
 
-
-class WorkflowIntrospector:
+class WorkflowIntrospector(_Introspector):
     """A session (`introspectWorkflow`): its operations go to every instance created
     while it lasts. `dispose` (or leaving a `with` block) ends it and disposes of those
     instances."""
 
     def __init__(self, workflow: Workflow, session_id: str) -> None:
+        super().__init__(workflow.client, f"{workflow._celld_path}/introspection")
         self.workflow = workflow
         self.id = session_id
-        self.path = f"{workflow._celld_path}/introspection"
-        self.disposed = False
-
-    def __enter__(self) -> WorkflowIntrospector:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.dispose()
 
     def modify_all(self, fn: Callable[[Modifier], Any]) -> None:
-        if self.disposed:
-            raise RuntimeError("this workflow introspector has been disposed")
-        body = {"operations": _recorded(fn)}
-        self.workflow.client.request("POST", f"{self.path}/modify", json=body)
+        """Call `fn` with a Modifier; what it recorded goes to every instance created
+        from now on."""
+        self._apply(f"{self.path}/modify", fn)
 
     def get(self) -> list[InstanceIntrospector]:
         """The instances created in this session so far."""
-        result = self.workflow.client.request("GET", self.path)["result"]
+        result = self.http_client.request("GET", self.path)["result"]
         return [InstanceIntrospector(Instance(self.workflow, i)) for i in result["instances"]]
-
-    def dispose(self) -> None:
-        if not self.disposed:
-            self.disposed = True
-            self.workflow.client.request("DELETE", self.path)

@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 
+from celld.client import Client
 from tests.celld_server import CelldServer
 
 PROJECTS = Path(__file__).resolve().parent.parent / "projects"
@@ -19,3 +20,19 @@ def worker_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[CelldSer
     server.start()
     yield server
     server.stop()
+
+
+def operator_celld(tmp_path_factory: pytest.TempPathFactory) -> Iterator[CelldServer]:
+    """The operator project under a manual clock (so in test mode); a test module makes
+    it its fixture: `server = pytest.fixture(scope="module", name="server")(operator_celld)`."""
+    celld = CelldServer(PROJECTS / "operator", tmp_path_factory.mktemp("op") / "state",
+                        manual_clock=True)  # fmt: skip
+    celld.start()
+    yield celld
+    celld.stop()
+
+
+def celld_client(server: CelldServer) -> Iterator[Client]:
+    """A Python client of the module's `server` (as a fixture: see operator_celld)."""
+    with Client(server.url) as client:
+        yield client

@@ -9,7 +9,6 @@ step's recorded output (a restart from a later step replays it).
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from typing import Any
 
 import httpx
@@ -17,25 +16,15 @@ import pytest
 
 from celld.client import CelldError, Client, Modifier, Workflow
 from tests.celld_server import CelldServer
-from tests.e2e.conftest import PROJECTS
+from tests.e2e.conftest import PROJECTS, celld_client, operator_celld
 
 OPERATOR = PROJECTS / "operator"
 API = "/cdn-cgi/celld/api/workflows/order-workflow"
 DAY_MS = 86_400_000
 
 
-@pytest.fixture(scope="module")
-def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[CelldServer]:
-    celld = CelldServer(OPERATOR, tmp_path_factory.mktemp("intro") / "state", manual_clock=True)
-    celld.start()
-    yield celld
-    celld.stop()
-
-
-@pytest.fixture()
-def client(server: CelldServer) -> Iterator[Client]:
-    with Client(server.url) as celld:
-        yield celld
+server = pytest.fixture(scope="module", name="server")(operator_celld)
+client = pytest.fixture(name="client")(celld_client)
 
 
 def orders(client: Client) -> Workflow:

@@ -7,31 +7,19 @@ lifecycle, and the 4xx errors for bad input.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-
 import pytest
 
 from celld.client import CelldError, Client, Workflow
 from tests.celld_server import CelldServer
-from tests.e2e.conftest import PROJECTS
+from tests.e2e.conftest import PROJECTS, celld_client, operator_celld
 
 HOUR = 3_600_000
 OPERATOR = PROJECTS / "operator"
 EXPLORER = "/cdn-cgi/local/explorer/api"
 
 
-@pytest.fixture(scope="module")
-def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[CelldServer]:
-    celld = CelldServer(OPERATOR, tmp_path_factory.mktemp("op") / "state", manual_clock=True)
-    celld.start()
-    yield celld
-    celld.stop()
-
-
-@pytest.fixture()
-def client(server: CelldServer) -> Iterator[Client]:
-    with Client(server.url) as celld:
-        yield celld
+server = pytest.fixture(scope="module", name="server")(operator_celld)
+client = pytest.fixture(name="client")(celld_client)
 
 
 def orders(client: Client) -> Workflow:
