@@ -66,11 +66,16 @@ class JournalEntry(NamedTuple):
 class RunStart:
     """Returned by ``start_run``: the generation this run belongs to (drop messages of older
     ones), every finished step keyed by ``str(StepKey)``, and the step limit JS applies to the
-    ``step.do`` calls it resolves locally from the journal."""
+    ``step.do`` calls it resolves locally from the journal; ``rollback`` when the run exists to
+    roll back."""
 
     generation: int
     journal: dict[str, JournalEntry]
     step_limit: int
+    #: A rollback run (:mod:`celld.engine.rollback`): ``{"error": trigger, "steps": [plan
+    #: entries, in the order they run]}``; the runtime replays ``run()`` only to find the
+    #: handlers again, then runs them one by one as the machine says.
+    rollback: dict[str, Any] | None = None
 
     def journal_json(self) -> str:
         """The journal as one JSON text for a single hand-over to JS:

@@ -8,7 +8,9 @@ Events:
 ``start`` a run (re)starts from the top; ``suspend`` JS went idle with only waits pending;
 ``wake`` something pending resolved; ``pause_requested`` / ``pause_settled`` the two halves of a
 pause (settled at once when no attempt is in flight); ``resume``; ``terminate``; ``restart``;
-``complete``; ``fail``.
+``complete``; ``fail``; ``rollback`` a rollback begins (the instance failed, or was
+terminated with ``{rollback: true}``): it reads ``running`` while the handlers run, then
+``fail`` or ``terminate`` ends it (:mod:`celld.engine.rollback`).
 """
 
 from __future__ import annotations
@@ -40,6 +42,7 @@ class LifecycleEvent(StrEnum):
     RESTART = "restart"
     COMPLETE = "complete"
     FAIL = "fail"
+    ROLLBACK = "rollback"
 
 
 FINAL = frozenset({Status.COMPLETE, Status.ERRORED, Status.TERMINATED})
@@ -80,6 +83,8 @@ TRANSITIONS: dict[tuple[Status, LifecycleEvent], Status] = {
     (S.RUNNING, E.FAIL): S.ERRORED,
     (S.WAITING, E.FAIL): S.ERRORED,
     (S.WAITING_FOR_PAUSE, E.FAIL): S.ERRORED,
+    # a rollback begins: running until its handlers are done, from anything not final
+    **{(status, E.ROLLBACK): S.RUNNING for status in Status if status not in FINAL},
 }
 
 del S, E

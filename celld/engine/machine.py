@@ -23,6 +23,7 @@ from collections import deque
 from collections.abc import Iterable
 from typing import Any
 
+from . import rollback as rb
 from .backoff import retry_delay_ms
 from .decisions import Decision, Fail, JournalEntry, Reject, Resolve, Run, RunStart, Suspend
 from .durations import DAY_MS, HOUR_MS, SECOND_MS, YEAR_MS, DurationError, parse_duration
@@ -121,7 +122,14 @@ class Machine:
         self._configs: dict[StepKey, StepConfig] = {}
         #: keys of rows whose wake_at is a live deadline (for next_wake and resume shifting)
         self._timed: set[StepKey] = set()
+        #: the rollback phase row (always in memory; celld.engine.rollback rule 6)
+        self._phase: StepRecord | None = None
+        #: the rollback attempt handed to the runtime and not reported yet
+        self._rb_in_flight: tuple[StepKey, int] | None = None
         for row in sorted(steps, key=lambda r: r.seq):
+            if row.type == rb.PHASE:
+                self._phase = row
+                continue
             self._steps[row.key] = row
             if row.state in TIMED_STATES:
                 self._timed.add(row.key)
@@ -143,7 +151,7 @@ class Machine:
         # per-run memory
         self._pending: dict[StepKey, None] = {}
         self._in_flight: dict[StepKey, int] = {}
-        self._parked: dict[StepKey, tuple[dict[str, Any] | None, bool]] = {}
+        self._parked: dict[StepKey, tuple[dict[str, Any] | None, bool, dict[str, Any] | None]] = {}
         #: refused speculative starts: the answer their attempt's report gets
         self._refused: dict[StepKey, Decision] = {}
         self._ordinal = 0
@@ -240,7 +248,23 @@ class Machine:
             view["error"] = self._state.error.to_dict()
         if status is Status.COMPLETE:
             view["output"] = self._state.output
+        rollback = rb.outcome(self._phase)
+        if rollback is not None:
+            view["rollback"] = rollback
         return view
+
+    @property
+    def rolling_back(self) -> bool:
+        """A rollback is running its handlers (celld.engine.rollback)."""
+        return self._phase is not None and self._phase.state == rb.ROLLING_BACK
+
+    @property
+    def rollback_phase(self) -> StepRecord | None:
+        """The rollback phase row, if a rollback began (treat as read-only)."""
+        return self._phase
+
+    def rollback_in_flight(self) -> tuple[StepKey, int] | None:
+        return self._rb_in_flight
 
     def next_wake(self) -> int | None:
         """Earliest deadline among unfinished durable steps; ``None`` when paused or final."""
@@ -303,6 +327,8 @@ class Machine:
         if not self._history_dropped:
             return
         for row in steps:
+            if row.type == rb.PHASE:
+                continue
             if row.key not in self._steps and row.key not in self._deleted_steps:
                 self._steps[row.key] = row
         for event in events:
@@ -315,7 +341,11 @@ class Machine:
     ) -> tuple[list[StepRecord], list[EventRecord]]:
         """Every step row and event: those read from the store with the ones in memory
         over them, in order, without restoring anything (a read-only view)."""
-        rows = {row.key: row for row in steps if row.key not in self._deleted_steps}
+        rows = {
+            row.key: row
+            for row in steps
+            if row.key not in self._deleted_steps and row.type != rb.PHASE
+        }
         rows.update(self._steps)
         by_seq = {e.seq: e for e in events if e.seq not in self._deleted_events}
         by_seq.update(self._events)
@@ -378,6 +408,7 @@ class Machine:
         self._clear_run()
 
     def _clear_run(self) -> None:
+        self._rb_in_flight = None
         self._pending.clear()
         self._in_flight.clear()
         self._parked.clear()
@@ -393,14 +424,18 @@ class Machine:
 
     def _fail(self, error: ErrorInfo, now: int) -> Fail:
         """Fatal: the instance is errored with ``error`` as is (engine-made errors keep their
-        name, as wrangler dev's status shows ``WorkflowFatalError``)."""
+        name, as wrangler dev's status shows ``WorkflowFatalError``), once its rollback
+        handlers ran if it has any."""
+        if self._begin_rollback(rb.REASON_FAIL, error, False, now):
+            return Fail(error)
         self._state.error = error
         self._state.output = None
         self._finish(_E.FAIL, now, self._state.error_retention_ms)
         return Fail(error)
 
     def _active(self) -> bool:
-        return self._state.status in ACTIVE
+        """A forward run may be live (not while a rollback runs: its calls are stale)."""
+        return self._state.status in ACTIVE and not self.rolling_back
 
     def _pausing(self) -> bool:
         return self._state.status is Status.WAITING_FOR_PAUSE
@@ -419,7 +454,8 @@ class Machine:
 
     def _stall_possible(self) -> bool:
         return (
-            self._state.status is Status.RUNNING
+            not self.rolling_back
+            and self._state.status is Status.RUNNING
             and self._idle_since is not None
             and not self._in_flight
             and not self._pending
@@ -451,13 +487,27 @@ class Machine:
         self._clear_run()
         journal: dict[str, JournalEntry] = {}
         for key, row in self._steps.items():
+            if row.type not in STEP_TYPES:
+                continue
             due = row.wake_at is not None and row.wake_at <= now
             if due and row.type != "do" and row.state in TIMED_STATES:
                 self._settle_due(row, now)
             entry = self._journal_entry(row)
             if entry is not None:
                 journal[str(key)] = entry
-        return RunStart(self._state.generation, journal, self.step_limit)
+        return RunStart(self._state.generation, journal, self.step_limit, self._rollback_plan())
+
+    def _rollback_plan(self) -> dict[str, Any] | None:
+        """For a rollback run: the trigger error and each eligible handler, in order."""
+        if not self.rolling_back:
+            return None
+        assert self._phase is not None and self._phase.error is not None
+        steps = []
+        for row in rb.eligible(self._steps.values()):
+            forward = self._steps.get(rb.forward_key(row.key))
+            config = self._config(forward) if forward is not None else StepConfig()
+            steps.append(rb.plan_entry(row, forward, config))
+        return {"error": self._phase.error.to_dict(), "steps": steps}
 
     @staticmethod
     def _journal_entry(row: StepRecord) -> JournalEntry | None:
@@ -484,6 +534,8 @@ class Machine:
         run is live (stale)."""
         if not self._active():
             return
+        if self._begin_rollback(rb.REASON_FAIL, error, True, now):
+            return
         self._state.error = status_error(error)
         self._state.output = None
         self._finish(_E.FAIL, now, self._state.error_retention_ms)
@@ -502,7 +554,12 @@ class Machine:
 
     def fail(self, error: ErrorInfo, now: int) -> Fail | None:
         """Fail the instance with an engine-made fatal ``error`` (kept as is, not folded), e.g.
-        ``errors.missing_callback(name)`` reported by JS. ``None`` when no run is live."""
+        ``errors.missing_callback(name)`` reported by JS. ``None`` when no run is live.
+        During a rollback (its runtime could not start, say) the rollback fails with
+        ``error`` and the instance ends as the rollback's reason says."""
+        if self.rolling_back:
+            self._end_rollback(error, now)
+            return Fail(error)
         if not self._active():
             return None
         return self._fail(error, now)
@@ -526,9 +583,12 @@ class Machine:
         now: int,
         *,
         dynamic_delay: bool = False,
+        rollback: dict[str, Any] | None = None,
     ) -> Decision | None:
         """``step.do(name, config, cb)``, the ``count``-th of that name in this run and the
-        ``ordinal``-th ``step.do`` overall (``None``: the machine counts the calls it sees)."""
+        ``ordinal``-th ``step.do`` overall (``None``: the machine counts the calls it sees).
+        ``rollback``: the call carries a rollback handler, ``{"config": rollbackConfig or
+        None, "dynamic": its delay is a function}`` (registered at first execution)."""
         if not self._active():
             return None
         self._js_active()
@@ -537,7 +597,7 @@ class Machine:
             return _thrown(step_limit_reached(self.step_limit))
         if not step_name_ok(name):
             return _thrown(invalid_step_name(name))
-        return self._decide_do(StepKey("do", name, count), raw_config, dynamic_delay, now)
+        return self._decide_do(StepKey("do", name, count), raw_config, dynamic_delay, now, rollback)
 
     def step_begin(
         self,
@@ -548,6 +608,7 @@ class Machine:
         now: int,
         *,
         dynamic_delay: bool = False,
+        rollback: dict[str, Any] | None = None,
     ) -> Decision | None:
         """JS started attempt 1 of ``step.do`` on its own, without asking (a *speculative
         start*: it had seen the step's config accepted before, so it knew the answer).
@@ -564,7 +625,9 @@ class Machine:
         ``None``: stale (no run is live).
         """
         key = StepKey("do", name, count)
-        decision = self.step_do(name, count, ordinal, raw_config, now, dynamic_delay=dynamic_delay)
+        decision = self.step_do(
+            name, count, ordinal, raw_config, now, dynamic_delay=dynamic_delay, rollback=rollback
+        )
         if decision is not None and not (isinstance(decision, Run) and decision.attempt == 1):
             self._refused[key] = decision
         return decision
@@ -574,7 +637,12 @@ class Machine:
         return self._refused.pop(key, None) if self._refused else None
 
     def _decide_do(
-        self, key: StepKey, raw_config: dict[str, Any] | None, dynamic_delay: bool, now: int
+        self,
+        key: StepKey,
+        raw_config: dict[str, Any] | None,
+        dynamic_delay: bool,
+        now: int,
+        rollback: dict[str, Any] | None = None,
     ) -> Decision:
         row = self._steps.get(key)
         if row is not None:
@@ -591,13 +659,22 @@ class Machine:
             # DO_RUNNING: left by a crash or an earlier run; same attempt number again
         if self._pausing():
             # no new attempt starts while a pause is pending; wake() answers if it is cancelled
-            self._parked[key] = (raw_config, dynamic_delay)
+            self._parked[key] = (raw_config, dynamic_delay, rollback)
             return Suspend(None)
         if row is None:
             try:
                 config = resolve_step_config(key.name, raw_config, dynamic_delay=dynamic_delay)
             except StepConfigError:
                 return _thrown(invalid_step_config(key.name))
+            rollback_config = None
+            if rollback is not None:
+                try:
+                    dynamic = bool(rollback.get("dynamic"))
+                    rollback_config = resolve_step_config(
+                        key.name, rollback.get("config"), dynamic_delay=dynamic
+                    )
+                except StepConfigError:
+                    return _thrown(rb.invalid_rollback_config(key.name))
             row = StepRecord(
                 type="do",
                 name=key.name,
@@ -610,6 +687,11 @@ class Machine:
             self._steps[key] = row
             self._configs[key] = config
             self._touch_step(row)
+            if rollback_config is not None:  # rollback rule 1
+                registered = rb.registration(key, row.seq, rollback_config, now)
+                self._steps[registered.key] = registered
+                self._configs[registered.key] = rollback_config
+                self._touch_step(registered)
         return self._issue(row, row.attempts + 1)
 
     def _next_seq(self) -> int:
@@ -696,30 +778,13 @@ class Machine:
         row = self._reported(key, attempt)
         if row is None:
             return None
-        config = self._config(row)
-        if timed_out:
-            error = timeout_error(config.timeout_ms)
-        elif error is None:
-            error = ErrorInfo("Error", "")
         row.attempts = max(row.attempts, attempt)
-        if nonretryable or is_non_retryable(error) or attempt > config.limit:
+        error, delay = _retry(
+            self._config(row), key, attempt, error, nonretryable, timed_out,
+            delay_ms, delay_error, delay_timed_out,
+        )  # fmt: skip
+        if delay is None:
             return self._after_report(self._fail_step(row, error, now), now)
-        if delay_error is not None:
-            error = delay_threw(key.name, key.count, delay_error.message)
-            return self._after_report(self._fail_step(row, error, now), now)
-        if delay_timed_out:
-            error = delay_timeout_error(key.name, key.count)
-            return self._after_report(self._fail_step(row, error, now), now)
-        base = config.delay_ms
-        if delay_ms is not None:
-            try:
-                base = parse_duration(delay_ms)
-            except DurationError:
-                error = delay_invalid(key.name, key.count)
-                return self._after_report(self._fail_step(row, error, now), now)
-        elif base is None:  # dynamic delay but JS sent nothing: fall back to the default
-            base = DEFAULT_DELAY_MS
-        delay = retry_delay_ms(config.backoff, base, attempt)
         row.state = step_transition("do", row.state, StepEvent.RETRY)
         row.wake_at = now + delay
         row.error = error
@@ -922,8 +987,9 @@ class Machine:
         """Decisions for this run's pending calls that can now proceed: due sleeps resolve,
         due retries run their next attempt, due waits take an event or time out (durably);
         waits with a buffered event take it; calls parked during a cancelled pause are
-        answered. Nothing while paused or pausing."""
-        if self._state.status not in (Status.RUNNING, Status.WAITING):
+        answered. Nothing while paused or pausing, or while a rollback runs (the runtime asks
+        :meth:`rollback_next` instead)."""
+        if self._state.status not in (Status.RUNNING, Status.WAITING) or self.rolling_back:
             return []
         out: list[tuple[StepKey, Decision]] = []
         due = sorted(
@@ -942,8 +1008,8 @@ class Machine:
             else:
                 out.append((row.key, self._settle_due(row, now)))
         parked, self._parked = self._parked, {}
-        for key, (raw_config, dynamic_delay) in parked.items():
-            out.append((key, self._decide_do(key, raw_config, dynamic_delay, now)))
+        for key, (raw_config, dynamic_delay, rollback) in parked.items():
+            out.append((key, self._decide_do(key, raw_config, dynamic_delay, now, rollback)))
             if self._state.status is Status.ERRORED:
                 break
         if out and self._state.status in ACTIVE:
@@ -1025,7 +1091,9 @@ class Machine:
     def pause(self, now: int) -> None:
         """queued/running/waiting: ``waitingForPause`` while attempts are in flight, then
         ``paused``; pending calls are dropped (the run replays after resume). A no-op when
-        paused, pausing or final (as wrangler dev)."""
+        paused, pausing or final (as wrangler dev), or while a rollback runs."""
+        if self.rolling_back:
+            return
         if self._state.status not in (Status.QUEUED, Status.RUNNING, Status.WAITING):
             return
         self._go(_E.PAUSE_REQUESTED)
@@ -1036,6 +1104,8 @@ class Machine:
         """paused -> queued with every live deadline shifted by the time spent paused; returns
         True: a new run must start. waitingForPause -> running (the pause is cancelled; call
         :meth:`wake` to answer calls parked meanwhile); returns False. Otherwise a no-op."""
+        if self.rolling_back:
+            return False
         status = self._state.status
         if status is Status.PAUSED:
             shift = now - (self._state.paused_at if self._state.paused_at is not None else now)
@@ -1054,12 +1124,161 @@ class Machine:
             return False
         return False
 
-    def terminate(self, now: int) -> None:
-        """Stop for good; raises ``CannotTerminateError`` on a finished instance."""
+    def terminate(self, now: int, *, rollback: bool = False) -> None:
+        """Stop for good; raises ``CannotTerminateError`` on a finished instance. With
+        ``rollback`` the registered rollback handlers run first (the instance reads
+        ``running`` until they are done; see :mod:`celld.engine.rollback`). During a
+        rollback, it stops the rollback (rule 7)."""
         if self._state.status in FINAL:
             raise CannotTerminateError()
+        if self.rolling_back:
+            assert self._phase is not None
+            self._end_rollback(rb.STOPPED, now, reason=rb.REASON_TERMINATE)
+            return
+        if rollback and self._begin_rollback(rb.REASON_TERMINATE, rb.TERMINATE_TRIGGER, False, now):
+            return
         self._state.paused_at = None
         self._finish(_E.TERMINATE, now, self._state.error_retention_ms)
+
+    # ----------------------------------------------------------------------------------------
+    # rollback handlers (celld.engine.rollback)
+
+    def _begin_rollback(self, reason: str, trigger: ErrorInfo, fold: bool, now: int) -> bool:
+        """Rule 3: begin a rollback if a handler is eligible; False if none is."""
+        if self.rolling_back or not rb.eligible(self._steps.values()):
+            return False
+        self._phase = rb.phase_row(reason, trigger, fold, now)
+        self._touch_step(self._phase)
+        self._state.paused_at = None
+        self._go(_E.ROLLBACK)
+        self._clear_run()
+        return True
+
+    def rollback_next(self, now: int) -> Run | Suspend | None:
+        """What the rollback does next: run an attempt of the newest eligible handler
+        (``Run``; its row's key is :meth:`rollback_in_flight`), wait for its retry delay
+        (``Suspend``), or nothing: the rollback is over (or none runs) and the instance has
+        ended as its reason says."""
+        if not self.rolling_back:
+            return None
+        if self._rb_in_flight is not None:
+            key, attempt = self._rb_in_flight
+            return self._rollback_run(self._steps[key], attempt)
+        rows = rb.eligible(self._steps.values())
+        if not rows:
+            self._end_rollback(None, now)
+            return None
+        row = rows[0]
+        if row.state == rb.RB_RETRYING and row.wake_at is not None and row.wake_at > now:
+            return Suspend(row.wake_at)
+        row.state = step_transition(row.type, row.state, StepEvent.ATTEMPT)
+        row.wake_at = None
+        self._timed.discard(row.key)
+        attempt = row.attempts + 1
+        self._rb_in_flight = (row.key, attempt)
+        return self._rollback_run(row, attempt)
+
+    def _rollback_run(self, row: StepRecord, attempt: int) -> Run:
+        config = self._config(row)
+        context = {
+            "step": {"name": row.name, "count": row.count},
+            "attempt": attempt,
+            "config": config.to_context(),
+        }
+        return Run(attempt, context, config.timeout_ms, attempt <= config.limit)
+
+    def _rollback_reported(self, key: StepKey, attempt: int) -> StepRecord | None:
+        if not self.rolling_back or self._rb_in_flight != (key, attempt):
+            return None
+        self._rb_in_flight = None
+        return self._steps.get(key)
+
+    def rollback_attempt_succeeded(self, key: StepKey, attempt: int, now: int) -> bool:
+        """The handler of rollback row ``key`` returned: the row is ``done`` (it never runs
+        again once committed). False for a stale report."""
+        row = self._rollback_reported(key, attempt)
+        if row is None:
+            return False
+        row.state = step_transition(row.type, row.state, StepEvent.SUCCEED)
+        row.error = None
+        row.finished_at = now
+        self._touch_step(row)
+        return True
+
+    def rollback_attempt_failed(
+        self,
+        key: StepKey,
+        attempt: int,
+        error: ErrorInfo | None,
+        now: int,
+        *,
+        nonretryable: bool = False,
+        timed_out: bool = False,
+        delay_ms: int | float | str | None = None,
+        delay_error: ErrorInfo | None = None,
+        delay_timed_out: bool = False,
+    ) -> bool:
+        """The handler threw (or timed out): retried as its ``rollbackConfig`` says, or the
+        row fails and so does the rollback (rule 5). False for a stale report."""
+        row = self._rollback_reported(key, attempt)
+        if row is None:
+            return False
+        row.attempts = max(row.attempts, attempt)
+        error, delay = _retry(
+            self._config(row), key, attempt, error, nonretryable, timed_out,
+            delay_ms, delay_error, delay_timed_out,
+        )  # fmt: skip
+        row.error = error
+        if delay is None:
+            row.state = step_transition(row.type, row.state, StepEvent.GIVE_UP)
+            row.finished_at = now
+            self._touch_step(row)
+            self._end_rollback(error, now)
+            return True
+        row.state = step_transition(row.type, row.state, StepEvent.RETRY)
+        row.wake_at = now + delay
+        self._touch_step(row)
+        return True
+
+    def rollback_missing(self, key: StepKey, now: int) -> bool:
+        """The runtime has no handler for rollback row ``key`` (rule 5): the rollback fails
+        with ``RollbackMissing``."""
+        if not self.rolling_back:
+            return False
+        if self._rb_in_flight is not None and self._rb_in_flight[0] == key:
+            self._rb_in_flight = None
+        row = self._steps.get(key)
+        if row is None or row.state not in rb.UNFINISHED:
+            return False
+        if row.state != rb.REGISTERED:
+            row.state = step_transition(row.type, row.state, StepEvent.ATTEMPT)
+        row.state = step_transition(row.type, row.state, StepEvent.GIVE_UP)
+        row.error = rb.MISSING
+        row.wake_at = None
+        row.finished_at = now
+        self._touch_step(row)
+        self._end_rollback(rb.MISSING, now)
+        return True
+
+    def _end_rollback(
+        self, error: ErrorInfo | None, now: int, *, reason: str | None = None
+    ) -> None:
+        """Rule 6: the rollback is over (``error``: it failed); the instance ends as the
+        rollback's reason (or ``reason``) says."""
+        phase = self._phase
+        assert phase is not None and phase.error is not None
+        info = rb.phase_info(phase)
+        event = StepEvent.SUCCEED if error is None else StepEvent.GIVE_UP
+        phase.state = step_transition(phase.type, phase.state, event)
+        rb.end_phase(phase, error, now)
+        self._touch_step(phase)
+        self._timed = {k for k in self._timed if k.type != rb.ROLLBACK}
+        if (reason or info["reason"]) == rb.REASON_TERMINATE:
+            self._finish(_E.TERMINATE, now, self._state.error_retention_ms)
+            return
+        self._state.error = status_error(phase.error) if info.get("fold") else phase.error
+        self._state.output = None
+        self._finish(_E.FAIL, now, self._state.error_retention_ms)
 
     def restart(self, now: int, from_: dict[str, Any] | None = None) -> None:
         """Run again from scratch (same id and params): every step and buffered event is
@@ -1083,6 +1302,11 @@ class Machine:
             self._deleted_events.clear()
             self._wiped = True
             self._history_dropped = False  # nothing is left to restore
+        if self._phase is not None:  # rule 7: a restart forgets the rollback
+            if not self._wiped:
+                self._dirty_steps.pop(rb.PHASE_KEY, None)
+                self._deleted_steps.add(rb.PHASE_KEY)
+            self._phase = None
         self._go(_E.RESTART)
         state = self._state
         state.generation += 1
@@ -1127,6 +1351,41 @@ class HistoryDropped(RuntimeError):
 
     def __init__(self, what: str) -> None:
         super().__init__(f"{what} needs the finished steps: call restore_history() first")
+
+
+def _retry(
+    config: StepConfig,
+    key: StepKey,
+    attempt: int,
+    error: ErrorInfo | None,
+    nonretryable: bool,
+    timed_out: bool,
+    delay_ms: int | float | str | None,
+    delay_error: ErrorInfo | None,
+    delay_timed_out: bool,
+) -> tuple[ErrorInfo, int | None]:
+    """After failed ``attempt``: the error to record and the delay before the next attempt,
+    or ``None`` when the step (or rollback handler) fails for good. Shared by steps and
+    rollback handlers, which follow the same retry rules."""
+    if timed_out:
+        error = timeout_error(config.timeout_ms)
+    elif error is None:
+        error = ErrorInfo("Error", "")
+    if nonretryable or is_non_retryable(error) or attempt > config.limit:
+        return error, None
+    if delay_error is not None:
+        return delay_threw(key.name, key.count, delay_error.message), None
+    if delay_timed_out:
+        return delay_timeout_error(key.name, key.count), None
+    base = config.delay_ms
+    if delay_ms is not None:
+        try:
+            base = parse_duration(delay_ms)
+        except DurationError:
+            return delay_invalid(key.name, key.count), None
+    elif base is None:  # dynamic delay but JS sent nothing: fall back to the default
+        base = DEFAULT_DELAY_MS
+    return error, retry_delay_ms(config.backoff, base, attempt)
 
 
 def _thrown(error: ErrorInfo) -> Reject:

@@ -15,6 +15,12 @@ Rows by type (the state a row is created in comes first):
     ``sleeping`` until ``wake_at``; ``done``.
 ``waitForEvent``
     ``waiting`` until an event of ``event_type`` or ``wake_at``; ``received`` / ``timed_out``.
+``rollback`` (a ``do`` step's rollback handler, :mod:`celld.engine.rollback`)
+    ``registered`` at the step's first execution; ``running`` / ``retrying`` like ``do``
+    while the rollback runs; ``done`` / ``failed`` (``give_up`` from ``registered``: the
+    handler could not be found).
+``rollbackPhase`` (one per instance)
+    ``rolling_back``; ``complete`` (``succeed``) / ``failed`` (``give_up``).
 
 Events:
 ``attempt`` an attempt starts (first, retry, or again after a crash); ``succeed`` an attempt
@@ -42,7 +48,13 @@ class StepEvent(StrEnum):
 
 
 #: (type, state) -> state a new row of that type starts in
-INITIAL_STATE = {"do": "running", "sleep": "sleeping", "waitForEvent": "waiting"}
+INITIAL_STATE = {
+    "do": "running",
+    "sleep": "sleeping",
+    "waitForEvent": "waiting",
+    "rollback": "registered",
+    "rollbackPhase": "rolling_back",
+}
 
 _E = StepEvent
 
@@ -58,6 +70,17 @@ STEP_TRANSITIONS: dict[tuple[str, str, StepEvent], str] = {
     # step.waitForEvent
     ("waitForEvent", "waiting", _E.RECEIVE): "received",
     ("waitForEvent", "waiting", _E.TIME_OUT): "timed_out",
+    # a rollback handler
+    ("rollback", "registered", _E.ATTEMPT): "running",
+    ("rollback", "running", _E.ATTEMPT): "running",  # again after a crash
+    ("rollback", "retrying", _E.ATTEMPT): "running",
+    ("rollback", "running", _E.SUCCEED): "done",
+    ("rollback", "running", _E.RETRY): "retrying",
+    ("rollback", "running", _E.GIVE_UP): "failed",
+    ("rollback", "registered", _E.GIVE_UP): "failed",  # the handler could not be found
+    # the instance's rollback phase
+    ("rollbackPhase", "rolling_back", _E.SUCCEED): "complete",
+    ("rollbackPhase", "rolling_back", _E.GIVE_UP): "failed",
 }
 
 del _E

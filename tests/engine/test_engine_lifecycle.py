@@ -29,6 +29,12 @@ LEGAL = {
     (S.RUNNING, E.FAIL): S.ERRORED,
     (S.WAITING, E.FAIL): S.ERRORED,
     (S.WAITING_FOR_PAUSE, E.FAIL): S.ERRORED,
+    # a rollback reads `running` while its handlers run, from anything not final
+    (S.QUEUED, E.ROLLBACK): S.RUNNING,
+    (S.RUNNING, E.ROLLBACK): S.RUNNING,
+    (S.WAITING, E.ROLLBACK): S.RUNNING,
+    (S.PAUSED, E.ROLLBACK): S.RUNNING,
+    (S.WAITING_FOR_PAUSE, E.ROLLBACK): S.RUNNING,
 }
 
 
