@@ -175,7 +175,7 @@ class WorkflowBindings:
 
     async def _op_terminate(self, workflow: str, message: dict[str, Any]) -> None:
         async with self._existing(workflow, message) as cell:
-            await cell.terminate()
+            await cell.terminate(rollback=message.get("rollback") is True)
 
     async def _op_restart(self, workflow: str, message: dict[str, Any]) -> None:
         async with self._existing(workflow, message) as cell:

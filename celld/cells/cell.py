@@ -245,10 +245,16 @@ class Cell:
             self.port.spawn(self._let_go(run), "hibernating a parked run", self.on_task_failure)
 
     async def settle_run(self, run: CellRun) -> None:
-        """Commit, and if the run can no longer go on, release its isolate."""
+        """Commit, and if the run can no longer go on, release its isolate. A rollback that
+        began (or goes on) needs a rollback run of its own."""
         await self.commit()
         if self.run is run and not run.live:
             await self.stop_run()
+        self._roll_back_if_needed()
+
+    def _roll_back_if_needed(self) -> None:
+        if self.machine.rolling_back and self.run is None and not self.starting and not self.broken:
+            self.port.request_run(self.ref, Priority.WAKE)
 
     async def replay(self, run: CellRun) -> None:
         """Commit, drop the run and queue a fresh one if the instance still needs it."""
@@ -274,6 +280,14 @@ class Cell:
         if self.machine.status not in (Status.RUNNING, Status.WAITING):
             return
         run = self.run
+        if self.machine.rolling_back:  # a handler's retry delay is over
+            if run is not None and run.rollback_mode:
+                await run.drive_rollback()
+            elif run is not None:
+                await self.replay(run)
+            else:
+                self._roll_back_if_needed()
+            return
         if run is None:
             if not self.starting:
                 self.port.request_run(self.ref, Priority.WAKE)
@@ -327,10 +341,12 @@ class Cell:
             self.run.deliver(self.machine.wake(self.port.now()))
             await self.commit()
 
-    async def terminate(self) -> None:
-        self.machine.terminate(self.port.now())
+    async def terminate(self, *, rollback: bool = False) -> None:
+        """Terminate; with `rollback` the rollback handlers run first (in a rollback run)."""
+        self.machine.terminate(self.port.now(), rollback=rollback)
         await self.commit()
         await self.stop_run()
+        self._roll_back_if_needed()
 
     async def delete(self) -> None:
         """Delete the instance for good: its run stops (also when it deletes itself from

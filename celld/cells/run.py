@@ -18,6 +18,12 @@ speculatively: every attempt is decided here first.
 
 A run object lives as long as its isolate serves this instance; once closed, every
 message it still receives is dropped, so an old run can never touch a newer one.
+
+A *rollback run* (the machine is rolling back, :mod:`celld.engine.rollback`) replays
+`run()` only so that JS finds the rollback handlers again; once that replay's first turn
+is over, the run asks the machine for each handler attempt in turn (`wf.rollback`), and
+commits each report (`wf.rbReport`) before the next: a handler that finished never runs
+again, one cut off by a crash runs again in the next process.
 """
 
 from __future__ import annotations
@@ -76,6 +82,9 @@ class CellRun:
         self._delivering = 0
         #: CPU charged to each attempt in flight (ms): its own budget is `limits.cpu_ms`
         self._attempt_cpu: dict[StepKey, float] = {}
+        #: this run only runs rollback handlers (set by post_start)
+        self.rollback_mode = False
+        self._rollback_started = False
         host.ops = {**host.ops, **self._ops()}
         host.turn_callback = self._after_turn
         host.cpu_callback = self._charge_cpu
@@ -90,6 +99,7 @@ class CellRun:
             "wf.timer": self._on_timer,
             "wf.done": self._on_done,
             "wf.fatal": self._on_fatal,
+            "wf.rbReport": self._on_rollback_report,
             "fault": self._on_runtime_fault,
         }
 
@@ -117,8 +127,10 @@ class CellRun:
                 ],
                 "stepLimit": start.step_limit,
                 "speculate": self.modifiers() is None,
+                "rollback": start.rollback,
             }
         )
+        self.rollback_mode = start.rollback is not None
 
     def close(self) -> None:
         """Forget the run in memory (its waiters, timers and pending calls); the caller
@@ -141,7 +153,11 @@ class CellRun:
 
     @property
     def live(self) -> bool:
-        return not self.closed and self.machine.status in (
+        if self.closed:
+            return False
+        if self.rollback_mode:
+            return self.machine.rolling_back
+        return not self.machine.rolling_back and self.machine.status in (
             Status.RUNNING,
             Status.WAITING,
             Status.WAITING_FOR_PAUSE,
@@ -264,6 +280,7 @@ class CellRun:
             m.get("config"),
             self.port.now(),
             dynamic_delay=bool(m.get("dynamic")),
+            rollback=m.get("rollback"),
         )
         return key, decision
 
@@ -411,7 +428,10 @@ class CellRun:
 
         def expire() -> None:
             self._attempt_timers.pop(key, None)
-            if not self.closed and self.machine.attempts_in_flight().get(key) == attempt:
+            in_flight = self.machine.attempts_in_flight().get(
+                key
+            ) == attempt or self.machine.rollback_in_flight() == (key, attempt)
+            if not self.closed and in_flight:
                 self.host.post(
                     {"k": "wf.timeout", "g": self.machine.generation, "key": str(key),
                      "attempt": attempt}
@@ -474,6 +494,12 @@ class CellRun:
     # -- after each turn ---------------------------------------------------------------------
 
     def _after_turn(self) -> None:
+        if self.rollback_mode:
+            # The replay's first turn is over: JS has found the handlers it can.
+            if not self.closed and not self._rollback_started:
+                self._rollback_started = True
+                self.port.spawn(self.drive_rollback(), "rolling back", self.cell.on_task_failure)
+            return
         if self.closed or self._delivering or self.machine.in_flight():
             # Not idle (idle() would do nothing); the attempt's report commits what changed.
             return
@@ -508,6 +534,64 @@ class CellRun:
         if again is not None:
             self._stall_timer = self.port.clock.call_at(again, self._stall_due)
 
+    # -- rollback handlers -------------------------------------------------------------------
+
+    async def drive_rollback(self) -> None:
+        """Commit what changed, then start the next handler attempt, or end the run once
+        the rollback is over. A retry delay is left to the alarm (`Cell.on_alarm`)."""
+        if self.closed or not self._rollback_started:
+            return
+        if self.machine.rollback_in_flight() is not None:
+            return  # an attempt is out; its report drives the next step
+        decision = self.machine.rollback_next(self.port.now())
+        try:
+            await self.cell.commit()
+        except StoreUnavailable:
+            return  # the cell broke: it is reloaded from the store and goes on
+        if self.closed:
+            return
+        if isinstance(decision, Run):
+            in_flight = self.machine.rollback_in_flight()
+            assert in_flight is not None
+            key, attempt = in_flight
+            self._arm_timeout(key, decision)
+            self.host.post(
+                {"k": "wf.rollback", "g": self.machine.generation, "key": str(key),
+                 "attempt": attempt, "context": decision.context,
+                 "timeout": decision.timeout_ms, "willRetry": decision.will_retry}
+            )  # fmt: skip
+        elif decision is None:
+            await self.cell.settle_run(self)
+
+    def _on_rollback_report(self, m: dict[str, Any]) -> Any:
+        if not self._current(m) or not self.rollback_mode:
+            return None
+        key = StepKey.parse(str(m["key"]))
+        attempt = int(m["attempt"])
+        timer = self._attempt_timers.pop(key, None)
+        if timer is not None:
+            timer.cancel()
+        self._attempt_cpu.pop(key, None)
+        now = self.port.now()
+        if m.get("missing"):
+            self.machine.rollback_missing(key, now)
+        elif m.get("ok"):
+            self.machine.rollback_attempt_succeeded(key, attempt, now)
+        else:
+            delay_error = m.get("delayError")
+            self.machine.rollback_attempt_failed(
+                key,
+                attempt,
+                ErrorInfo.from_dict(m.get("error") or {}),
+                now,
+                nonretryable=bool(m.get("nonretryable")),
+                timed_out=bool(m.get("timedOut")),
+                delay_ms=m.get("delay"),
+                delay_error=ErrorInfo.from_dict(delay_error) if delay_error else None,
+                delay_timed_out=bool(m.get("delayTimedOut")),
+            )
+        return self.drive_rollback()
+
     # -- CPU ---------------------------------------------------------------------------------
 
     def _charge_cpu(self, ms: float) -> None:
@@ -541,7 +625,10 @@ class CellRun:
         error = ErrorInfo("Error", f"Workflow exceeded a limit: {fault.reason}")
         now = self.port.now()
         attempts = self.machine.attempts_in_flight()
-        if attempts:
+        rolling = self.machine.rollback_in_flight()
+        if rolling is not None:
+            self.machine.rollback_attempt_failed(rolling[0], rolling[1], error, now)
+        elif attempts:
             for key, attempt in attempts.items():
                 self.machine.attempt_failed(key, attempt, error, now)
         else:

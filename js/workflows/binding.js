@@ -33,6 +33,7 @@
       const view = await call(this.#workflow, "status", { id: this.id });
       const result = { status: view.status };
       if (view.error) result.error = view.error;
+      if (view.rollback) result.rollback = view.rollback;
       if (view.output !== undefined && view.output !== null) result.output = deserialize(view.output);
       else if (view.status === "complete") result.output = undefined;
       return result;
@@ -43,8 +44,9 @@
     async resume() {
       await call(this.#workflow, "resume", { id: this.id });
     }
-    async terminate() {
-      await call(this.#workflow, "terminate", { id: this.id });
+    async terminate(options) {
+      const rollback = Boolean(options && typeof options === "object" && options.rollback === true);
+      await call(this.#workflow, "terminate", { id: this.id, rollback });
     }
     async delete() {
       await call(this.#workflow, "delete", { id: this.id });

@@ -166,6 +166,9 @@
   // The run in progress in this isolate (one per cell isolate).
   const run = {
     generation: 0,
+    // The run's step object and, in a rollback run, its plan (celld/engine/rollback.py).
+    step: null,
+    plan: null,
     // False while a pause is pending: every attempt then waits for the engine's word.
     mayBegin: true,
     // In-flight attempts the host may time out: "<key>#<attempt>" -> abandon(error).
@@ -213,6 +216,78 @@
     return true;
   }
 
+  /** Run one attempt of a step callback (or a rollback handler) and report how it went:
+   * `{ok, value}`, `{ok: false, error, nonretryable, timedOut, delay...}` or
+   * `{unserializable}`. */
+  async function attemptOnce(key, callback, rawConfig, context, timeout, willRetry) {
+    let value;
+    try {
+      value = await timedAttempt(
+        key,
+        context.attempt,
+        // A returned stream is read to its end within the attempt (and its timeout).
+        PromisePrototypeThen(
+          PromisePrototypeThen(PromiseResolve(undefined), () => callback(copyContext(context))),
+          (result) => (result instanceof ReadableStreamClass ? recordStream(result) : result),
+        ),
+        timeout,
+      );
+    } catch (error) {
+      const report = {
+        ok: false,
+        error: host.describeError(error),
+        nonretryable: isNonRetryable(error),
+        timedOut: Boolean(error && error.timedOut),
+      };
+      const delay = rawConfig && rawConfig.retries && rawConfig.retries.delay;
+      if (typeof delay === "function" && willRetry && !report.nonretryable) {
+        try {
+          report.delay = await withTimeout(
+            PromisePrototypeThen(PromiseResolve(undefined), () => delay({ ctx: copyContext(context), error })),
+            DELAY_FUNCTION_TIMEOUT_MS,
+            () => {
+              const error = new Error("the delay function timed out");
+              error.delayTimedOut = true;
+              return error;
+            },
+          );
+        } catch (delayError) {
+          if (delayError && delayError.delayTimedOut) report.delayTimedOut = true;
+          else report.delayError = host.describeError(delayError);
+        }
+      }
+      return report;
+    }
+    let text;
+    try {
+      text = serialize(value);
+    } catch (error) {
+      if (error && error.name === "DataCloneError") return { unserializable: true };
+      throw error;
+    }
+    return { ok: true, value: text };
+  }
+
+  /** A folded engine refusal, thrown into run() as the engine's own would be. */
+  function refused(message) {
+    return engineError({ name: "WorkflowFatalError", message });
+  }
+
+  /** `{rollback, rollbackConfig}` of a step.do call, checked as wrangler dev does. */
+  function rollbackOptions(name, options) {
+    if (options === undefined) return undefined;
+    if (options === null || typeof options !== "object" || ArrayIsArray(options)) {
+      throw refused(`Rollback options for "${name}" must be an object`);
+    }
+    if (typeof options.rollback !== "function") {
+      throw refused(`Rollback for "${name}" must be a function`);
+    }
+    const { config, dynamic } = wireConfig(options.rollbackConfig);
+    return { fn: options.rollback, rawConfig: options.rollbackConfig, wire: { config, dynamic } };
+  }
+
+  const never = () => new Promise(() => {});
+
   class WorkflowStep {
     #counts = new SafeMap();
     #ordinal = 0;
@@ -220,12 +295,18 @@
     #journal;
     #unfinished;
     #stepLimit;
+    // A rollback run replays run() only to find the handlers again: finished steps resolve
+    // from the journal, anything else never settles, and nothing is asked of the engine.
+    #replayOnly;
+    // Rollback handlers of this run's step.do calls: "do:<count>:<name>" -> {fn, rawConfig}.
+    rollbacks = new SafeMap();
 
-    constructor(generation, journal, unfinished, stepLimit) {
+    constructor(generation, journal, unfinished, stepLimit, replayOnly) {
       this.#generation = generation;
       this.#journal = journal;
       this.#unfinished = new SafeSet(unfinished);
       this.#stepLimit = stepLimit;
+      this.#replayOnly = Boolean(replayOnly);
     }
 
     #next(type, name) {
@@ -246,33 +327,37 @@
       return host.request(op, ObjectAssign({ g: this.#generation }, fields));
     }
 
-    async do(name, configOrCallback, maybeCallback) {
+    async do(name, configOrCallback, maybeCallback, maybeRollback) {
       const hasConfig = typeof configOrCallback !== "function";
       const callback = hasConfig ? maybeCallback : configOrCallback;
       const rawConfig = hasConfig ? configOrCallback : undefined;
       name = String(name);
+      const rollback = rollbackOptions(name, hasConfig ? maybeRollback : maybeCallback);
       const count = this.#next("do", name);
       const ordinal = ++this.#ordinal;
       const key = `do:${count}:${name}`;
+      if (rollback) this.rollbacks.set(key, rollback);
       const recorded = this.#recorded(key);
       if (recorded !== undefined) {
         if (recorded.error) throw engineError(recorded.error);
         return "value" in recorded ? revive(decode(recorded.value)) : undefined;
       }
+      if (this.#replayOnly) return never();
       if (typeof callback !== "function") {
-        const refused = await this.#ask("wf.fatal", { name });
-        throw engineError(refused.reject);
+        const refusal = await this.#ask("wf.fatal", { name });
+        throw engineError(refusal.reject);
       }
       const { config, dynamic } = wireConfig(rawConfig);
       const call = { name, count, ordinal, config, dynamic };
-      const shape = stringify([config, dynamic]);
+      if (rollback) call.rollback = rollback.wire;
+      const shape = stringify([config, dynamic, rollback ? rollback.wire : null]);
       const known = firstAttempts.get(shape);
       let decision;
       const speculate = known && run.mayBegin && run.generation === this.#generation;
       if (speculate && !this.#unfinished.has(key) && ordinal <= this.#stepLimit && plainStepName(name)) {
         host.notify("wf.begin", ObjectAssign({ g: this.#generation }, call));
         const context = { step: { name, count }, attempt: 1, config: known.config };
-        const report = await this.#attempt(key, callback, rawConfig, context, known.timeout, known.willRetry);
+        const report = await attemptOnce(key, callback, rawConfig, context, known.timeout, known.willRetry);
         decision = await this.#ask("wf.attempt", ObjectAssign({ name, count, attempt: 1 }, report));
       } else {
         decision = await this.#ask("wf.do", call);
@@ -284,58 +369,9 @@
         if (attempt === 1 && !firstAttempts.has(shape)) {
           firstAttempts.set(shape, { config: context.config, timeout, willRetry });
         }
-        const report = await this.#attempt(key, callback, rawConfig, context, timeout, willRetry);
+        const report = await attemptOnce(key, callback, rawConfig, context, timeout, willRetry);
         decision = await this.#ask("wf.attempt", ObjectAssign({ name, count, attempt }, report));
       }
-    }
-
-    async #attempt(key, callback, rawConfig, context, timeout, willRetry) {
-      let value;
-      try {
-        value = await timedAttempt(
-          key,
-          context.attempt,
-          // A returned stream is read to its end within the attempt (and its timeout).
-          PromisePrototypeThen(
-            PromisePrototypeThen(PromiseResolve(undefined), () => callback(copyContext(context))),
-            (result) => (result instanceof ReadableStreamClass ? recordStream(result) : result),
-          ),
-          timeout,
-        );
-      } catch (error) {
-        const report = {
-          ok: false,
-          error: host.describeError(error),
-          nonretryable: isNonRetryable(error),
-          timedOut: Boolean(error && error.timedOut),
-        };
-        const delay = rawConfig && rawConfig.retries && rawConfig.retries.delay;
-        if (typeof delay === "function" && willRetry && !report.nonretryable) {
-          try {
-            report.delay = await withTimeout(
-              PromisePrototypeThen(PromiseResolve(undefined), () => delay({ ctx: copyContext(context), error })),
-              DELAY_FUNCTION_TIMEOUT_MS,
-              () => {
-                const error = new Error("the delay function timed out");
-                error.delayTimedOut = true;
-                return error;
-              },
-            );
-          } catch (delayError) {
-            if (delayError && delayError.delayTimedOut) report.delayTimedOut = true;
-            else report.delayError = host.describeError(delayError);
-          }
-        }
-        return report;
-      }
-      let text;
-      try {
-        text = serialize(value);
-      } catch (error) {
-        if (error && error.name === "DataCloneError") return { unserializable: true };
-        throw error;
-      }
-      return { ok: true, value: text };
     }
 
     sleep(name, duration) {
@@ -355,6 +391,7 @@
         if (recorded.error) throw engineError(recorded.error);
         return undefined;
       }
+      if (this.#replayOnly) return never();
       const decision = await this.#ask("wf.sleep", ObjectAssign({ name, count }, when));
       if ("reject" in decision) throw engineError(decision.reject);
       return undefined;
@@ -368,6 +405,8 @@
       if (recorded !== undefined) {
         if (recorded.error) throw engineError(recorded.error);
         event = recorded.value;
+      } else if (this.#replayOnly) {
+        return never();
       } else {
         const decision = await this.#ask("wf.wait", {
           name,
@@ -398,6 +437,35 @@
     return text === undefined ? null : JSONParse(text);
   }
 
+  /** Run one attempt of a rollback handler, as the engine says (`wf.rollback`), and report
+   * it (`wf.rbReport`). The handler gets the forward step's ctx, the error that triggered
+   * the rollback, the step's output (undefined unless it succeeded) and its stepName. */
+  host.on("wf.rollback", (message) => {
+    if (message.g !== run.generation || run.plan === null || !run.step) return;
+    const report = (fields) =>
+      host.notify("wf.rbReport", ObjectAssign({ g: message.g, key: message.key, attempt: message.attempt }, fields));
+    let entry;
+    for (let i = 0; i < run.plan.steps.length; i++) {
+      if (run.plan.steps[i].rollbackKey === message.key) entry = run.plan.steps[i];
+    }
+    const handler = entry && run.step.rollbacks.get(entry.key);
+    if (!handler) {
+      report({ missing: true });
+      return;
+    }
+    const args = {
+      ctx: copyContext(entry.context),
+      error: host.reviveError(run.plan.error),
+      output: entry.output === null || entry.output === undefined ? undefined : revive(deserialize(entry.output)),
+      stepName: entry.stepName,
+    };
+    PromisePrototypeThen(
+      attemptOnce(message.key, () => handler.fn(args), handler.rawConfig, message.context, message.timeout, message.willRetry),
+      (outcome) => report(outcome.unserializable ? { ok: true } : outcome.ok ? { ok: true } : outcome),
+      (error) => report({ ok: false, error: host.describeError(error) }),
+    );
+  });
+
   /** Start `run(event, step)` of the exported class for one instance. */
   host.on("wf.start", (message) => {
     run.generation = message.g;
@@ -417,12 +485,20 @@
       workflowName: message.event.workflowName,
     });
     const ctx = { waitUntil(promise) { PromisePrototypeThen(PromiseResolve(promise), undefined, () => {}); } };
+    const plan = message.rollback || null;
     const step = new WorkflowStep(
-      message.g, JSONParse(message.journal), message.unfinished || [], message.stepLimit,
+      message.g, JSONParse(message.journal), message.unfinished || [], message.stepLimit, plan !== null,
     );
+    run.step = step;
+    run.plan = plan;
     const running = PromisePrototypeThen(PromiseResolve(undefined), () =>
       new Workflow(ctx, cloudflare.env).run(event, step),
     );
+    if (plan !== null) {
+      // Only to find the handlers again; how run() ends does not matter any more.
+      PromisePrototypeThen(running, undefined, () => {});
+      return;
+    }
     PromisePrototypeThen(
       running,
       (output) => {
