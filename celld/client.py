@@ -234,8 +234,13 @@ class Instance:
     def resume(self) -> str:
         return self._change({"status": "resume"})
 
-    def terminate(self) -> str:
-        return self._change({"status": "terminate"})
+    def terminate(self, *, rollback: bool = False) -> str:
+        """Terminate; with `rollback` the registered rollback handlers run first (the
+        instance reads `running` until they are done)."""
+        body: dict[str, Any] = {"status": "terminate"}
+        if rollback:
+            body["rollback"] = True
+        return self._change(body)
 
     def delete(self) -> None:
         """Delete the instance (its run stops; its id is free again)."""

@@ -32,7 +32,7 @@ from celld.cells.residency import Residency
 from celld.cells.runqueue import Priority
 from celld.cells.tasks import ErrorHandler, TaskOwner
 from celld.cells.trim import trim_after_bursts
-from celld.engine import Machine, Status
+from celld.engine import Machine, Status, rollback
 from celld.isolate.host import OpHandler
 from celld.isolate.isolate import Isolate, Limits
 from celld.isolate.program import Program
@@ -477,6 +477,8 @@ class CellManager:
             machine = cell.machine
             state = machine.state
             steps, events = await cell.history()
+            rollback_rows = [row for row in steps if row.type == rollback.ROLLBACK]
+            steps = [row for row in steps if row.type != rollback.ROLLBACK]
             return {
                 "id": state.id,
                 "workflow": state.workflow,
@@ -522,6 +524,7 @@ class CellManager:
                     }
                     for e in events
                 ],
+                "rollback": rollback.progress(machine.rollback_phase, rollback_rows),
             }
 
     async def isolate_memory(self) -> int:

@@ -284,6 +284,14 @@ def _step_text(step: dict[str, Any], show_output: bool, limit: int) -> str:
 @click.option("--step-output/--no-step-output", default=True, help="Show step outputs.")
 @click.option("--truncate-output-limit", default=5000, show_default=True, type=click.IntRange(1))
 @connection
+def _rollback_summary(rollback: dict[str, Any]) -> str:
+    reason = "terminate(rollback)" if rollback["reason"] == "terminate" else "the instance failed"
+    text = f"{rollback['state']} (after {reason})"
+    if rollback.get("error"):
+        text += f": {rollback['error']['name']}: {rollback['error']['message']}"
+    return text
+
+
 def describe_instance(
     name: str, instance_id: str, step_output: bool, truncate_output_limit: int, **opts: Any
 ) -> None:
@@ -305,8 +313,23 @@ def describe_instance(
             values["Output"] = json.dumps(details.get("output"), ensure_ascii=False)
         if details.get("error"):
             values["Error"] = f"{details['error']['name']}: {details['error']['message']}"
+        rollback = details.get("rollback")
+        if rollback:
+            values["Rollback"] = _rollback_summary(rollback)
         parts = [labelled(values), "Steps:"]
         parts += [_step_text(s, step_output, truncate_output_limit) for s in details["steps"]]
+        if rollback and rollback["steps"]:
+            rows = [
+                {
+                    "Step": f"{s['name']} ({s['count']})",
+                    "State": s["state"],
+                    "Failed Attempts": s["failed_attempts"],
+                    "Retries At": _when(s.get("retry_at")),
+                    "Error": f"{s['error']['name']}: {s['error']['message']}" if s["error"] else "",
+                }
+                for s in rollback["steps"]
+            ]
+            parts += ["Rollback (newest step first):", table(rows)]
         if details.get("events"):
             rows = [
                 {
@@ -349,13 +372,23 @@ for _verb, _done in (("pause", "paused"), ("resume", "resumed")):
 @instances.command("terminate")
 @click.argument("name")
 @click.argument("instance_id", metavar="ID")
-@click.option("--rollback", is_flag=True, help="Run rollback handlers first (not supported yet).")
+@click.option(
+    "--rollback", is_flag=True, help="Run registered rollback handlers before terminating."
+)
 @connection
 def terminate(name: str, instance_id: str, rollback: bool, **opts: Any) -> None:
     """Terminate an instance (ID may be `latest`)."""
-    if rollback:
-        raise click.ClickException("terminate --rollback is not supported by celld yet")
-    _lifecycle("terminate", "terminated")(name, instance_id, **opts)
+
+    def body(client: Client) -> tuple[Any, str]:
+        instance = _instance(client, name, instance_id)
+        status = instance.terminate(rollback=rollback)
+        done = "is rolling back, then terminates" if status == "running" else "was terminated"
+        return (
+            {"status": status},
+            f'The instance "{instance.id}" from {name} {done} (now {status})',
+        )
+
+    _run(body, opts)
 
 
 @instances.command("restart")

@@ -141,6 +141,35 @@ def outcome(row: StepRecord | None) -> dict[str, Any] | None:
     return {"outcome": row.state, "error": phase_info(row).get("error")}
 
 
+def progress(phase: StepRecord | None, rows: Iterable[StepRecord]) -> dict[str, Any] | None:
+    """An operator's view of a rollback: its state, reason, trigger and every handler in
+    the order they run (``None`` if no rollback began)."""
+    if phase is None:
+        return None
+    info = phase_info(phase)
+    handlers = sorted((r for r in rows if r.type == ROLLBACK), key=lambda r: r.seq, reverse=True)
+    return {
+        "state": phase.state,
+        "reason": info.get("reason"),
+        "trigger": phase.error.to_dict() if phase.error else None,
+        "error": info.get("error"),
+        "started_at": phase.started_at,
+        "finished_at": phase.finished_at,
+        "steps": [
+            {
+                "name": r.name,
+                "count": r.count,
+                "state": r.state,
+                "failed_attempts": r.attempts,
+                "retry_at": r.wake_at if r.state == RB_RETRYING else None,
+                "error": r.error.to_dict() if r.error else None,
+                "finished_at": r.finished_at,
+            }
+            for r in handlers
+        ],
+    }
+
+
 def forward_context(row: StepRecord, config: StepConfig) -> dict[str, Any]:
     """Rule 4: the forward step's ``ctx`` as its rollback handler sees it."""
     attempt = row.attempts + 1 if row.state in (DO_DONE, DO_RUNNING) else row.attempts

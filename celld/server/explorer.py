@@ -127,11 +127,18 @@ def explorer_routes(operator: Operator) -> list[Route]:
             raise OperatorError(400, "the body must be an object {status, from?}")
         # wrangler's CLI sends {status}; the explorer page of some versions sends {action}
         action = body.get("status", body.get("action"))
-        if action == "terminate" and body.get("rollback") is True:
-            raise OperatorError(501, "terminate with rollback is not supported by celld yet")
+        rollback = body.get("rollback")
+        if rollback is not None and action != "terminate":
+            raise OperatorError(400, "'rollback' is only valid when terminating.")
+        if rollback is not None and not isinstance(rollback, bool):
+            raise OperatorError(400, "rollback must be true or false")
         workflow = request.path_params["workflow"]
         result = await operator.change_status(
-            workflow, await instance_id(operator, request), action, body.get("from")
+            workflow,
+            await instance_id(operator, request),
+            action,
+            body.get("from"),
+            rollback=rollback is True,
         )
         return envelope(result)
 

@@ -197,10 +197,18 @@ class Operator:
             result["output"] = decode(view["output"])
         if view.get("error"):
             result["error"] = view["error"]
+        if view.get("rollback"):
+            result["rollback"] = view["rollback"]
         return result
 
     async def change_status(
-        self, name: str, instance_id: str, action: Any, restart_from: Any = None
+        self,
+        name: str,
+        instance_id: str,
+        action: Any,
+        restart_from: Any = None,
+        *,
+        rollback: bool = False,
     ) -> dict[str, Any]:
         if action not in ACTIONS:
             raise OperatorError(400, f"status must be one of {', '.join(ACTIONS)}")
@@ -211,6 +219,8 @@ class Operator:
             ):
                 raise OperatorError(400, "from must be an object {name, count?, type?}")
             fields["from"] = restart_from
+        if action == "terminate":
+            fields["rollback"] = rollback
         await self._call(name, action, **fields)
         view = await self._call(name, "status", id=instance_id)
         return {"status": view["status"], "timestamp": iso(time.time() * 1000)}
@@ -282,6 +292,7 @@ class Operator:
                 }
                 for e in found["events"]
             ],
+            "rollback": _rollback(found.get("rollback")),
         }
 
     # -- test helpers --------------------------------------------------------------------
@@ -359,6 +370,21 @@ class Operator:
             if time.monotonic() >= deadline:
                 raise OperatorError(408, f"step {step!r} has no result after {timeout_ms} ms")
             await asyncio.sleep(POLL_S)
+
+
+def _rollback(progress: dict[str, Any] | None) -> dict[str, Any] | None:
+    """A rollback's progress with times as ISO strings (``None``: no rollback began)."""
+    if progress is None:
+        return None
+    return {
+        **progress,
+        "started_at": iso(progress["started_at"]),
+        "finished_at": iso(progress["finished_at"]),
+        "steps": [
+            {**s, "retry_at": iso(s["retry_at"]), "finished_at": iso(s["finished_at"])}
+            for s in progress["steps"]
+        ],
+    }
 
 
 def _deadline(timeout_ms: int) -> float:

@@ -152,6 +152,20 @@
     ];
   }
 
+  /** A rollback's progress: its state and each handler, newest step first. */
+  function rollbackView(rb) {
+    const why = rb.reason === "terminate" ? "terminate with rollback" : "the instance failed";
+    const head = h("div", {}, badge(rb.state === "rolling_back" ? "running" : rb.state === "complete" ? "complete" : "errored"),
+      ` ${rb.state} · after ${why}`,
+      rb.error ? h("pre", { class: "error" }, `${rb.error.name}: ${rb.error.message}`) : null);
+    const rows = rb.steps.map((s) => h("tr", {}, h("td", {}, `${s.name} (${s.count})`), h("td", {}, s.state),
+      h("td", {}, String(s.failed_attempts)), h("td", {}, s.retry_at ? when(s.retry_at) : "—"),
+      h("td", {}, s.error ? `${s.error.name}: ${s.error.message}` : "")));
+    return [head, h("table", { class: "rollback" },
+      h("tr", {}, h("th", {}, "step"), h("th", {}, "handler"), h("th", {}, "failed attempts"), h("th", {}, "next attempt"), h("th", {}, "error")),
+      rows)];
+  }
+
   function timeline(instance) {
     const t0 = Date.parse(instance.queued);
     const marks = [t0, Date.parse(instance.end || instance.now)];
@@ -235,7 +249,8 @@
       h("div", {}, "next deadline"), h("div", {}, when(instance.next_wake)),
       h("div", {}, "params"), h("div", {}, show(instance.params)),
       instance.status === "complete" ? [h("div", {}, "output"), h("div", { id: "output" }, show(instance.output))] : null,
-      instance.error ? [h("div", {}, "error"), h("div", {}, h("pre", { class: "error" }, `${instance.error.name}: ${instance.error.message}`))] : null);
+      instance.error ? [h("div", {}, "error"), h("div", {}, h("pre", { class: "error" }, `${instance.error.name}: ${instance.error.message}`))] : null,
+      instance.rollback ? [h("div", {}, "rollback"), h("div", { id: "rollback" }, rollbackView(instance.rollback))] : null);
     const events = instance.events.length
       ? h("table", { id: "events" }, h("tr", {}, h("th", {}, "type"), h("th", {}, "received"), h("th", {}, "consumed"), h("th", {}, "payload")),
         instance.events.map((e) => h("tr", {}, h("td", {}, e.type), h("td", {}, when(e.timestamp)),
@@ -248,6 +263,7 @@
         h("div", { class: "toolbar", id: "actions" },
           act("Pause", () => ({ status: "pause" })), act("Resume", () => ({ status: "resume" })),
           act("Terminate", () => ({ status: "terminate" }), "danger"),
+          act("Terminate with rollback", () => ({ status: "terminate", rollback: true }), "danger"),
           act("Restart", restartBody), fromStep, remove),
         facts,
         h("h2", {}, `Steps (${instance.step_count})`), timeline(instance),
