@@ -284,14 +284,6 @@ def _step_text(step: dict[str, Any], show_output: bool, limit: int) -> str:
 @click.option("--step-output/--no-step-output", default=True, help="Show step outputs.")
 @click.option("--truncate-output-limit", default=5000, show_default=True, type=click.IntRange(1))
 @connection
-def _rollback_summary(rollback: dict[str, Any]) -> str:
-    reason = "terminate(rollback)" if rollback["reason"] == "terminate" else "the instance failed"
-    text = f"{rollback['state']} (after {reason})"
-    if rollback.get("error"):
-        text += f": {rollback['error']['name']}: {rollback['error']['message']}"
-    return text
-
-
 def describe_instance(
     name: str, instance_id: str, step_output: bool, truncate_output_limit: int, **opts: Any
 ) -> None:
@@ -343,6 +335,14 @@ def describe_instance(
         return {"id": details["id"], **details}, "\n\n".join(parts)
 
     _run(body, opts)
+
+
+def _rollback_summary(rollback: dict[str, Any]) -> str:
+    reason = "terminate(rollback)" if rollback["reason"] == "terminate" else "the instance failed"
+    text = f"{rollback['state']} (after {reason})"
+    if rollback.get("error"):
+        text += f": {rollback['error']['name']}: {rollback['error']['message']}"
+    return text
 
 
 def _lifecycle(verb: str, done: str) -> Callable[..., None]:
