@@ -118,7 +118,8 @@ def test_errors_are_clear_and_exit_nonzero(server: CelldServer, client: Client) 
     cases = [
         (("instances", "describe", "quick-workflow", "missing"), "not_found"),
         (("instances", "terminate", "quick-workflow", "cli-err"), "cannot_terminate"),
-        (("instances", "terminate", "quick-workflow", "cli-err", "--rollback"), "rollback"),
+        (("instances", "terminate", "quick-workflow", "cli-err", "--rollback"),
+         "cannot_terminate"),
         (("describe", "no-such-workflow"), "Workflow 'no-such-workflow' not found."),
         (("trigger", "quick-workflow", "{not json"), "PARAMS is not valid JSON"),
         (("instances", "send-event", "quick-workflow", "cli-err", "--type", "x", "--payload",

@@ -175,9 +175,16 @@ def test_listing_pages_filters_and_latest(server: CelldServer, client: Client) -
         (
             "PATCH",
             "/workflows/order-workflow/instances/latest/status",
-            {"json": {"status": "terminate", "rollback": True}},
-            501,
-            "rollback",
+            {"json": {"status": "pause", "rollback": True}},
+            400,
+            "'rollback' is only valid when terminating.",
+        ),
+        (
+            "PATCH",
+            "/workflows/order-workflow/instances/latest/status",
+            {"json": {"status": "terminate", "rollback": "yes"}},
+            400,
+            "rollback must be true or false",
         ),
         (
             "POST",
