@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import os
 import subprocess
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -171,3 +172,46 @@ def test_terminate_latest_and_refusals(server: CelldServer, home: Path) -> None:
     assert "not_found" in gone
     twice = wrangler(server, home, "instances", "delete", "order-workflow", "wr-term", ok=False)
     assert "not_found" in twice
+
+
+@pytest.fixture(scope="module")
+def saga_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[CelldServer]:
+    celld = CelldServer(
+        PROJECTS / "rollback", tmp_path_factory.mktemp("wr-rb") / "state", manual_clock=True
+    )
+    celld.start()
+    yield celld
+    celld.stop()
+
+
+def test_terminate_with_rollback(saga_server: CelldServer, home: Path) -> None:
+    """`--rollback` runs the handlers before the instance is terminated. The handler reports
+    to an address that refuses connections, so it fails and is retried: the rollback is
+    still going (`running`) until the clock moves, and then fails for good."""
+    params = {"audit": "http://127.0.0.1:9/", "steps": ["a"], "wait": True}
+    created = saga_server.post("/create", params={"id": "wr-rb"}, json=params)
+    assert created.status_code == 200, created.text
+    saga_server.wait_for(
+        lambda: saga_server.get("/status", params={"id": "wr-rb"}).json()["status"] == "waiting"
+    )
+    out = wrangler(saga_server, home, "instances", "terminate", "saga-test", "wr-rb", "--rollback")
+    assert "wr-rb" in out and "terminated successfully" in out
+    detail = saga_server.describe("saga-test", "wr-rb")
+    assert detail["rollback"]["reason"] == "terminate"
+    saga_server.wait_for(
+        lambda: (
+            saga_server.describe("saga-test", "wr-rb")["rollback"]["steps"][0]["state"]
+            == "retrying"
+        )
+    )
+    # the default rollbackConfig: 5 retries, exponential from 10 s; each hour of engine
+    # time lets the next attempt run (once the previous one has been reported)
+    view: dict[str, Any] = {}
+    for _ in range(100):
+        view = saga_server.get("/status", params={"id": "wr-rb"}).json()
+        if view["status"] == "terminated":
+            break
+        saga_server.advance(HOUR)
+        time.sleep(0.1)
+    assert view["status"] == "terminated"
+    assert view["rollback"]["outcome"] == "failed"
