@@ -54,6 +54,13 @@ WAIT_TIMEOUT_RANGE = (
 )
 
 
+ROLLBACK_STATUS = (
+    "status().rollback: production reports {outcome, error} once rollback handlers ran "
+    "(changelog 2026-06-05, workerd's InstanceStatus type); wrangler dev runs the handlers "
+    "but its status() has no rollback field"
+)
+
+
 def difference(*, wrangler: str) -> pytest.MarkDecorator:
     """Declare that `wrangler dev` differs from celld in this scenario, and why."""
     return pytest.mark.difference(wrangler=wrangler)

@@ -120,8 +120,9 @@ class Scenario:
     def resume(self, instance_id: str, wf: str = "SCRIPT") -> Any:
         return self.ok("/resume", id=instance_id, wf=wf)
 
-    def terminate(self, instance_id: str, wf: str = "SCRIPT") -> Any:
-        return self.ok("/terminate", id=instance_id, wf=wf)
+    def terminate(self, instance_id: str, wf: str = "SCRIPT", *, rollback: bool = False) -> Any:
+        body = {"rollback": True} if rollback else None
+        return self.ok("/terminate", id=instance_id, wf=wf, body=body)
 
     def restart(self, instance_id: str, wf: str = "SCRIPT", **options: Any) -> Any:
         return self.ok("/restart", id=instance_id, wf=wf, body=options or None)

@@ -18,8 +18,8 @@ for that step. The rules (each has a unit test in ``tests/engine/test_engine_rol
    is ``running`` (from any unfinished status), the forward run is over (its calls are
    stale) and pause/resume do nothing.
 4. **Each handler** gets ``{ctx, error, output, stepName}``: the forward step's context,
-   the error that triggered the rollback (``Terminated: Instance terminated during
-   rollback`` for terminate, as wrangler dev), the step's output (``undefined`` unless it
+   the error that triggered the rollback (``Error: Instance terminated during rollback``
+   for terminate, as wrangler dev), the step's output (``undefined`` unless it
    succeeded). It has its own retries, backoff and per-attempt timeout (``rollbackConfig``);
    ``NonRetryableError`` stops its retries. Attempt starts are not written (at least once);
    a handler that finished is committed as ``done`` and never runs again.
@@ -65,8 +65,9 @@ PHASE_FAILED = "failed"
 REASON_FAIL = "fail"
 REASON_TERMINATE = "terminate"
 
-#: The error handlers receive on terminate({rollback: true}) (wrangler dev's).
-TERMINATE_TRIGGER = ErrorInfo("Terminated", "Instance terminated during rollback")
+#: The error handlers receive on terminate({rollback: true}): wrangler dev's message; its
+#: handlers see the name ``Error`` (the engine's ``Terminated`` does not survive RPC).
+TERMINATE_TRIGGER = ErrorInfo("Error", "Instance terminated during rollback")
 #: A rollback stopped by terminate() while it ran.
 STOPPED = ErrorInfo("Terminated", "terminate() stopped the rollback")
 #: A handler the runtime could not find again (wrangler dev's words).

@@ -184,7 +184,7 @@ def test_terminate_with_rollback_from_the_binding(server: CelldServer, audit: Au
     assert done["rollback"] == {"outcome": "complete", "error": None}
     assert undo_calls(audit, "t1") == ["undo-t1a"]  # t1b never started
     body = next(b for s, b in audit.calls if s == "undo-t1a")
-    assert body["error"] == "Terminated: Instance terminated during rollback"
+    assert body["error"] == "Error: Instance terminated during rollback"
 
 
 def test_terminate_without_rollback_runs_no_handler(server: CelldServer, audit: Audit) -> None:

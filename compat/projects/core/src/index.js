@@ -27,6 +27,7 @@ async function statusOf(instance) {
   const out = { status: s.status };
   if (s.error !== undefined) out.error = s.error;
   if (s.output !== undefined) out.output = describe(s.output);
+  if (s.rollback !== undefined && s.rollback !== null) out.rollback = s.rollback;
   return out;
 }
 
@@ -92,7 +93,7 @@ export default {
         case "/restart": {
           const instance = await wf.get(id);
           const op = url.pathname.slice(1);
-          const options = op === "restart" ? await readJson(request, undefined) : undefined;
+          const options = op === "restart" || op === "terminate" ? await readJson(request, undefined) : undefined;
           await instance[op](options);
           return json({ ok: true });
         }

@@ -58,6 +58,29 @@ function produce(kind, size) {
   }
 }
 
+// The Worker's env, for rollback handlers (they log to KV, which both targets share with the
+// driver): `rb:<instanceId>` holds the list of handler calls in the order they ran.
+let workflowEnv;
+
+/** `{rollback, rollbackConfig}` for a `do` op with `rollback: true`. The handler logs
+ * {step, output, error, ctx, stepName}; with `rollbackThrows` it throws a NonRetryableError. */
+function rollbackOptions(op, event) {
+  const rollback = async ({ ctx, error, output, stepName }) => {
+    const key = `rb:${event.instanceId}`;
+    const log = JSON.parse((await workflowEnv.KV.get(key)) || "[]");
+    log.push({
+      step: op.do,
+      output: describe(output),
+      error: error && `${error.name}: ${error.message}`,
+      ctx: { step: ctx.step, attempt: ctx.attempt },
+      stepName,
+    });
+    await workflowEnv.KV.put(key, JSON.stringify(log));
+    if (op.rollbackThrows) throw new NonRetryableError(`undo ${op.do} refused`);
+  };
+  return op.rollbackConfig ? { rollback, rollbackConfig: op.rollbackConfig } : { rollback };
+}
+
 // Step callbacks this isolate has run, by instance and step: a replayed run must not run a
 // finished step's callback again (`once` ops check it).
 const executed = new Set();
@@ -111,11 +134,12 @@ async function runOp(op, step, event, results) {
         if (op.returns !== undefined) return produce(op.returns, op.size);
         return op.value === undefined ? { step: op.do, attempt: ctx.attempt } : op.value;
       };
+      const undo = op.rollback ? [rollbackOptions(op, event)] : [];
       const value = op.noCallback
         ? await (op.config ? step.do(op.do, op.config) : step.do(op.do))
         : op.config
-          ? await step.do(op.do, withDelay(op.config), callback)
-          : await step.do(op.do, callback);
+          ? await step.do(op.do, withDelay(op.config), callback, ...undo)
+          : await step.do(op.do, callback, ...undo);
       results.push(op.returns !== undefined ? describe(value) : value);
     } else if (op.sleep !== undefined) {
       await step.sleep(op.sleep, op.duration);
@@ -157,6 +181,7 @@ function withDelay(config) {
 export class ScriptWorkflow extends WorkflowEntrypoint {
   async run(event, step) {
     const ops = (event.payload && event.payload.ops) || [];
+    workflowEnv = this.env;
     const results = [];
     for (const op of ops) await runOp(op, step, event, results);
     const output = { results };
