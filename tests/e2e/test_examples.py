@@ -369,3 +369,57 @@ def test_guestbook_walkthrough(tmp_path_factory: pytest.TempPathFactory) -> None
     }  # fmt: skip
     assert [(e["id"], e["name"]) for e in published] == [(1, "ada")]
     assert stats["published"] == 1 and stats["lastEntry"] in (1, 2)
+
+
+# -- saga ---------------------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def saga(tmp_path_factory: pytest.TempPathFactory) -> Iterator[CelldServer]:
+    yield from serve(tmp_path_factory, "saga")
+
+
+def new_trip(server: CelldServer, **params: Any) -> str:
+    response = server.post("/trips", json={"traveller": "ada", **params})
+    assert response.status_code == 200, response.text
+    return str(response.json()["id"])
+
+
+def test_saga_books_everything_when_all_is_available(saga: CelldServer) -> None:
+    trip = new_trip(saga)
+    done = wait_status(saga, f"/trips/{trip}", "complete")
+    assert done["bookings"] == {"flight": "booked", "hotel": "booked", "car": "booked"}
+    assert "rollback" not in done
+
+
+def test_saga_undoes_flight_and_hotel_when_the_car_fails(saga: CelldServer) -> None:
+    trip = new_trip(saga, carAvailable=False)
+    done = wait_status(saga, f"/trips/{trip}", "errored")
+    assert done["error"] == {
+        "name": "NonRetryableError",
+        "message": "no car available at the destination",
+    }
+    assert done["rollback"] == {"outcome": "complete", "error": None}
+    why = "NonRetryableError: no car available at the destination"
+    assert done["bookings"] == {
+        "flight": f"cancelled (book flight: {why})",
+        "hotel": f"cancelled (book hotel: {why})",
+    }
+    progress = saga.describe("trip", trip)["rollback"]
+    assert [(s["name"], s["state"]) for s in progress["steps"]] == [
+        ("book hotel", "done"),
+        ("book flight", "done"),
+    ]
+
+
+def test_saga_cancel_terminates_with_rollback(saga: CelldServer) -> None:
+    trip = new_trip(saga, holdHotel=True)
+    wait_step(saga, "trip", trip, "traveller confirms", "waiting")
+    response = saga.post(f"/trips/{trip}/cancel")
+    assert response.status_code == 200, response.text
+    done = wait_status(saga, f"/trips/{trip}", "terminated")
+    assert done["rollback"] == {"outcome": "complete", "error": None}
+    assert done["bookings"] == {
+        "flight": "cancelled (book flight: Instance terminated during rollback)",
+        "hotel": "cancelled (book hotel: Instance terminated during rollback)",
+    }
