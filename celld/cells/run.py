@@ -562,6 +562,11 @@ class CellRun:
             )  # fmt: skip
         elif decision is None:
             await self.cell.settle_run(self)
+        elif decision.until is not None and (
+            decision.until - self.port.now() > self.port.settings.residency_ms
+        ):
+            # A long retry delay: hibernate; the alarm starts a new rollback run.
+            await self.cell.stop_run()
 
     def _on_rollback_report(self, m: dict[str, Any]) -> Any:
         if not self._current(m) or not self.rollback_mode:

@@ -1171,6 +1171,8 @@ class Machine:
         row = rows[0]
         if row.state == rb.RB_RETRYING and row.wake_at is not None and row.wake_at > now:
             return Suspend(row.wake_at)
+        if row.wake_at is not None:
+            self._touch()  # next_wake moves
         row.state = step_transition(row.type, row.state, StepEvent.ATTEMPT)
         row.wake_at = None
         self._timed.discard(row.key)
@@ -1238,6 +1240,7 @@ class Machine:
         row.state = step_transition(row.type, row.state, StepEvent.RETRY)
         row.wake_at = now + delay
         self._touch_step(row)
+        self._touch()  # the instance row carries next_wake for the store's alarms
         return True
 
     def rollback_missing(self, key: StepKey, now: int) -> bool:

@@ -260,3 +260,24 @@ def test_sigkill_mid_rollback_goes_on_and_never_reruns_a_finished_handler(tmp_pa
     # kd's and kc's handlers finished before the crash: committed, never run again; kb's was
     # cut off and runs again (at least once); ka's runs once, after it.
     assert undo_calls(audit, "k") == ["undo-kd", "undo-kc", "undo-kb", "undo-kb", "undo-ka"]
+
+
+def test_long_handler_retry_delay_hibernates_and_comes_back(
+    server: CelldServer, audit: Audit
+) -> None:
+    audit.script["undo-h1a"] = ["fail"]
+    undo_config = {"retries": {"limit": 1, "delay": "2 hours", "backoff": "constant"}}
+    params = {"audit": audit.url, "steps": ["h1a", "h1b"], "failAt": "h1b"}
+    create(server, "hibernate", {**params, "undoConfig": undo_config})
+
+    def hibernated() -> bool:
+        view = server.describe(WORKFLOW, "hibernate")
+        steps = (view.get("rollback") or {}).get("steps") or [{}]
+        return steps[-1].get("state") == "retrying" and not view["resident"]
+
+    server.wait_for(hibernated)
+    assert status(server, "hibernate") == {"status": "running"}
+    server.advance(2 * 60 * MINUTE)
+    done = wait_status(server, "hibernate", "errored")
+    assert done["rollback"] == {"outcome": "complete", "error": None}
+    assert undo_calls(audit, "h1") == ["undo-h1b", "undo-h1a", "undo-h1a"]

@@ -305,3 +305,16 @@ def test_rollback_transition_needs_an_unfinished_instance() -> None:
     except LifecycleError:
         return
     raise AssertionError("a final instance cannot begin a rollback")
+
+
+def test_a_handler_retry_deadline_reaches_the_instance_row() -> None:
+    """The store indexes next_wake on the instance row: a retry delay must dirty it."""
+    m = new_machine()
+    _done(m, "a", "1", rollback={"config": {"retries": {"limit": 1, "delay": 5000}}})
+    m.run_failed(BOOM, T0)
+    m.rollback_next(T0)
+    key, attempt = m.rollback_in_flight()
+    m.take_changes()
+    m.rollback_attempt_failed(key, attempt, BOOM, T0)
+    assert m.take_changes().instance is not None
+    assert m.next_wake() == T0 + 5000
