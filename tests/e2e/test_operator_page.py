@@ -187,6 +187,8 @@ def test_instance_timeline_actions_and_live_updates(
 
     page.locator('[data-action="Terminate"]').click()
     expect(page.locator("#notice")).to_contain_text("cannot_terminate")
+    page.locator('[data-action="Terminate with rollback"]').click()  # sends {rollback: true}
+    expect(page.locator("#notice")).to_contain_text("cannot_terminate")
     page.locator("#restart-from").select_option(label='from do "ship"')
     page.locator('[data-action="Restart"]').click()
     expect(page.locator("#notice")).to_contain_text("Restart: instance is now")
