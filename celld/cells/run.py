@@ -62,6 +62,19 @@ class RunStopped(AnswerWithdrawn):
     """The run this request belonged to is over (paused, terminated, failed, evicted)."""
 
 
+def _failure(m: dict[str, Any]) -> dict[str, Any]:
+    """How a failed attempt went, from its report (`attemptOnce` in js/workflows/step.js),
+    as the machine's `attempt_failed` / `rollback_attempt_failed` keywords."""
+    delay_error = m.get("delayError")
+    return {
+        "nonretryable": bool(m.get("nonretryable")),
+        "timed_out": bool(m.get("timedOut")),
+        "delay_ms": m.get("delay"),
+        "delay_error": ErrorInfo.from_dict(delay_error) if delay_error else None,
+        "delay_timed_out": bool(m.get("delayTimedOut")),
+    }
+
+
 def _never() -> asyncio.Future[Any]:
     """A request that will not be answered (its run is over)."""
     return asyncio.get_running_loop().create_future()
@@ -304,10 +317,7 @@ class CellRun:
             return _never()
         key = self._key("do", m)
         attempt = int(m["attempt"])
-        timer = self._attempt_timers.pop(key, None)
-        if timer is not None:
-            timer.cancel()
-        self._attempt_cpu.pop(key, None)
+        self._reported(key)
         now = self.port.now()
         decision: Decision | None
         if m.get("unserializable"):
@@ -315,20 +325,17 @@ class CellRun:
         elif m.get("ok"):
             decision = self.machine.attempt_succeeded(key, attempt, str(m["value"]), now)
         else:
-            delay_error = m.get("delayError")
-            decision = self.machine.attempt_failed(
-                key,
-                attempt,
-                ErrorInfo.from_dict(m.get("error") or {}),
-                now,
-                nonretryable=bool(m.get("nonretryable")),
-                timed_out=bool(m.get("timedOut")),
-                delay_ms=m.get("delay"),
-                delay_error=ErrorInfo.from_dict(delay_error) if delay_error else None,
-                delay_timed_out=bool(m.get("delayTimedOut")),
-            )
+            error = ErrorInfo.from_dict(m.get("error") or {})
+            decision = self.machine.attempt_failed(key, attempt, error, now, **_failure(m))
         decision, _ = self._modify(key, decision)
         return self._answer(key, decision, resumes=True)
+
+    def _reported(self, key: StepKey) -> None:
+        """An attempt of `key` reported back: its timer and CPU account go."""
+        timer = self._attempt_timers.pop(key, None)
+        if timer is not None:
+            timer.cancel()
+        self._attempt_cpu.pop(key, None)
 
     def _on_sleep(self, m: dict[str, Any]) -> Any:
         if not self._current(m):
@@ -573,28 +580,15 @@ class CellRun:
             return None
         key = StepKey.parse(str(m["key"]))
         attempt = int(m["attempt"])
-        timer = self._attempt_timers.pop(key, None)
-        if timer is not None:
-            timer.cancel()
-        self._attempt_cpu.pop(key, None)
+        self._reported(key)
         now = self.port.now()
         if m.get("missing"):
             self.machine.rollback_missing(key, now)
         elif m.get("ok"):
             self.machine.rollback_attempt_succeeded(key, attempt, now)
         else:
-            delay_error = m.get("delayError")
-            self.machine.rollback_attempt_failed(
-                key,
-                attempt,
-                ErrorInfo.from_dict(m.get("error") or {}),
-                now,
-                nonretryable=bool(m.get("nonretryable")),
-                timed_out=bool(m.get("timedOut")),
-                delay_ms=m.get("delay"),
-                delay_error=ErrorInfo.from_dict(delay_error) if delay_error else None,
-                delay_timed_out=bool(m.get("delayTimedOut")),
-            )
+            error = ErrorInfo.from_dict(m.get("error") or {})
+            self.machine.rollback_attempt_failed(key, attempt, error, now, **_failure(m))
         return self.drive_rollback()
 
     # -- CPU ---------------------------------------------------------------------------------

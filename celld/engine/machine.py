@@ -780,8 +780,9 @@ class Machine:
             return None
         row.attempts = max(row.attempts, attempt)
         error, delay = _retry(
-            self._config(row), key, attempt, error, nonretryable, timed_out,
-            delay_ms, delay_error, delay_timed_out,
+            self._config(row), key, attempt, error, nonretryable=nonretryable,
+            timed_out=timed_out, delay_ms=delay_ms, delay_error=delay_error,
+            delay_timed_out=delay_timed_out,
         )  # fmt: skip
         if delay is None:
             return self._after_report(self._fail_step(row, error, now), now)
@@ -1208,28 +1209,17 @@ class Machine:
         return True
 
     def rollback_attempt_failed(
-        self,
-        key: StepKey,
-        attempt: int,
-        error: ErrorInfo | None,
-        now: int,
-        *,
-        nonretryable: bool = False,
-        timed_out: bool = False,
-        delay_ms: int | float | str | None = None,
-        delay_error: ErrorInfo | None = None,
-        delay_timed_out: bool = False,
+        self, key: StepKey, attempt: int, error: ErrorInfo | None, now: int, **how: Any
     ) -> bool:
         """The handler threw (or timed out): retried as its ``rollbackConfig`` says, or the
-        row fails and so does the rollback (rule 5). False for a stale report."""
+        row fails and so does the rollback (rule 5). ``how``: the keywords of
+        :meth:`attempt_failed` (timed out, non-retryable, dynamic delay). False for a stale
+        report."""
         row = self._rollback_reported(key, attempt)
         if row is None:
             return False
         row.attempts = max(row.attempts, attempt)
-        error, delay = _retry(
-            self._config(row), key, attempt, error, nonretryable, timed_out,
-            delay_ms, delay_error, delay_timed_out,
-        )  # fmt: skip
+        error, delay = _retry(self._config(row), key, attempt, error, **how)
         row.error = error
         if delay is None:
             row.state = step_transition(row.type, row.state, StepEvent.GIVE_UP)
@@ -1361,11 +1351,12 @@ def _retry(
     key: StepKey,
     attempt: int,
     error: ErrorInfo | None,
-    nonretryable: bool,
-    timed_out: bool,
-    delay_ms: int | float | str | None,
-    delay_error: ErrorInfo | None,
-    delay_timed_out: bool,
+    *,
+    nonretryable: bool = False,
+    timed_out: bool = False,
+    delay_ms: int | float | str | None = None,
+    delay_error: ErrorInfo | None = None,
+    delay_timed_out: bool = False,
 ) -> tuple[ErrorInfo, int | None]:
     """After failed ``attempt``: the error to record and the delay before the next attempt,
     or ``None`` when the step (or rollback handler) fails for good. Shared by steps and

@@ -40,11 +40,19 @@ def counter_server() -> Iterator[Counter]:
         def log_message(self, *args: object) -> None:
             pass
 
-    httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    counter.url = f"http://127.0.0.1:{httpd.server_address[1]}"
+    with serving(Handler) as url:
+        counter.url = url
+        yield counter
+
+
+@contextmanager
+def serving(handler: type[http.server.BaseHTTPRequestHandler]) -> Iterator[str]:
+    """Serve `handler` on a free local port in a thread; yields the base URL."""
+    httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    httpd.daemon_threads = True
     thread = threading.Thread(target=httpd.serve_forever, daemon=True)
     thread.start()
     try:
-        yield counter
+        yield f"http://127.0.0.1:{httpd.server_address[1]}"
     finally:
         httpd.shutdown()

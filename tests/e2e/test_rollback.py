@@ -19,6 +19,7 @@ from click.testing import CliRunner
 from celld.cli.main import cli
 from tests.celld_server import CelldServer
 from tests.e2e.conftest import PROJECTS
+from tests.e2e.counter import serving
 
 PROJECT = PROJECTS / "rollback"
 WORKFLOW = "saga-test"
@@ -71,16 +72,12 @@ def audit_server() -> Iterator[Audit]:
         def log_message(self, *args: object) -> None:
             pass
 
-    httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    httpd.daemon_threads = True
-    audit.url = f"http://127.0.0.1:{httpd.server_address[1]}"
-    thread = threading.Thread(target=httpd.serve_forever, daemon=True)
-    thread.start()
-    try:
-        yield audit
-    finally:
-        audit.stopping.set()
-        httpd.shutdown()
+    with serving(Handler) as url:
+        audit.url = url
+        try:
+            yield audit
+        finally:
+            audit.stopping.set()
 
 
 @pytest.fixture(scope="module")
