@@ -385,8 +385,11 @@ class SqliteStore:
         if self._reader is None:
             raise StoreUnavailable("the store is not open")
         try:
-            async with self._reader.execute(sql, params) as cursor:
-                return list(await cursor.fetchall())
+            # One trip to the reader's thread for execute and fetch: a SELECT holds its
+            # snapshot until it is read to the end, so a statement left half read while
+            # another coroutine's query ran would show that query a state from before
+            # commits already acknowledged.
+            return list(await self._reader.execute_fetchall(sql, params))
         except (sqlite3.Error, ValueError) as error:  # ValueError: aiosqlite closed
             raise StoreUnavailable(f"the store could not be read: {error}") from error
 

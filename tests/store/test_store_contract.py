@@ -164,3 +164,32 @@ async def test_delete_expired_spares_an_id_reused_meanwhile(store: SqliteStore) 
     await store.delete_expired(stale, T0 + 5_000)
     loaded = await store.load(InstanceRef("wf", "a"))
     assert loaded is not None and loaded.state.status is Status.QUEUED
+
+
+async def test_an_acknowledged_write_is_seen_by_the_next_read_while_others_read(
+    store: SqliteStore,
+) -> None:
+    """Reads in flight never pin an old snapshot for the reads that follow a commit: a
+    create that was acknowledged is found by the next load, however reads interleave."""
+    import asyncio
+
+    await store.write_many([write_of(new(f"old-{n}")) for n in range(200)])
+    stop = asyncio.Event()
+
+    async def keep_reading() -> None:
+        while not stop.is_set():
+            await store.runnable(500)
+            await store.load(InstanceRef("wf", "old-7"))
+
+    readers = [asyncio.create_task(keep_reading()) for _ in range(3)]
+    try:
+        missed = []
+        for n in range(150):
+            ref = InstanceRef("wf", f"new-{n}")
+            await store.write(write_of(new(ref.id)))
+            if not await store.exists(ref) or await store.load(ref) is None:
+                missed.append(ref.id)
+        assert missed == []
+    finally:
+        stop.set()
+        await asyncio.gather(*readers)
