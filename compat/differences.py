@@ -48,6 +48,11 @@ SYMBOL_RESULT = (
     "instance throws (celld errors it at once); wrangler dev never settles the step and the "
     "instance stays running"
 )
+SEND_EVENT_FINISHED = (
+    "sendEvent to a finished instance: production documents that it throws once the instance "
+    "is not running or errored, and celld refuses it for complete, errored and terminated "
+    "instances (`(instance.cannot_send_event) ...`); wrangler dev accepts the event"
+)
 WAIT_TIMEOUT_RANGE = (
     "waitForEvent timeout range 1 s to 365 days: production documents it (spec 1.5, DESIGN.md) "
     "and celld refuses a shorter timeout; wrangler dev accepts 500 ms"

@@ -235,6 +235,17 @@ class CannotTerminateError(WorkflowError):
         )
 
 
+class CannotSendEventError(WorkflowError):
+    def __init__(self, status: str) -> None:
+        # production documents that sendEvent throws once the instance is not running or
+        # errored, but publishes no wording: the code and sentence are ours, in the shape of
+        # cannot_terminate (DECISIONS.md)
+        super().__init__(
+            f"(instance.cannot_send_event) Cannot send event to instance since it is {status}"
+        )
+        self.status = status
+
+
 class CannotRestartError(WorkflowError):
     def __init__(self, step_name: str) -> None:
         super().__init__(

@@ -30,6 +30,7 @@ from .durations import DAY_MS, HOUR_MS, SECOND_MS, YEAR_MS, DurationError, parse
 from .errors import (
     SLEEP_IN_PAST,
     CannotRestartError,
+    CannotSendEventError,
     CannotTerminateError,
     ErrorInfo,
     InvalidEventTypeError,
@@ -1051,12 +1052,13 @@ class Machine:
         self, event_type: str, payload: str | None, now: int
     ) -> list[tuple[StepKey, Decision]]:
         """``instance.sendEvent({type, payload})``. Validated (``WorkflowError``), stored durably
-        (kept while paused or queued; accepted and dropped once final), and handed to the
-        oldest pending wait of that type in this run, if any."""
+        (kept while paused or queued), and handed to the oldest pending wait of that type in
+        this run, if any. A finished instance (complete, errored, terminated) refuses it with
+        ``CannotSendEventError``, as production documents."""
         validate_event_type(event_type)
         validate_event_payload(payload or "")
         if self._state.status in FINAL:
-            return []
+            raise CannotSendEventError(self._state.status.value)
         if not any(
             key.type == "waitForEvent" and self._steps[key].event_type == event_type
             for key in self._pending

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from compat.differences import WAITING, difference
+from compat.differences import SEND_EVENT_FINISHED, WAITING, difference
 from compat.scenario import Scenario
 
 CANNOT_TERMINATE = (
@@ -286,12 +286,50 @@ def test_terminate_during_retry_delay(sc: Scenario) -> None:
     assert sc.status(i)["status"] == "terminated"
 
 
-def test_event_to_errored_instance_is_ignored(sc: Scenario) -> None:
-    """sendEvent to an errored instance does not throw and the error stays."""
+def _send_to_finished(sc: Scenario, instance: str, status: str) -> None:
+    """sendEvent to a finished instance: production throws (celld), wrangler dev accepts."""
+    code, body = sc.call("/event", id=instance, type="late", body=1)
+    outcome = (code, body["error"]["message"] if code == 500 else body)
+    assert outcome == sc.pick(
+        celld=(
+            500,
+            "WorkflowError: (instance.cannot_send_event) Cannot send event to instance "
+            f"since it is {status}",
+        ),
+        wrangler=(200, {"ok": True}),
+    )
+
+
+@difference(wrangler=SEND_EVENT_FINISHED)
+def test_event_to_errored_instance_throws(sc: Scenario) -> None:
+    """sendEvent to an errored instance throws; the error stays."""
     i = sc.create([{"throw": "boom"}])
     sc.failure(i)
-    sc.event(i, "late", 1)
+    _send_to_finished(sc, i, "errored")
     assert sc.status(i)["error"] == {"name": "Error", "message": "boom"}
+
+
+@difference(wrangler=SEND_EVENT_FINISHED)
+def test_event_to_terminated_instance_throws(sc: Scenario) -> None:
+    """sendEvent to a terminated instance throws; it stays terminated."""
+    i = sc.create([{"wait": "w", "type": "late"}])
+    sc.settle()
+    sc.terminate(i)
+    sc.until(i, "terminated")
+    _send_to_finished(sc, i, "terminated")
+    sc.wait(100)
+    assert sc.status(i)["status"] == "terminated"
+
+
+@difference(wrangler=SEND_EVENT_FINISHED)
+def test_event_to_complete_instance_throws(sc: Scenario) -> None:
+    """sendEvent to a complete instance throws; its output stays."""
+    i = sc.create([{"do": "a"}])
+    before = sc.output(i)
+    _send_to_finished(sc, i, "complete")
+    sc.wait(100)
+    assert sc.status(i)["status"] == "complete"
+    assert sc.output(i) == before
 
 
 def test_restart_running_instance(sc: Scenario) -> None:

@@ -6,6 +6,7 @@ import pytest
 from _engine_helpers import T0, FakeStore, new_machine
 
 from celld.engine import (
+    CannotSendEventError,
     ErrorInfo,
     InvalidEventTypeError,
     PayloadTooLargeError,
@@ -215,12 +216,36 @@ def test_send_event_validation():
         m.send_event("t", '"' + "x" * 1_048_576 + '"', T0)
 
 
-def test_events_to_final_instance_accepted_not_stored():
+@pytest.mark.parametrize("final", ["complete", "errored", "terminated"])
+def test_events_to_final_instance_refused_not_stored(final):
+    """Production documents that sendEvent throws once the instance is no longer running;
+    celld refuses it for every final status, naming the status, and stores nothing."""
     m = new_machine()
-    m.run_succeeded('"done"', T0)
+    if final == "complete":
+        m.run_succeeded('"done"', T0)
+    elif final == "errored":
+        m.run_failed(ErrorInfo("Error", "boom"), T0)
+    else:
+        m.terminate(T0)
     m.take_changes()
-    assert m.send_event("t", "1", T0) == []
+    with pytest.raises(CannotSendEventError) as raised:
+        m.send_event("t", "1", T0)
+    assert raised.value.message == (
+        f"(instance.cannot_send_event) Cannot send event to instance since it is {final}"
+    )
     assert not m.take_changes().events
+    assert m.status.value == final
+
+
+def test_events_to_paused_and_waiting_instances_accepted():
+    m = new_machine()
+    assert isinstance(m.step_wait("w", 1, "other", None, T0), Suspend)
+    m.idle(T0)
+    assert m.status is Status.WAITING
+    m.send_event("t", "1", T0)  # waiting: accepted
+    m.pause(T0)
+    m.send_event("t", "2", T0)  # paused: accepted, kept for the next run
+    assert len(m.take_changes().events) == 2
 
 
 def test_events_while_queued_are_stored():
