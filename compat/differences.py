@@ -48,6 +48,10 @@ SYMBOL_RESULT = (
     "instance throws (celld errors it at once); wrangler dev never settles the step and the "
     "instance stays running"
 )
+SCHEDULES_LOCAL = (
+    "cron `schedules`: production starts an instance at every tick (id `<cron>-<tick ms>`, "
+    "`event.schedule`), and so does celld; wrangler dev accepts the key but fires nothing"
+)
 SEND_EVENT_FINISHED = (
     "sendEvent to a finished instance: production documents that it throws once the instance "
     "is not running or errored, and celld refuses it for complete, errored and terminated "

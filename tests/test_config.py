@@ -280,6 +280,18 @@ def test_cpu_ms_bounds_accepted(tmp_path: Path) -> None:
 WF = {"name": "wf", "binding": "WF", "class_name": "Wf"}
 
 
+def test_workflow_schedules(tmp_path: Path) -> None:
+    """One expression or a list; kept in order, validated."""
+    one = json_project(tmp_path, {"workflows": [{**WF, "schedules": "*/5 * * * *"}]})
+    assert load_config(one).workflows[0].schedules == ("*/5 * * * *",)
+    many = json_project(
+        tmp_path, {"workflows": [{**WF, "schedules": ["0 0 L * *", "0 9 * * MON"]}]}
+    )
+    assert load_config(many).workflows[0].schedules == ("0 0 L * *", "0 9 * * MON")
+    plain = json_project(tmp_path, {"workflows": [WF]})
+    assert load_config(plain).workflows[0].schedules == ()
+
+
 @pytest.mark.parametrize(
     ("override", "key", "fragment"),
     [
@@ -293,8 +305,20 @@ WF = {"name": "wf", "binding": "WF", "class_name": "Wf"}
         ({"limits": {"steps": 0}}, "workflows[0].limits.steps", "between 1 and 25,000"),
         ({"limits": {"steps": 25_001}}, "workflows[0].limits.steps", "between 1 and 25,000"),
         ({"limits": {"step": 5}}, "workflows[0].limits.step", 'did you mean "steps"'),
-        ({"schedules": ["0 * * * *"]}, "workflows[0].schedules", "not supported by celld yet"),
-        ({"schedules": "0 * * * *"}, "workflows[0].schedules", "not supported by celld yet"),
+        (
+            {"schedules": ["0 * * * *", "61 * * * *"]},
+            "workflows[0].schedules",
+            "[1]: '61 * * * *' is not a valid cron expression: Bad minute",
+        ),
+        ({"schedules": "0 * *"}, "workflows[0].schedules", "it needs five fields"),
+        ({"schedules": []}, "workflows[0].schedules", "a non-empty list of cron expressions"),
+        ({"schedules": [5]}, "workflows[0].schedules", "must be a string, not int"),
+        ({"schedules": ["0 * * * *", "0 * * * *"]}, "workflows[0].schedules", "twice"),
+        (
+            {"schedules": "0 " + "1," * 200 + "1 * * *"},
+            "workflows[0].schedules",
+            "at most 256 characters",
+        ),
         ({"clas_name": "X"}, "workflows[0].clas_name", 'did you mean "class_name"'),
         ({"script_name": "billing-worker"}, "workflows[0].script_name", "cross-script"),
         ({"name": 5}, "workflows[0].name", "expected a string, got integer"),

@@ -29,6 +29,7 @@ from celld.engine import (
 )
 from celld.engine.errors import DeleteBatchTooLargeError, EmptyDeleteBatchError
 from celld.isolate.host import HostError
+from celld.project.cron import ADDRESSABLE_ID_RE
 from celld.store.base import InstanceRef, StoreUnavailable
 
 if TYPE_CHECKING:
@@ -134,11 +135,14 @@ class WorkflowBindings:
         return {"created": ids, "errors": errors} if report else {"ids": ids}
 
     async def _instance(self, workflow: str, message: dict[str, Any]) -> InstanceRef:
+        """The instance a lookup names: a user id, or the id a cron schedule gave one of
+        its instances (spaces, `*`, `/`: Cloudflare's addressable ids)."""
         instance_id = message.get("id")
         try:
             validate_instance_id(instance_id)
         except WorkflowError:
-            raise NotFoundError() from None
+            if not isinstance(instance_id, str) or not ADDRESSABLE_ID_RE.match(instance_id):
+                raise NotFoundError() from None
         return InstanceRef(workflow, str(instance_id))
 
     async def _op_get(self, workflow: str, message: dict[str, Any]) -> dict[str, Any]:

@@ -30,6 +30,7 @@ from celld.cells.isolates import IsolateSource
 from celld.cells.port import RunSettings, WorkflowSpec
 from celld.cells.residency import Residency
 from celld.cells.runqueue import Priority
+from celld.cells.schedules import Scheduler
 from celld.cells.tasks import ErrorHandler, TaskOwner
 from celld.cells.trim import trim_after_bursts
 from celld.engine import Machine, Status, rollback
@@ -151,6 +152,7 @@ class CellManager:
         self._refill = asyncio.Event()
         self._recovering: set[InstanceRef] = set()
         self._stopping = False
+        self.scheduler = Scheduler(self.specs, store, clock, self._create_scheduled, self.tasks)
 
     # -- start and stop ------------------------------------------------------------------
 
@@ -174,11 +176,13 @@ class CellManager:
             ),
             "trimming memory after bursts",
         )
+        await self.scheduler.start()
 
     async def stop(self) -> None:
         """Stop every run first (their isolates stop answering), then the background work;
         nothing is committed after this returns, so the store can close."""
         self._stopping = True
+        self.scheduler.stop()
         await self.alarms.stop()
         for cell in list(self.residency.cells.values()):
             await cell.stop_run()
@@ -310,6 +314,10 @@ class CellManager:
             self.request_run(cell.ref, Priority.NEW)
             self.residency.release(cell)  # queued runs are references: unload until then
         return [c.ref for c in created]
+
+    async def _create_scheduled(self, machine: Machine) -> bool:
+        """A cron schedule's instance (celld.cells.schedules); False if its id is taken."""
+        return bool(await self.create([machine]))
 
     # -- store failures ---------------------------------------------------------------------
 

@@ -32,6 +32,7 @@ class WorkflowSpec:
     binding: str
     class_name: str
     step_limit: int
+    schedules: tuple[str, ...] = ()  # cron expressions (UTC), celld.cells.schedules
 
 
 @dataclass(frozen=True)

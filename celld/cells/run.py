@@ -50,6 +50,7 @@ from celld.engine import (
 from celld.engine.errors import missing_callback, status_error
 from celld.isolate.host import AnswerWithdrawn, IsolateHost
 from celld.isolate.isolate import IsolateFault
+from celld.project.cron import parse_scheduled_id
 from celld.store.base import StoreUnavailable
 
 if TYPE_CHECKING:
@@ -133,6 +134,7 @@ class CellRun:
                     "timestamp": state.created_at,
                     "instanceId": state.id,
                     "workflowName": state.workflow,
+                    "schedule": self._schedule(state.id),
                 },
                 "journal": start.journal_json(),
                 "unfinished": [
@@ -144,6 +146,12 @@ class CellRun:
             }
         )
         self.rollback_mode = start.rollback is not None
+
+    @staticmethod
+    def _schedule(instance_id: str) -> dict[str, Any] | None:
+        """`event.schedule` of an instance a cron schedule started: {cron, scheduledTime}."""
+        found = parse_scheduled_id(instance_id)
+        return None if found is None else {"cron": found[0], "scheduledTime": found[1]}
 
     def close(self) -> None:
         """Forget the run in memory (its waiters, timers and pending calls); the caller

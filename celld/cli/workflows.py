@@ -131,7 +131,13 @@ def describe(name: str, **opts: Any) -> None:
             }
         )
         counts = labelled({k: str(v) for k, v in details["instances"].items()}, 2)
-        return details, f"{head}\nInstance Status Counts:\n{counts}"
+        text = f"{head}\nInstance Status Counts:\n{counts}"
+        for schedule in details.get("schedules") or []:
+            rows = {"Last Tick": str(schedule["lastTick"]), "Next Tick": str(schedule["nextTick"])}
+            if schedule.get("lastInstanceId"):
+                rows["Last Instance"] = schedule["lastInstanceId"]
+            text += f"\nSchedule {schedule['cron']} (UTC):\n{labelled(rows, 2)}"
+        return details, text
 
     _run(body, opts)
 

@@ -173,10 +173,14 @@ class Machine:
         *,
         retention: dict[str, Any] | None = None,
         step_limit: int = DEFAULT_STEP_LIMIT,
+        scheduled: bool = False,
     ) -> Machine:
         """A new queued instance; raises ``WorkflowError`` for an invalid id, params or
-        retention. Duplicate ids are the store's to detect (it sees ``Changes.created``)."""
-        validate_instance_id(instance_id)
+        retention. Duplicate ids are the store's to detect (it sees ``Changes.created``).
+        ``scheduled``: the id is a cron schedule's ``"<expression>-<tick>"``, which the
+        scheduler makes (user ids cannot have its spaces)."""
+        if not scheduled:
+            validate_instance_id(instance_id)
         validate_params(params)
         success_ms, error_ms = validate_retention(retention)
         state = InstanceState(

@@ -41,13 +41,15 @@ __all__ = [
 
 @dataclass(frozen=True)
 class WorkflowConfig:
-    """One ``[[workflows]]`` entry; ``step_limit`` is ``limits.steps`` (default 10,000)."""
+    """One ``[[workflows]]`` entry; ``step_limit`` is ``limits.steps`` (default 10,000);
+    ``schedules`` its cron expressions (UTC), validated."""
 
     name: str
     binding: str
     class_name: str
     script_name: str | None
     step_limit: int
+    schedules: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -112,6 +114,7 @@ def load_config(path: Path, *, var_overrides: Mapping[str, str] | None = None) -
                 class_name=wf.class_name,
                 script_name=wf.script_name,
                 step_limit=_step_limit(wf),
+                schedules=tuple(wf.schedules or ()),
             )
             for wf in model.workflows
         ),

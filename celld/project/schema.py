@@ -16,6 +16,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, ValidationError, field_validator
 from pydantic_core import PydanticCustomError
 
+from . import cron
 from .errors import Issue
 from .keys import unknown_key_message
 
@@ -99,10 +100,22 @@ class WorkflowModel(_Strict):
 
     @field_validator("schedules", mode="before")
     @classmethod
-    def _schedules(cls, value: Any) -> Any:
-        if value is not None:
-            raise _fail("cron schedules for workflows are not supported by celld yet")
-        return value
+    def _schedules(cls, value: Any) -> tuple[str, ...] | None:
+        """A cron expression or a non-empty list of them (UTC), as wrangler takes them."""
+        if value is None:
+            return None
+        items = [value] if isinstance(value, str) else value
+        if not isinstance(items, list) or not items:
+            raise _fail("must be a cron expression or a non-empty list of cron expressions")
+        for index, item in enumerate(items):
+            try:
+                cron.validate(item)
+            except cron.CronError as error:
+                where = "" if isinstance(value, str) else f"[{index}]: "
+                raise _fail(f"{where}{error}") from None
+        if len(set(items)) != len(items):
+            raise _fail("lists the same cron expression twice")
+        return tuple(items)
 
 
 class LimitsModel(_Strict):

@@ -166,7 +166,9 @@ def explorer_routes(operator: Operator) -> list[Route]:
         return envelope(await operator.delete_batch(workflow, body.get("instances")))
 
     wf = f"{EXPLORER_PREFIX}/workflows/{{workflow}}"
-    one = f"{wf}/instances/{{instance}}"
+    # ids of instances a cron schedule started may hold a "/" (`*/5 * * * *-<ms>`), which
+    # arrives decoded: the id may span segments, so the longer routes come first
+    one = f"{wf}/instances/{{instance:path}}"
     table: list[tuple[str, Handler, list[str]]] = [
         (f"{EXPLORER_PREFIX}/workflows", list_workflows, ["GET"]),
         (wf, workflow_details, ["GET"]),
@@ -174,10 +176,10 @@ def explorer_routes(operator: Operator) -> list[Route]:
         (f"{wf}/instances", list_instances, ["GET"]),
         (f"{wf}/instances", create_instance, ["POST"]),
         (f"{wf}/instances/batch/delete", delete_batch, ["POST"]),
-        (one, describe_instance, ["GET"]),
-        (one, delete_instance, ["DELETE"]),
         (f"{one}/status", change_status, ["PATCH"]),
         (f"{one}/events/{{event_type}}", send_event, ["POST"]),
+        (one, describe_instance, ["GET"]),
+        (one, delete_instance, ["DELETE"]),
     ]
     routes = [Route(path, guarded(handler), methods=methods) for path, handler, methods in table]
 

@@ -19,6 +19,7 @@ from typing import Any
 
 from celld.cells.manager import CellManager
 from celld.isolate.host import HostError
+from celld.project.cron import parse_scheduled_id
 from celld.server.values import REDACTED, decode, encode, iso, parse_iso
 from celld.store.sqlite import SqliteStore
 
@@ -104,7 +105,7 @@ class Operator:
 
     async def workflow_details(self, name: str) -> dict[str, Any]:
         workflow = self.require_workflow(name)
-        _, store = self._parts()
+        cells, store = self._parts()
         counts = dict.fromkeys(STATUSES, 0)
         counts.update(await store.workflow_counts(name))
         return {
@@ -113,6 +114,11 @@ class Operator:
             "script_name": workflow["script_name"],
             "binding": workflow["binding"],
             "instances": counts,
+            # cron schedules: last tick handled and the next one (ISO times, UTC)
+            "schedules": [
+                {**s, "lastTick": iso(s["lastTick"]), "nextTick": iso(s["nextTick"])}
+                for s in cells.scheduler.of(name)
+            ],
         }
 
     # -- instances -----------------------------------------------------------------------
@@ -273,6 +279,7 @@ class Operator:
             "workflow": name,
             "status": found["status"],
             "params": decode(found.get("params")),
+            "trigger": {"source": "cron" if parse_scheduled_id(found["id"]) else "unknown"},
             "queued": iso(found["created_at"]),
             "start": iso(found["started_at"]),
             "end": iso(found["finished_at"]),

@@ -109,6 +109,7 @@ class Service:
                     w.binding,
                     w.class_name,
                     self.step_limit_overrides.get(w.name, w.step_limit),
+                    w.schedules,
                 )
                 for w in self.project.workflows
             }

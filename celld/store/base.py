@@ -113,6 +113,16 @@ class Store(Protocol):
 
     async def counts(self) -> dict[str, int]: ...
 
+    # -- cron schedules ----------------------------------------------------------------
+
+    async def schedule_ticks(self, workflow: str) -> dict[str, int]:
+        """The last tick (epoch ms) handled for each cron expression of `workflow`."""
+        ...
+
+    async def record_tick(self, workflow: str, expression: str, tick_ms: int) -> None:
+        """Commit that `expression`'s tick at `tick_ms` is handled (never moves back)."""
+        ...
+
     # -- operator reads (listing and counts for the explorer API, CLI and page) ----------
 
     async def list_instances(

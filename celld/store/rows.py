@@ -64,6 +64,12 @@ CREATE TABLE IF NOT EXISTS events (
     PRIMARY KEY (workflow, instance_id, seq)
 ) WITHOUT ROWID;
 CREATE TABLE IF NOT EXISTS celld_probe (id INTEGER PRIMARY KEY, at INTEGER NOT NULL);
+CREATE TABLE IF NOT EXISTS schedule_ticks (
+    workflow TEXT NOT NULL,
+    expression TEXT NOT NULL,
+    tick INTEGER NOT NULL,
+    PRIMARY KEY (workflow, expression)
+) WITHOUT ROWID;
 """
 
 INSTANCE_COLUMNS = (

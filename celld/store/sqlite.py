@@ -75,6 +75,10 @@ _DELETE_STEP = (
 )
 _DELETE_EVENT = "DELETE FROM events WHERE workflow = ? AND instance_id = ? AND seq = ?"
 _RETAINED_UNTIL = "SELECT expires_at FROM instances WHERE workflow = ? AND id = ?"
+_RECORD_TICK = (
+    "INSERT INTO schedule_ticks (workflow, expression, tick) VALUES (?, ?, ?) "
+    "ON CONFLICT (workflow, expression) DO UPDATE SET tick = max(tick, excluded.tick)"
+)
 _PROBE = "INSERT OR REPLACE INTO celld_probe (id, at) VALUES (1, strftime('%s','now'))"
 
 
@@ -86,6 +90,7 @@ class _Pending:
     expired: list[InstanceRef] = field(default_factory=list)  # delete if retention is over
     now: int = 0
     probe: bool = False
+    ticks: list[tuple[str, str, int]] = field(default_factory=list)  # (workflow, cron, ms)
     future: asyncio.Future[set[InstanceRef]] | None = None
 
 
@@ -148,6 +153,9 @@ class SqliteStore:
 
     async def delete_expired(self, refs: list[InstanceRef], now_ms: int) -> None:
         await self._submit(_Pending(expired=list(refs), now=now_ms))
+
+    async def record_tick(self, workflow: str, expression: str, tick_ms: int) -> None:
+        await self._submit(_Pending(ticks=[(workflow, expression, tick_ms)]))
 
     async def _submit(self, pending: _Pending) -> set[InstanceRef]:
         if not self._open and self._writer_thread is None:
@@ -334,6 +342,8 @@ class SqliteStore:
         for index, pending in enumerate(batch):
             if pending.probe:
                 connection.execute(_PROBE)
+            if pending.ticks:
+                connection.executemany(_RECORD_TICK, pending.ticks)
             for ref in pending.expired:
                 if self._claim_id(connection, ref, pending.now):
                     created_here.discard(ref)
@@ -412,6 +422,12 @@ class SqliteStore:
             [step_from_row(r) for r in steps],
             [event_from_row(r) for r in events],
         )
+
+    async def schedule_ticks(self, workflow: str) -> dict[str, int]:
+        rows = await self._fetch(
+            "SELECT expression, tick FROM schedule_ticks WHERE workflow = ?", (workflow,)
+        )
+        return {row["expression"]: row["tick"] for row in rows}
 
     async def exists(self, ref: InstanceRef) -> bool:
         rows = await self._fetch(

@@ -478,12 +478,15 @@
       report({ error: { name: "Error", message: `The Worker does not export a class ${message.className} that extends WorkflowEntrypoint` } });
       return;
     }
-    const event = ObjectFreeze({
+    const fields = {
       payload: deserialize(message.event.payload),
       timestamp: new Date(message.event.timestamp),
       instanceId: message.event.instanceId,
       workflowName: message.event.workflowName,
-    });
+    };
+    // instances a cron schedule started: {cron, scheduledTime (epoch ms)}
+    if (message.event.schedule) fields.schedule = ObjectFreeze(message.event.schedule);
+    const event = ObjectFreeze(fields);
     const ctx = { waitUntil(promise) { PromisePrototypeThen(PromiseResolve(promise), undefined, () => {}); } };
     const plan = message.rollback || null;
     const step = new WorkflowStep(

@@ -193,3 +193,21 @@ async def test_an_acknowledged_write_is_seen_by_the_next_read_while_others_read(
     finally:
         stop.set()
         await asyncio.gather(*readers)
+
+
+async def test_schedule_ticks_are_per_expression_and_never_move_back(
+    store: SqliteStore, tmp_path: Path
+) -> None:
+    assert await store.schedule_ticks("wf") == {}
+    await store.record_tick("wf", "0 * * * *", T0)
+    await store.record_tick("wf", "*/5 * * * *", T0 + 5)
+    await store.record_tick("other", "0 * * * *", T0 + 9)
+    await store.record_tick("wf", "0 * * * *", T0 - 1)  # an older tick does not win
+    assert await store.schedule_ticks("wf") == {"0 * * * *": T0, "*/5 * * * *": T0 + 5}
+    await store.close()
+    reopened = SqliteStore(tmp_path / "state.sqlite3")
+    await reopened.open()
+    try:
+        assert await reopened.schedule_ticks("other") == {"0 * * * *": T0 + 9}
+    finally:
+        await reopened.close()

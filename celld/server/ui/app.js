@@ -97,10 +97,14 @@
       h("td", {}, h("a", { href: `#/w/${enc(w.name)}` }, w.name)),
       h("td", {}, w.class_name), h("td", {}, w.binding || ""),
       h("td", {}, STATUSES.filter((s) => w.instances[s]).map((s) =>
-        h("span", { class: "count" }, badge(s), " ", h("b", { "data-count": s }, w.instances[s]))))));
+        h("span", { class: "count" }, badge(s), " ", h("b", { "data-count": s }, w.instances[s])))),
+      // cron schedules (UTC): the next tick and the instance the last one started
+      h("td", {}, (w.schedules || []).map((s) => h("div", { class: "schedule", "data-schedule": s.cron },
+        h("code", {}, s.cron), h("span", { class: "muted" }, ` next ${when(s.nextTick)}`),
+        s.lastInstanceId ? [" · last ", h("a", { href: `#/w/${enc(w.name)}/i/${enc(s.lastInstanceId)}` }, "instance")] : [])))));
     return [h("h1", {}, "Workflows"),
       list.length ? h("table", {}, h("tr", {}, h("th", {}, "name"), h("th", {}, "class"),
-        h("th", {}, "binding"), h("th", {}, "instances")), rows)
+        h("th", {}, "binding"), h("th", {}, "instances"), h("th", {}, "schedules (UTC)")), rows)
         : h("p", { class: "muted" }, "This project has no workflows.")];
   }
 

@@ -1,7 +1,7 @@
 // A small HTTP API over the Workflow bindings, so a driver does everything over HTTP.
 // Every endpoint takes ?wf=SCRIPT|BENCH|LIMITED (default SCRIPT). Success: JSON 200.
 // Anything a binding throws: 500 {"error": {name, message}}.
-export { ScriptWorkflow, BenchWorkflow } from "./workflows.js";
+export { ScriptWorkflow, BenchWorkflow, CronWorkflow } from "./workflows.js";
 export { StorageWorkflow } from "./storage.js";
 import { describe } from "./workflows.js";
 import { runStorageOps } from "./storage.js";

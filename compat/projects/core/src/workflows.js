@@ -202,3 +202,11 @@ export class BenchWorkflow extends WorkflowEntrypoint {
     return { steps: k, sum: acc, finished_at: Date.now() };
   }
 }
+
+// Started by the `schedules` of "cron-workflow" (wrangler.jsonc): returns what it was told.
+export class CronWorkflow extends WorkflowEntrypoint {
+  async run(event, step) {
+    const schedule = event.schedule ? { ...event.schedule } : null;
+    return step.do("record", async () => ({ schedule, id: event.instanceId }));
+  }
+}
