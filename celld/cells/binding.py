@@ -11,12 +11,15 @@ changed nothing.
 
 from __future__ import annotations
 
+import asyncio
+import json
 import uuid
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import TYPE_CHECKING, Any
 
 from celld.cells.cell import Cell
+from celld.cells.instance_log import TERMINAL
 from celld.engine import (
     AlreadyExistsError,
     BatchTooLargeError,
@@ -30,12 +33,14 @@ from celld.engine import (
 from celld.engine.errors import DeleteBatchTooLargeError, EmptyDeleteBatchError
 from celld.isolate.host import HostError
 from celld.project.cron import ADDRESSABLE_ID_RE
-from celld.store.base import InstanceRef, StoreUnavailable
+from celld.store.base import InstanceRef, LogRow, StoreUnavailable
 
 if TYPE_CHECKING:
     from celld.cells.manager import CellManager
 
 MAX_BATCH = 100
+#: How long one `subscribeNext` host call waits for an event before JS asks again.
+SUBSCRIBE_WAIT_S = 20.0
 
 
 def binding_error(error: WorkflowError) -> HostError:
@@ -221,6 +226,50 @@ class WorkflowBindings:
                      "message": "workflows.api.error.instance.not_found"}
                 )  # fmt: skip
         return {"deleted": deleted, "errors": errors}
+
+    async def _op_subscribe(self, workflow: str, message: dict[str, Any]) -> dict[str, Any]:
+        """`instance.subscribe()`: the instance must exist; reading is `subscribeNext`."""
+        await self._op_get(workflow, message)
+        return {}
+
+    async def _op_subscribeNext(self, workflow: str, message: dict[str, Any]) -> dict[str, Any]:  # noqa: N802
+        """The next logged event after `cursor` whose type passes `filter`, waiting for one
+        for up to SUBSCRIBE_WAIT_S (then `{retry, cursor}`: JS asks again). `{done}` once the
+        instance's final event is behind the cursor, or when it is gone."""
+        ref = await self._instance(workflow, message)
+        cursor = message.get("cursor")
+        cursor = cursor if isinstance(cursor, int) and cursor >= 0 else 0
+        wanted = message.get("filter")
+        allowed = set(wanted) if isinstance(wanted, list) else None
+        store = self.manager.store
+        deadline = asyncio.get_running_loop().time() + SUBSCRIBE_WAIT_S
+        while True:
+            rows = await store.log_after(ref, cursor, 100)
+            for row in rows:
+                cursor = row.event_id
+                if allowed is None or row.type in allowed:
+                    return {"done": False, "cursor": cursor, "value": self._event(ref, row)}
+                if row.type in TERMINAL:
+                    return {"done": True, "cursor": cursor}
+            if rows:
+                continue
+            if await store.log_ended(ref, cursor) or not await store.exists(ref):
+                return {"done": True, "cursor": cursor}
+            left = deadline - asyncio.get_running_loop().time()
+            if left <= 0:
+                return {"retry": True, "cursor": cursor}
+            await self.manager.log_hub.wait(ref, left)
+
+    @staticmethod
+    def _event(ref: InstanceRef, row: LogRow) -> dict[str, Any]:
+        body = json.loads(row.body)
+        return {
+            "instanceId": ref.id,
+            "eventId": row.event_id,
+            "timestamp": row.timestamp,
+            "type": row.type,
+            **body,
+        }
 
     async def _op_sendEvent(self, workflow: str, message: dict[str, Any]) -> None:  # noqa: N802
         event_type: Any = message.get("type")  # validated by the engine

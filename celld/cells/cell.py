@@ -16,8 +16,10 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from dataclasses import replace
 from typing import Any
 
+from celld.cells.instance_log import InstanceLog
 from celld.cells.port import CellPort, WorkflowSpec
 from celld.cells.run import CellRun
 from celld.cells.runqueue import Priority
@@ -56,6 +58,7 @@ class Cell:
         self.broken = False
         self.deleted = False
         self.snapshot: dict[str, Any] = machine.status_view()
+        self.log = InstanceLog(machine)  # what subscribe() streams, written with each commit
         self._commit_lock = asyncio.Lock()
         self._committing = 0
 
@@ -89,7 +92,7 @@ class Cell:
                     self.machine.take_changes()  # whatever was pending goes with the rows
                     write: Write | None = Write(self.ref, Changes(), None, False, delete=True)
                 else:
-                    write = write_of(self.ref, self.machine)
+                    write = self.take_write()
                 if write is None:
                     return
                 try:
@@ -108,6 +111,13 @@ class Cell:
         finally:
             self._committing -= 1
             self.port.release(self)
+
+    def take_write(self) -> Write | None:
+        """The machine's changes since the last write, with the log entries they make."""
+        write = write_of(self.ref, self.machine)
+        if write is None:
+            return None
+        return replace(write, log=tuple(self.log.entries(write.changes, self.port.now())))
 
     def committed(self, next_wake: int | None) -> None:
         """After a successful write: refresh what readers see and the next alarm."""

@@ -23,8 +23,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from celld.cells.alarms import AlarmQueue
-from celld.cells.cell import Cell, write_of
+from celld.cells.cell import Cell
 from celld.cells.clock import Clock
+from celld.cells.instance_log import LogHub
 from celld.cells.introspection import Introspection
 from celld.cells.isolates import IsolateSource
 from celld.cells.port import RunSettings, WorkflowSpec
@@ -152,6 +153,7 @@ class CellManager:
         self._refill = asyncio.Event()
         self._recovering: set[InstanceRef] = set()
         self._stopping = False
+        self.log_hub = LogHub()  # subscribe(): wakes readers of an instance's event log
         self.scheduler = Scheduler(self.specs, store, clock, self._create_scheduled, self.tasks)
 
     # -- start and stop ------------------------------------------------------------------
@@ -196,6 +198,8 @@ class CellManager:
 
     async def commit(self, write: Write) -> None:
         await self.store.write(write)
+        if write.log:
+            self.log_hub.notify(write.ref)
 
     async def read(self, ref: InstanceRef) -> Loaded | None:
         return await self.store.load(ref)
@@ -303,7 +307,7 @@ class CellManager:
                 for ref, machine in zip(refs, machines, strict=True)
                 if ref in claimed
             ]
-            writes = [w for w in (write_of(c.ref, c.machine) for c in cells) if w is not None]
+            writes = [w for w in (c.take_write() for c in cells) if w is not None]
             skipped = await self.store.write_many(writes) if writes else set()
             created = [c for c in cells if c.ref not in skipped]
             for cell, write in zip(cells, writes, strict=True):

@@ -49,6 +49,19 @@ class Write:
     next_wake: int | None
     runnable: bool  # queued or running: must be resumed after a restart
     delete: bool = False  # delete the instance and every row of it (its id becomes free)
+    #: event log entries (timestamp ms, type, body JSON) committed with the changes; the
+    #: store numbers them (celld.cells.instance_log)
+    log: tuple[tuple[int, str, str], ...] = ()
+
+
+@dataclass(frozen=True)
+class LogRow:
+    """One logged event of an instance; `event_id` increases within an instance."""
+
+    event_id: int
+    timestamp: int
+    type: str
+    body: str
 
 
 @dataclass(frozen=True)
@@ -112,6 +125,17 @@ class Store(Protocol):
         ...
 
     async def counts(self) -> dict[str, int]: ...
+
+    # -- instance event log (subscribe) ---------------------------------------------
+
+    async def log_after(self, ref: InstanceRef, after: int, limit: int) -> list[LogRow]:
+        """`ref`'s logged events with an id above `after`, oldest first."""
+        ...
+
+    async def log_ended(self, ref: InstanceRef, upto: int) -> bool:
+        """Whether `ref` logged a final event (completed, errored, terminated) at or
+        before `upto`."""
+        ...
 
     # -- cron schedules ----------------------------------------------------------------
 

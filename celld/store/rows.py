@@ -64,6 +64,16 @@ CREATE TABLE IF NOT EXISTS events (
     PRIMARY KEY (workflow, instance_id, seq)
 ) WITHOUT ROWID;
 CREATE TABLE IF NOT EXISTS celld_probe (id INTEGER PRIMARY KEY, at INTEGER NOT NULL);
+CREATE TABLE IF NOT EXISTS instance_log (
+    event_id INTEGER PRIMARY KEY AUTOINCREMENT,
+    workflow TEXT NOT NULL,
+    instance_id TEXT NOT NULL,
+    timestamp INTEGER NOT NULL,
+    type TEXT NOT NULL,
+    body TEXT NOT NULL
+);
+CREATE INDEX IF NOT EXISTS instance_log_by_instance
+    ON instance_log (workflow, instance_id, event_id);
 CREATE TABLE IF NOT EXISTS schedule_ticks (
     workflow TEXT NOT NULL,
     expression TEXT NOT NULL,

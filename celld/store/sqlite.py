@@ -43,6 +43,7 @@ from celld.store.base import (
     InstanceRef,
     InstanceSummary,
     Loaded,
+    LogRow,
     StoreUnavailable,
     Write,
 )
@@ -69,6 +70,14 @@ SYNC_MODES = ("OFF", "NORMAL", "FULL", "EXTRA")
 _WIPE_STEPS = "DELETE FROM steps WHERE workflow = ? AND instance_id = ?"
 _WIPE_EVENTS = "DELETE FROM events WHERE workflow = ? AND instance_id = ?"
 _DELETE_INSTANCE = "DELETE FROM instances WHERE workflow = ? AND id = ?"
+_DELETE_LOG = "DELETE FROM instance_log WHERE workflow = ? AND instance_id = ?"
+_INSERT_LOG = (
+    "INSERT INTO instance_log (workflow, instance_id, timestamp, type, body) VALUES (?, ?, ?, ?, ?)"
+)
+_TERMINAL_LOGGED = (
+    "SELECT 1 FROM instance_log WHERE workflow = ? AND instance_id = ? AND event_id <= ? "
+    "AND type IN ('workflow_completed', 'workflow_errored', 'workflow_terminated') LIMIT 1"
+)
 _DELETE_STEP = (
     "DELETE FROM steps WHERE workflow = ? AND instance_id = ? AND type = ? AND name = ? "
     "AND count = ?"
@@ -321,6 +330,7 @@ class SqliteStore:
         key = (ref.workflow, ref.id)
         connection.execute(_WIPE_STEPS, key)
         connection.execute(_WIPE_EVENTS, key)
+        connection.execute(_DELETE_LOG, key)
         connection.execute(_DELETE_INSTANCE, key)
 
     def _commit(
@@ -339,6 +349,7 @@ class SqliteStore:
         instances: list[tuple[Any, ...]] = []
         steps: list[tuple[Any, ...]] = []
         events: list[tuple[Any, ...]] = []
+        logged: list[tuple[Any, ...]] = []
         for index, pending in enumerate(batch):
             if pending.probe:
                 connection.execute(_PROBE)
@@ -372,6 +383,7 @@ class SqliteStore:
                     (created if changes.created else instances).append(row)
                 steps.extend(step_row(workflow, instance_id, s) for s in changes.steps)
                 events.extend(event_row(workflow, instance_id, e) for e in changes.events)
+                logged.extend((workflow, instance_id, *entry) for entry in write.log)
         for sql, rows in (
             (_WIPE_STEPS, wipes),
             (_WIPE_EVENTS, wipes),
@@ -381,6 +393,7 @@ class SqliteStore:
             (UPSERT_INSTANCE, instances),
             (UPSERT_STEP, steps),
             (UPSERT_EVENT, events),
+            (_INSERT_LOG, logged),
         ):
             if rows:
                 connection.executemany(sql, rows)
@@ -422,6 +435,17 @@ class SqliteStore:
             [step_from_row(r) for r in steps],
             [event_from_row(r) for r in events],
         )
+
+    async def log_after(self, ref: InstanceRef, after: int, limit: int) -> list[LogRow]:
+        rows = await self._fetch(
+            "SELECT event_id, timestamp, type, body FROM instance_log WHERE workflow = ? "
+            "AND instance_id = ? AND event_id > ? ORDER BY event_id LIMIT ?",
+            (ref.workflow, ref.id, after, limit),
+        )
+        return [LogRow(r["event_id"], r["timestamp"], r["type"], r["body"]) for r in rows]
+
+    async def log_ended(self, ref: InstanceRef, upto: int) -> bool:
+        return bool(await self._fetch(_TERMINAL_LOGGED, (ref.workflow, ref.id, upto)))
 
     async def schedule_ticks(self, workflow: str) -> dict[str, int]:
         rows = await self._fetch(

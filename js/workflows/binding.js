@@ -23,6 +23,87 @@
     return wire;
   }
 
+  const EVENT_TYPES = new Set([
+    "workflow_queued", "workflow_started", "workflow_running", "workflow_paused",
+    "workflow_waiting_for_pause", "workflow_waiting", "workflow_completed",
+    "workflow_errored", "workflow_terminated", "step_started", "step_completed",
+    "step_errored", "attempt_started", "attempt_completed", "attempt_errored",
+    "sleep_started", "sleep_completed", "wait_started", "wait_completed", "wait_timed_out",
+    "rollback_started", "rollback_step_started", "rollback_step_completed",
+    "rollback_step_errored", "rollback_attempt_started", "rollback_attempt_completed",
+    "rollback_attempt_errored", "rollback_completed", "rollback_errored",
+  ]);
+  const TERMINAL = new Set(["workflow_completed", "workflow_errored", "workflow_terminated"]);
+
+  // {cursor?: integer >= 0, filter?: [event type]} and nothing else, as Cloudflare's
+  // binding checks them (same message as wrangler dev).
+  function subscriptionOptions(options) {
+    if (options === undefined) return { cursor: 0, filter: null };
+    const bad = () => new Error("Invalid Workflow subscription options");
+    if (options === null || typeof options !== "object" || Array.isArray(options)) throw bad();
+    for (const key of Object.keys(options)) {
+      if (key !== "cursor" && key !== "filter") throw bad();
+    }
+    const { cursor, filter } = options;
+    if (cursor !== undefined && !(Number.isInteger(cursor) && cursor >= 0)) throw bad();
+    if (filter !== undefined) {
+      if (!Array.isArray(filter) || !filter.every((t) => EVENT_TYPES.has(t))) throw bad();
+    }
+    return { cursor: cursor === undefined ? 0 : cursor, filter: filter === undefined ? null : [...filter] };
+  }
+
+  // Logged values travel as the serializer's text ($params, $output).
+  function eventValue(raw) {
+    const value = {};
+    for (const key of Object.keys(raw)) {
+      if (key === "$params") value.params = deserialize(raw.$params);
+      else if (key === "$output") value.output = deserialize(raw.$output);
+      else value[key] = raw[key];
+    }
+    return value;
+  }
+
+  const DISPOSE = Symbol.dispose || Symbol.for("Symbol.dispose");
+
+  class WorkflowSubscription {
+    #workflow;
+    #id;
+    #cursor;
+    #filter;
+    #closed = false;
+    #queue = Promise.resolve();
+    constructor(workflow, id, cursor, filter) {
+      this.#workflow = workflow;
+      this.#id = id;
+      this.#cursor = cursor;
+      this.#filter = filter;
+    }
+    /** The next event; calls made before the last one settled wait their turn. */
+    next() {
+      const turn = this.#queue.then(() => this.#read());
+      this.#queue = turn.then(() => undefined, () => undefined);
+      return turn;
+    }
+    async #read() {
+      while (!this.#closed) {
+        const answer = await call(this.#workflow, "subscribeNext", {
+          id: this.#id, cursor: this.#cursor, filter: this.#filter,
+        });
+        if (this.#closed) break;
+        this.#cursor = answer.cursor;
+        if (answer.retry) continue;
+        if (answer.done) break;
+        if (TERMINAL.has(answer.value.type)) this.#closed = true;
+        return { done: false, value: eventValue(answer.value) };
+      }
+      this.#closed = true;
+      return { done: true, value: undefined };
+    }
+    [DISPOSE]() {
+      this.#closed = true;
+    }
+  }
+
   class WorkflowInstance {
     #workflow;
     constructor(workflow, id) {
@@ -54,6 +135,13 @@
     async restart(options) {
       const from = options && options.from;
       await call(this.#workflow, "restart", { id: this.id, from: from === undefined ? null : from });
+    }
+    /** A subscription to the instance's logged events: `next()` gives each one as it is
+     * committed (history first), `{done: true}` after the final one. */
+    async subscribe(options) {
+      const { cursor, filter } = subscriptionOptions(options);
+      await call(this.#workflow, "subscribe", { id: this.id });
+      return new WorkflowSubscription(this.#workflow, this.id, cursor, filter);
     }
     async sendEvent(event) {
       const { type, payload } = event || {};

@@ -87,6 +87,38 @@ export default {
           await instance.sendEvent(event);
           return json({ ok: true });
         }
+        case "/subscribe": {
+          // ?id=&filter=a,b&cursor=N&max=N: read events until done (or max), then report
+          // them without the fields that vary (eventId, timestamp) and check those
+          const instance = await wf.get(id);
+          const options = {};
+          if (q.has("filter")) options.filter = q.get("filter").split(",");
+          if (q.has("cursor")) options.cursor = Number(q.get("cursor"));
+          if (q.has("options")) Object.assign(options, JSON.parse(q.get("options")));
+          const subscription = await instance.subscribe(options);
+          const max = Number(q.get("max") || 1000);
+          const events = [];
+          const ids = [];
+          let ordered = true;
+          let fieldsOk = true;
+          let ended = false;
+          while (events.length < max) {
+            const result = await subscription.next();
+            if (result.done) {
+              ended = true;
+              break;
+            }
+            const { instanceId, eventId, timestamp, ...rest } = result.value;
+            if (ids.length && eventId <= ids[ids.length - 1]) ordered = false;
+            if (instanceId !== id || typeof timestamp !== "number") fieldsOk = false;
+            ids.push(eventId);
+            if (rest.output !== undefined) rest.output = describe(rest.output);
+            events.push(rest);
+          }
+          const after = ended ? await subscription.next() : null;
+          return json({ events, ended, ordered, fieldsOk, lastEventId: ids[ids.length - 1] ?? null,
+            doneAfterEnd: after ? after.done === true : null });
+        }
         case "/pause":
         case "/resume":
         case "/terminate":

@@ -1,0 +1,220 @@
+"""An instance's event log: the lifecycle and step events `instance.subscribe()` streams.
+
+The log is written with the changes it describes, in the same commit, so a subscriber
+never sees an event for a change that was not committed and never misses one that was.
+Its entries are derived here, in the cells layer, from what each commit changes (the
+instance row and the step rows), compared with what the cell committed before: the
+engine stays unaware of it. Each entry is `(timestamp ms, type, body JSON)`; the store
+numbers them (`eventId`, increasing per instance).
+
+Shapes follow Cloudflare's `WorkflowInstanceEvent` (docs, "Subscribe to events"). Values
+(`params`, `output`) are kept as the serializer's text under `$params` / `$output`, which
+the JS side turns back into values; a `sensitive: "output"` step's output is logged as
+`"[REDACTED]"` and never stored in the log.
+
+Commits are grouped, so a step that started and finished between two commits is logged
+as its whole sequence at once, in order.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from dataclasses import dataclass
+from typing import Any
+
+from celld.engine import Machine, Status, StepRecord
+from celld.engine.state import Changes, StepKey
+
+#: A logged event before the store numbers it: (timestamp ms, type, body as JSON text).
+LogEntry = tuple[int, str, str]
+
+TERMINAL = frozenset({"workflow_completed", "workflow_errored", "workflow_terminated"})
+#: Every type `subscribe({filter})` accepts (Cloudflare's list, rollbacks included).
+EVENT_TYPES = frozenset(
+    {
+        "workflow_queued", "workflow_started", "workflow_running", "workflow_paused",
+        "workflow_waiting_for_pause", "workflow_waiting", "workflow_completed",
+        "workflow_errored", "workflow_terminated", "step_started", "step_completed",
+        "step_errored", "attempt_started", "attempt_completed", "attempt_errored",
+        "sleep_started", "sleep_completed", "wait_started", "wait_completed", "wait_timed_out",
+        "rollback_started", "rollback_step_started", "rollback_step_completed",
+        "rollback_step_errored", "rollback_attempt_started", "rollback_attempt_completed",
+        "rollback_attempt_errored", "rollback_completed", "rollback_errored",
+    }
+)  # fmt: skip
+REDACTED_TEXT = '"[REDACTED]"'
+
+_STATUS_EVENT = {
+    Status.QUEUED: "workflow_queued",
+    Status.RUNNING: "workflow_running",
+    Status.WAITING: "workflow_waiting",
+    Status.PAUSED: "workflow_paused",
+    Status.WAITING_FOR_PAUSE: "workflow_waiting_for_pause",
+    Status.COMPLETE: "workflow_completed",
+    Status.ERRORED: "workflow_errored",
+    Status.TERMINATED: "workflow_terminated",
+}
+_FINAL = frozenset({Status.COMPLETE, Status.ERRORED, Status.TERMINATED})
+
+
+@dataclass(slots=True)
+class _Seen:
+    """What the log already says about an unfinished step row."""
+
+    state: str
+    attempts: int  # failed attempts logged
+    started: int  # the last attempt logged as started
+
+
+def _config_view(text: str | None) -> dict[str, Any] | None:
+    """`step_started.config`: {retries: {limit, delay, backoff}, timeout, sensitive?}."""
+    if not text:
+        return None
+    data = json.loads(text)
+    if "limit" not in data:
+        return None
+    view: dict[str, Any] = {
+        "retries": {"limit": data["limit"], "delay": data["delay"], "backoff": data["backoff"]},
+        "timeout": data["timeout"],
+    }
+    if data.get("sensitive") is not None:
+        view["sensitive"] = data["sensitive"]
+    return view
+
+
+def _sensitive(text: str | None) -> bool:
+    return bool(text and json.loads(text).get("sensitive") == "output")
+
+
+class InstanceLog:
+    """Turns one cell's commits into log entries; one per cell, fed every write in order."""
+
+    def __init__(self, machine: Machine) -> None:
+        state = machine.state
+        self._status: Status = state.status
+        self._started_at: int | None = state.started_at
+        self._now = 0
+        self._steps: dict[StepKey, _Seen] = {
+            row.key: _Seen(row.state, row.attempts, row.attempts + int(row.state == "running"))
+            for row in machine.unfinished_steps()
+        }
+
+    def entries(self, changes: Changes, now: int) -> list[LogEntry]:
+        out: list[LogEntry] = []
+        self._now = now
+
+        def emit(kind: str, **body: Any) -> None:
+            out.append((now, kind, json.dumps(body, ensure_ascii=False, separators=(",", ":"))))
+
+        instance = changes.instance
+        if changes.wiped:
+            self._steps.clear()
+        if changes.created:
+            emit("workflow_queued")
+        final: Status | None = None
+        if instance is not None:
+            status = instance.status
+            if instance.started_at is not None and instance.started_at != self._started_at:
+                emit("workflow_started", **{"$params": instance.params})
+            self._started_at = instance.started_at
+            if status != self._status and not (changes.created and status is Status.QUEUED):
+                if status in _FINAL:
+                    final = status
+                else:
+                    emit(_STATUS_EVENT[status])
+            self._status = status
+        for row in sorted(changes.steps, key=lambda r: r.seq):
+            self._step(row, emit)
+        if final is not None and instance is not None:
+            if final is Status.COMPLETE:
+                emit("workflow_completed", **{"$output": instance.output or "null"})
+            elif final is Status.ERRORED:
+                error = instance.error.to_dict() if instance.error else None
+                emit("workflow_errored", error=error)
+            else:
+                emit("workflow_terminated")
+        return out
+
+    def _step(self, row: StepRecord, emit: Any) -> None:
+        seen = self._steps.get(row.key)
+        name = f"{row.name}-{row.count}"  # the step's cache key, as wrangler dev names it
+        if row.type == "sleep":
+            if seen is None:
+                duration = (row.wake_at or row.started_at) - row.started_at
+                emit("sleep_started", stepName=name, durationMs=max(0, duration))
+            if row.finished:
+                emit("sleep_completed", stepName=name)
+        elif row.type == "waitForEvent":
+            if seen is None:
+                emit("wait_started", stepName=name, eventType=row.event_type)
+            if row.state == "received":
+                emit("wait_completed", stepName=name)
+            elif row.state == "timed_out":
+                emit("wait_timed_out", stepName=name)
+        else:
+            seen = self._do(row, seen, emit)
+        if row.finished or row.state == "done":
+            self._steps.pop(row.key, None)
+        else:
+            self._steps[row.key] = seen or _Seen(row.state, row.attempts, 0)
+
+    def _do(self, row: StepRecord, seen: _Seen | None, emit: Any) -> _Seen:
+        name = f"{row.name}-{row.count}"
+        if seen is None:
+            emit("step_started", stepName=name, config=_config_view(row.config))
+            emit("attempt_started", stepName=name, attempt=1)
+            seen = _Seen("running", 0, 1)
+        error = row.error.to_dict() if row.error else {"name": "Error", "message": ""}
+        failed = row.attempts
+        if row.state == "failed" and failed == seen.attempts:
+            failed += 1  # an attempt that failed without being counted (unserializable)
+        for attempt in range(seen.attempts + 1, failed + 1):
+            if seen.started < attempt:
+                emit("attempt_started", stepName=name, attempt=attempt)
+            body: dict[str, Any] = {"stepName": name, "attempt": attempt, "error": error}
+            last = attempt == failed
+            if last and row.state == "retrying" and row.wake_at is not None:
+                body["retryDelayMs"] = max(0, row.wake_at - self._now)
+            emit("attempt_errored", **body)
+            seen.started = attempt
+            if not last or row.state in ("running", "done"):
+                emit("attempt_started", stepName=name, attempt=attempt + 1)
+                seen.started = attempt + 1
+        seen.attempts = failed
+        if row.state == "done":
+            if seen.started < failed + 1:
+                emit("attempt_started", stepName=name, attempt=failed + 1)
+            emit("attempt_completed", stepName=name, attempt=failed + 1)
+            output = REDACTED_TEXT if _sensitive(row.config) else (row.value or "null")
+            emit("step_completed", stepName=name, **{"$output": output})
+        elif row.state == "failed":
+            emit("step_errored", stepName=name)
+        seen.state = row.state
+        return seen
+
+
+class LogHub:
+    """Wakes the subscribers of an instance when a commit adds to its log."""
+
+    def __init__(self) -> None:
+        self._waiters: dict[Any, set[asyncio.Future[None]]] = {}
+
+    def notify(self, ref: Any) -> None:
+        for future in self._waiters.pop(ref, ()):
+            if not future.done():
+                future.set_result(None)
+
+    async def wait(self, ref: Any, timeout_s: float) -> None:
+        """Return at the next commit that logs for `ref`, or after `timeout_s`."""
+        future: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        waiters = self._waiters.setdefault(ref, set())
+        waiters.add(future)
+        try:
+            await asyncio.wait_for(asyncio.shield(future), timeout_s)
+        except TimeoutError:
+            pass
+        finally:
+            waiters.discard(future)
+            if not waiters and self._waiters.get(ref) is waiters:
+                del self._waiters[ref]
