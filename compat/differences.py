@@ -52,6 +52,10 @@ SCHEDULES_LOCAL = (
     "cron `schedules`: production starts an instance at every tick (id `<cron>-<tick ms>`, "
     "`event.schedule`), and so does celld; wrangler dev accepts the key but fires nothing"
 )
+VERSION_PINNING = (
+    "version pinning (beyond Cloudflare): celld records the hash of the Worker bundle each "
+    "instance started on and shows it as `versionId`; wrangler dev's explorer shows no version"
+)
 SEND_EVENT_FINISHED = (
     "sendEvent to a finished instance: production documents that it throws once the instance "
     "is not running or errored, and celld refuses it for complete, errored and terminated "

@@ -96,6 +96,7 @@ class WorkflowBindings:
             self.manager.clock.now(),
             retention=self._retention(options),
             step_limit=self.manager.specs[workflow].step_limit,
+            version=self.manager.version,
         )
 
     async def _op_create(self, workflow: str, message: dict[str, Any]) -> dict[str, Any]:

@@ -370,6 +370,8 @@ class Cell:
         if from_ is not None:
             await self.restore_history()
         self.machine.restart(self.port.now(), from_)
+        if from_ is None:  # a new history: it comes from the version running now
+            self.machine.pin_version(self.port.version)
         await self.commit()
         await self.stop_run()
         self.port.request_run(self.ref, Priority.NEW)

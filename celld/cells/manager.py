@@ -121,6 +121,8 @@ class CellManager:
         from celld.cells.binding import WorkflowBindings  # the binding uses this module
 
         self.specs = dict(specs)
+        #: the Worker bundle's hash: new instances record it (version pinning)
+        self.version = program.version
         self.store = store
         self.clock = clock
         settings = settings or CellSettings()
@@ -154,7 +156,9 @@ class CellManager:
         self._recovering: set[InstanceRef] = set()
         self._stopping = False
         self.log_hub = LogHub()  # subscribe(): wakes readers of an instance's event log
-        self.scheduler = Scheduler(self.specs, store, clock, self._create_scheduled, self.tasks)
+        self.scheduler = Scheduler(
+            self.specs, store, clock, self._create_scheduled, self.tasks, self.version
+        )
 
     # -- start and stop ------------------------------------------------------------------
 
@@ -495,6 +499,7 @@ class CellManager:
                 "id": state.id,
                 "workflow": state.workflow,
                 **cell.snapshot,
+                "version": state.version,  # the Worker version it started on
                 "created_at": state.created_at,
                 "started_at": state.started_at,
                 "finished_at": state.finished_at,

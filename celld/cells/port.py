@@ -51,6 +51,7 @@ class RunSettings:
 class CellPort(Protocol):
     clock: Clock
     settings: RunSettings
+    version: str | None  # the Worker bundle's hash (version pinning)
 
     def now(self) -> int: ...
 

@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import inspect
 import logging
 from typing import TYPE_CHECKING, Any
 
@@ -48,6 +49,7 @@ from celld.engine import (
     Suspend,
 )
 from celld.engine.errors import missing_callback, status_error
+from celld.engine.versions import ReplayCheck
 from celld.isolate.host import AnswerWithdrawn, IsolateHost
 from celld.isolate.isolate import IsolateFault
 from celld.project.cron import parse_scheduled_id
@@ -81,6 +83,10 @@ def _never() -> asyncio.Future[Any]:
     return asyncio.get_running_loop().create_future()
 
 
+#: Host operations that are step calls of a run (anything else is work outside steps).
+STEP_OPS = frozenset({"wf.do", "wf.attempt", "wf.sleep", "wf.wait", "wf.timer", "wf.fatal"})
+
+
 class CellRun:
     def __init__(self, cell: Cell, host: IsolateHost) -> None:
         self.cell = cell
@@ -99,6 +105,10 @@ class CellRun:
         #: this run only runs rollback handlers (set by post_start)
         self.rollback_mode = False
         self._rollback_started = False
+        #: version pinning: set while a replay under another version is being checked
+        self._check: ReplayCheck | None = None
+        #: fresh step asks held until the replay is quiet (key, handler, message, answer)
+        self._held: list[tuple[StepKey, Any, dict[str, Any], asyncio.Future[Any]]] = []
         host.ops = {**host.ops, **self._ops()}
         host.turn_callback = self._after_turn
         host.cpu_callback = self._charge_cpu
@@ -111,6 +121,7 @@ class CellRun:
             "wf.sleep": self._on_sleep,
             "wf.wait": self._on_wait,
             "wf.timer": self._on_timer,
+            "wf.replayed": self._on_replayed,
             "wf.done": self._on_done,
             "wf.fatal": self._on_fatal,
             "wf.rbReport": self._on_rollback_report,
@@ -122,6 +133,8 @@ class CellRun:
     def post_start(self, start: RunStart, fresh: bool) -> None:
         """Hand the run's start (from `Machine.start_run`) to JS."""
         state = self.machine.state
+        # a rollback run only replays to find handlers: nothing new runs, nothing to check
+        self._check = None if start.rollback is not None else self._version_check(start)
         env = {"k": "env", **self.port.settings.env_message} if fresh else {"k": "reset"}
         self.host.post(env)
         self.host.post(
@@ -141,11 +154,82 @@ class CellRun:
                     str(row.key) for row in self.machine.unfinished_steps() if row.type == "do"
                 ],
                 "stepLimit": start.step_limit,
-                "speculate": self.modifiers() is None,
+                # no speculative starts under test modifiers, nor while a replay under
+                # another version is checked (every step goes through the host and JS
+                # reports journal hits)
+                "speculate": self.modifiers() is None and self._check is None,
                 "rollback": start.rollback,
+                "checkVersion": self._check is not None,
             }
         )
         self.rollback_mode = start.rollback is not None
+
+    def _version_check(self, start: RunStart) -> ReplayCheck | None:
+        """A check of this replay if the instance started on another version of the Worker
+        and has history (celld.engine.versions)."""
+        started, current = self.machine.state.version, self.port.version
+        if started is None or current is None or started == current:
+            return None
+        unfinished = sorted(self.machine.unfinished_steps(), key=lambda row: row.seq)
+        recorded = [StepKey.parse(k) for k in start.journal] + [row.key for row in unfinished]
+        return ReplayCheck(recorded, started, current) if recorded else None
+
+    # -- version pinning -------------------------------------------------------------------
+
+    def _on_replayed(self, m: dict[str, Any]) -> None:
+        """JS resolved a recorded step from the journal (reported only while checking)."""
+        if self._check is not None and self._current(m):
+            self._check.ask(StepKey.parse(str(m["key"])))
+
+    def _held_ask(self, key: StepKey, handler: Any, m: dict[str, Any]) -> Any:
+        """While checking: a step the history lacks waits until the replay is quiet."""
+        check = self._check
+        if check is None or check.ask(key) or check.done:
+            return None
+        answer: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
+        self._held.append((key, handler, m, answer))
+        return answer
+
+    def _quiet(self) -> bool:
+        """JS waits on nothing but step calls: every branch ran as far as it can."""
+        return all(op in STEP_OPS for op in self.host.pending_ops)
+
+    def _judge_held(self) -> bool:
+        """At a quiet point: release the held asks, or fail the instance if the new code
+        left recorded steps unasked. True if the run was failed."""
+        check = self._check
+        if check is None or not self._held or not self._quiet():
+            return False
+        held, self._held = self._held, []
+        found = check.judge(key for key, _, _, _ in held)
+        if found is not None:
+            for *_, answer in held:
+                answer.cancel()
+            ref = self.cell.ref
+            log.error("workflow %s/%s: %s", ref.workflow, ref.id, found.error().message)
+            if self.machine.fail_fatal(found.error(), self.port.now()) is not None:
+                self.port.spawn(self.cell.settle_run(self), "failing a mixed-version replay")
+            return True
+        if check.done:
+            self._check = None
+        for _, handler, m, answer in held:
+            self._settle_held(handler(m), answer)
+        return False
+
+    def _settle_held(self, result: Any, answer: asyncio.Future[Any]) -> None:
+        if not inspect.isawaitable(result):
+            answer.set_result(result)
+            return
+
+        async def forward() -> None:
+            try:
+                answer.set_result(await result)
+            except asyncio.CancelledError:
+                answer.cancel()
+            except Exception as error:  # noqa: BLE001 - handed to JS as the answer's error
+                answer.set_exception(error)
+
+        self.port.spawn(forward(), "answering a held step call", self.cell.on_task_failure)
 
     @staticmethod
     def _schedule(instance_id: str) -> dict[str, Any] | None:
@@ -308,6 +392,10 @@ class CellRun:
     def _on_do(self, m: dict[str, Any]) -> Any:
         if not self._current(m):
             return _never()
+        held = self._held_ask(self._key("do", m), self._do_now, m)
+        return held if held is not None else self._do_now(m)
+
+    def _do_now(self, m: dict[str, Any]) -> Any:
         key, decision = self._step_call(self.machine.step_do, m)
         decision, mocked = self._modify(key, decision)
         return self._answer(key, decision, resumes=mocked)
@@ -348,6 +436,10 @@ class CellRun:
     def _on_sleep(self, m: dict[str, Any]) -> Any:
         if not self._current(m):
             return _never()
+        held = self._held_ask(self._key("sleep", m), self._sleep_now, m)
+        return held if held is not None else self._sleep_now(m)
+
+    def _sleep_now(self, m: dict[str, Any]) -> Any:
         key = self._key("sleep", m)
         decision = self.machine.step_sleep(
             key.name,
@@ -364,6 +456,10 @@ class CellRun:
     def _on_wait(self, m: dict[str, Any]) -> Any:
         if not self._current(m):
             return _never()
+        held = self._held_ask(self._key("waitForEvent", m), self._wait_now, m)
+        return held if held is not None else self._wait_now(m)
+
+    def _wait_now(self, m: dict[str, Any]) -> Any:
         key = self._key("waitForEvent", m)
         decision = self.machine.step_wait(
             key.name, key.count, m.get("type"), m.get("timeout"), self.port.now()
@@ -514,6 +610,8 @@ class CellRun:
             if not self.closed and not self._rollback_started:
                 self._rollback_started = True
                 self.port.spawn(self.drive_rollback(), "rolling back", self.cell.on_task_failure)
+            return
+        if not self.closed and self._judge_held():
             return
         if self.closed or self._delivering or self.machine.in_flight():
             # Not idle (idle() would do nothing); the attempt's report commits what changed.

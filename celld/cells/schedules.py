@@ -64,12 +64,14 @@ class Scheduler:
         clock: Clock,
         create: Callable[[Machine], Awaitable[bool]],
         tasks: TaskOwner,
+        version: str | None = None,
     ) -> None:
         self.specs = specs
         self.store = store
         self.clock = clock
         self._create = create
         self._tasks = tasks
+        self._version = version
         self.states: dict[tuple[str, str], ScheduleState] = {}
         self._timers: dict[tuple[str, str], Cancellable] = {}
         self._stopped = False
@@ -130,6 +132,7 @@ class Scheduler:
                     self.clock.now(),
                     step_limit=self.specs[workflow].step_limit,
                     scheduled=True,
+                    version=self._version,
                 )
                 if await self._create(machine):
                     log.info("schedule %r of %s started %s", expression, workflow, instance_id)

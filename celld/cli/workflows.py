@@ -300,6 +300,7 @@ def describe_instance(
         values = {
             "Workflow Name": name,
             "Instance Id": details["id"],
+            "Version": details.get("versionId") or "-",
             "Status": ICONS.get(details["status"], details["status"]),
             "Queued": _when(details.get("queued")),
             "Start": _when(details.get("start")),

@@ -174,6 +174,7 @@ class Machine:
         retention: dict[str, Any] | None = None,
         step_limit: int = DEFAULT_STEP_LIMIT,
         scheduled: bool = False,
+        version: str | None = None,
     ) -> Machine:
         """A new queued instance; raises ``WorkflowError`` for an invalid id, params or
         retention. Duplicate ids are the store's to detect (it sees ``Changes.created``).
@@ -190,6 +191,7 @@ class Machine:
             created_at=now,
             success_retention_ms=success_ms,
             error_retention_ms=error_ms,
+            version=version,
         )
         machine = cls(state, step_limit=step_limit)
         machine._created = True
@@ -565,6 +567,20 @@ class Machine:
         if self.rolling_back:
             self._end_rollback(error, now)
             return Fail(error)
+        if not self._active():
+            return None
+        return self._fail(error, now)
+
+    def pin_version(self, version: str | None) -> None:
+        """Record the Worker version the instance's history now comes from (a full restart
+        starts a new history)."""
+        if self._state.version != version:
+            self._state.version = version
+            self._touch()
+
+    def fail_fatal(self, error: ErrorInfo, now: int) -> Fail | None:
+        """Fail the instance with an engine-made error found outside the machine (a replay
+        under another version that would mix histories, :mod:`.versions`)."""
         if not self._active():
             return None
         return self._fail(error, now)

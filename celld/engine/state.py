@@ -66,6 +66,8 @@ class InstanceState:
     generation: int = 0
     next_seq: int = 1
     next_event_seq: int = 1
+    #: the Worker bundle's hash when the instance was created (version pinning)
+    version: str | None = None
 
 
 @dataclass(slots=True)

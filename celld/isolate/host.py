@@ -67,6 +67,8 @@ class IsolateHost:
         self._pump_task: asyncio.Task[None] | None = None
         self._tasks: set[asyncio.Task[Any]] = set()
         self._by_ticket: dict[int, tuple[asyncio.Task[Any], Awaitable[Any]]] = {}
+        #: host operations still working for JS, by op name
+        self.pending_ops: dict[str, int] = {}
         self._idle = asyncio.Event()
         self._idle.set()
         #: Called when the isolate has nothing to run and no host work outstanding.
@@ -212,6 +214,8 @@ class IsolateHost:
         if inspect.isawaitable(result):
             task = asyncio.get_running_loop().create_task(self._await(ticket, op, result))
             self._tasks.add(task)
+            self.pending_ops[op] = self.pending_ops.get(op, 0) + 1
+            task.add_done_callback(lambda _, o=op: self._op_done(o))
             task.add_done_callback(self._task_done)
             task.add_done_callback(lambda _, work=result: _close_unstarted(work))
             if ticket is not None:
@@ -219,6 +223,13 @@ class IsolateHost:
                 task.add_done_callback(lambda _, t=ticket: self._by_ticket.pop(t, None))
         elif ticket is not None:
             self.post({"k": "settle", "t": ticket, "v": result})
+
+    def _op_done(self, op: str) -> None:
+        left = self.pending_ops.get(op, 1) - 1
+        if left > 0:
+            self.pending_ops[op] = left
+        else:
+            self.pending_ops.pop(op, None)
 
     def _task_done(self, task: asyncio.Task[Any]) -> None:
         self._tasks.discard(task)

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Iterable
 from dataclasses import dataclass
+from functools import cached_property
 from pathlib import Path
 
 from celld.isolate.bundle_cache import cached_bundle
@@ -22,6 +24,14 @@ class Program:
     script: Script
     lines: LineMap
     bundle: Bundle | None
+
+    @cached_property
+    def version(self) -> str | None:
+        """The Worker's version: a hash of its bundled code (None without a Worker). An
+        instance records the version it started on (celld.engine.versions)."""
+        if self.bundle is None:
+            return None
+        return hashlib.sha256(self.bundle.source.encode()).hexdigest()[:16]
 
 
 def build_program(

@@ -113,6 +113,7 @@ class Operator:
             "class_name": workflow["class_name"],
             "script_name": workflow["script_name"],
             "binding": workflow["binding"],
+            "version": cells.version,  # the running Worker's version (bundle hash)
             "instances": counts,
             # cron schedules: last tick handled and the next one (ISO times, UTC)
             "schedules": [
@@ -280,6 +281,8 @@ class Operator:
             "status": found["status"],
             "params": decode(found.get("params")),
             "trigger": {"source": "cron" if parse_scheduled_id(found["id"]) else "unknown"},
+            # the hash of the Worker bundle the instance started on (version pinning)
+            "versionId": found.get("version"),
             "queued": iso(found["created_at"]),
             "start": iso(found["started_at"]),
             "end": iso(found["finished_at"]),

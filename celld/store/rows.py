@@ -28,6 +28,7 @@ CREATE TABLE IF NOT EXISTS instances (
     next_event_seq INTEGER NOT NULL,
     next_wake INTEGER,
     runnable INTEGER NOT NULL,
+    version TEXT,
     PRIMARY KEY (workflow, id)
 ) WITHOUT ROWID;
 CREATE INDEX IF NOT EXISTS instances_by_wake_key ON instances (next_wake, workflow, id)
@@ -82,10 +83,13 @@ CREATE TABLE IF NOT EXISTS schedule_ticks (
 ) WITHOUT ROWID;
 """
 
+#: Columns added after the first release, with their type: added to older state files.
+ADDED_INSTANCE_COLUMNS = {"version": "TEXT"}
+
 INSTANCE_COLUMNS = (
     "workflow", "id", "status", "params", "created_at", "output", "error", "started_at",
     "finished_at", "paused_at", "success_retention_ms", "error_retention_ms", "expires_at",
-    "generation", "next_seq", "next_event_seq", "next_wake", "runnable",
+    "generation", "next_seq", "next_event_seq", "next_wake", "runnable", "version",
 )  # fmt: skip
 STEP_COLUMNS = (
     "workflow", "instance_id", "type", "name", "count", "seq", "state", "attempts", "config",
@@ -121,7 +125,7 @@ def instance_row(state: InstanceState, next_wake: int | None, runnable: bool) ->
         state.output, _error_text(state.error), state.started_at, state.finished_at,
         state.paused_at, state.success_retention_ms, state.error_retention_ms,
         state.expires_at, state.generation, state.next_seq, state.next_event_seq,
-        next_wake, int(runnable),
+        next_wake, int(runnable), state.version,
     )  # fmt: skip
 
 
@@ -143,6 +147,7 @@ def instance_from_row(row: Any) -> InstanceState:
         generation=row["generation"],
         next_seq=row["next_seq"],
         next_event_seq=row["next_event_seq"],
+        version=row["version"],
     )
 
 

@@ -49,6 +49,7 @@ from celld.store.base import (
 )
 from celld.store.health import StoreHealth
 from celld.store.rows import (
+    ADDED_INSTANCE_COLUMNS,
     INSERT_INSTANCE,
     SCHEMA,
     UPSERT_EVENT,
@@ -205,6 +206,10 @@ class SqliteStore:
         connection.execute(f"PRAGMA synchronous={self.synchronous}")
         connection.execute("PRAGMA busy_timeout=10000")
         connection.executescript(SCHEMA)
+        have = {row[1] for row in connection.execute("PRAGMA table_info(instances)")}
+        for column, kind in ADDED_INSTANCE_COLUMNS.items():
+            if column not in have:  # a state folder from an older celld
+                connection.execute(f"ALTER TABLE instances ADD COLUMN {column} {kind}")
         connection.commit()
         return connection
 

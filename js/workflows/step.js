@@ -320,6 +320,9 @@
       const entry = this.#journal[key];
       if (entry === undefined) return undefined;
       delete this.#journal[key];
+      // a replay under another version of the Worker: the host follows which recorded
+      // steps the new code asks for (celld/engine/versions.py)
+      if (run.checkVersion) host.notify("wf.replayed", { g: this.#generation, key });
       return entry;
     }
 
@@ -353,7 +356,7 @@
       const shape = stringify([config, dynamic, rollback ? rollback.wire : null]);
       const known = firstAttempts.get(shape);
       let decision;
-      const speculate = known && run.mayBegin && run.generation === this.#generation;
+      const speculate = known && run.mayBegin && !run.checkVersion && run.generation === this.#generation;
       if (speculate && !this.#unfinished.has(key) && ordinal <= this.#stepLimit && plainStepName(name)) {
         host.notify("wf.begin", ObjectAssign({ g: this.#generation }, call));
         const context = { step: { name, count }, attempt: 1, config: known.config };
@@ -470,6 +473,7 @@
   host.on("wf.start", (message) => {
     run.generation = message.g;
     run.mayBegin = message.speculate !== false;
+    run.checkVersion = message.checkVersion === true;
     run.attempts.clear();
     const main = globalThis.__celld_main;
     const Workflow = main[message.className];
