@@ -30,19 +30,6 @@ from celld.engine.state import Changes, StepKey
 LogEntry = tuple[int, str, str]
 
 TERMINAL = frozenset({"workflow_completed", "workflow_errored", "workflow_terminated"})
-#: Every type `subscribe({filter})` accepts (Cloudflare's list, rollbacks included).
-EVENT_TYPES = frozenset(
-    {
-        "workflow_queued", "workflow_started", "workflow_running", "workflow_paused",
-        "workflow_waiting_for_pause", "workflow_waiting", "workflow_completed",
-        "workflow_errored", "workflow_terminated", "step_started", "step_completed",
-        "step_errored", "attempt_started", "attempt_completed", "attempt_errored",
-        "sleep_started", "sleep_completed", "wait_started", "wait_completed", "wait_timed_out",
-        "rollback_started", "rollback_step_started", "rollback_step_completed",
-        "rollback_step_errored", "rollback_attempt_started", "rollback_attempt_completed",
-        "rollback_attempt_errored", "rollback_completed", "rollback_errored",
-    }
-)  # fmt: skip
 REDACTED_TEXT = '"[REDACTED]"'
 
 _STATUS_EVENT = {
@@ -152,8 +139,10 @@ class InstanceLog:
                 emit("wait_completed", stepName=name)
             elif row.state == "timed_out":
                 emit("wait_timed_out", stepName=name)
-        else:
+        elif row.type == "do":
             seen = self._do(row, seen, emit)
+        else:  # a kind of row this log does not describe (yet)
+            return
         if row.finished or row.state == "done":
             self._steps.pop(row.key, None)
         else:

@@ -14,7 +14,7 @@ import pytest
 
 from celld.client import CelldError, Client
 from tests.celld_server import CelldServer
-from tests.e2e.conftest import PROJECTS
+from tests.e2e.conftest import PROJECTS, REPO
 from tests.pngpixels import columns_with, decode_png
 
 CHROMIUM = Path("/usr/bin/chromium")
@@ -212,6 +212,29 @@ def test_page_needs_the_token_beyond_loopback(browser: Any, tmp_path: Path) -> N
         assert refused is not None and refused.status == 401
         page.goto(f"{celld.url}/cdn-cgi/celld/?token={token}")
         expect(page.locator('tr[data-workflow="order-workflow"]')).to_be_visible()
+    finally:
+        context.close()
+        celld.stop()
+
+
+def test_workflows_view_shows_cron_schedules(browser: Any, tmp_path: Path) -> None:
+    """examples/scheduled: each schedule with its next tick, then a link to the instance
+    the last tick started (its id has "/" and spaces in it)."""
+    start = 1_767_226_200_000  # 2026-01-01T00:10:00Z
+    celld = CelldServer(REPO / "examples" / "scheduled", tmp_path / "state", manual_clock=start)
+    celld.start()
+    context = browser.new_context(viewport={"width": 1200, "height": 900})
+    try:
+        page = context.new_page()
+        open_page(page, celld, "#/")
+        half_hourly = page.locator('tr[data-workflow="digest"] [data-schedule="*/30 * * * *"]')
+        expect(half_hourly).to_contain_text("next")
+        expect(page.locator('[data-schedule="0 9 * * MON-FRI"]')).to_be_visible()
+        celld.advance(20 * 60_000)
+        link = half_hourly.locator("a")
+        expect(link).to_have_text("instance")
+        link.click()
+        expect(page.locator("h1")).to_contain_text("*/30 * * * *-1767227400000")
     finally:
         context.close()
         celld.stop()
