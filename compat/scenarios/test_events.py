@@ -125,14 +125,6 @@ def test_status_while_waiting_for_event(sc: Scenario) -> None:
     assert sc.finished(i)["status"] == "complete"
 
 
-def test_event_to_finished_instance_is_ignored(sc: Scenario) -> None:
-    """sendEvent to a complete instance does not throw and changes nothing."""
-    i = sc.create([{"do": "a"}])
-    out = sc.output(i)
-    sc.event(i, "whatever", {"x": 1})
-    assert sc.status(i) == {"status": "complete", "output": out}
-
-
 def test_parallel_waits(sc: Scenario) -> None:
     """Two waits in parallel each get their own event."""
     i = sc.create([{"parallel": [{"wait": "a", "type": "ta"}, {"wait": "b", "type": "tb"}]}])

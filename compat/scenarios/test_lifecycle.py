@@ -109,12 +109,13 @@ def test_terminate_paused_instance(sc: Scenario) -> None:
 
 
 def test_terminate_waiting_for_event(sc: Scenario) -> None:
-    """A terminated instance ignores events sent afterwards."""
+    """A terminated instance stays terminated whatever is sent afterwards (whether the send
+    throws: test_event_to_terminated_instance_throws)."""
     i = sc.create([{"wait": "w", "type": "go"}])
     sc.wait(100)
     sc.terminate(i)
     sc.until(i, "terminated")
-    sc.event(i, "go")
+    sc.call("/event", id=i, type="go")
     sc.wait(200)
     assert sc.status(i)["status"] == "terminated"
 

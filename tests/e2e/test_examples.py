@@ -267,7 +267,9 @@ def test_terminated_request_stays_terminated(approval: CelldServer) -> None:
     instance = file_request(approval)
     response = approval.post(f"/requests/{instance}/terminate")
     assert response.json() == {"id": instance, "terminate": True, "status": "terminated"}
-    decide(approval, instance, approved=True, by="grace")  # accepted, and ignored
+    late = approval.post(f"/requests/{instance}/approval", json={"approved": True})
+    assert late.status_code == 500  # sendEvent to a finished instance throws
+    assert "instance.cannot_send_event" in late.json()["error"]
     assert status(approval, f"/requests/{instance}") == {
         "id": instance,
         "status": "terminated",
