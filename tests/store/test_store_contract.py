@@ -211,3 +211,30 @@ async def test_schedule_ticks_are_per_expression_and_never_move_back(
         assert await reopened.schedule_ticks("other") == {"0 * * * *": T0 + 9}
     finally:
         await reopened.close()
+
+
+async def test_a_state_file_without_the_version_column_is_upgraded(tmp_path: Path) -> None:
+    """State folders from before version pinning: the column is added, old rows read None."""
+    from celld.store.rows import SCHEMA
+
+    path = tmp_path / "old.sqlite3"
+    old_schema = SCHEMA.replace("    version TEXT,\n", "")
+    with sqlite3.connect(path) as connection:
+        connection.executescript(old_schema)
+        connection.execute(
+            "INSERT INTO instances (workflow, id, status, params, created_at, "
+            "success_retention_ms, error_retention_ms, generation, next_seq, next_event_seq, "
+            "runnable) VALUES ('wf', 'old', 'queued', '{}', ?, 1, 1, 0, 1, 1, 1)",
+            (T0,),
+        )
+    upgraded = SqliteStore(path)
+    await upgraded.open()
+    try:
+        loaded = await upgraded.load(InstanceRef("wf", "old"))
+        assert loaded is not None and loaded.state.version is None
+        fresh = new("new", version="0123456789abcdef")
+        await upgraded.write(write_of(fresh))
+        again = await upgraded.load(InstanceRef("wf", "new"))
+        assert again is not None and again.state.version == "0123456789abcdef"
+    finally:
+        await upgraded.close()
