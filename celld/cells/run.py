@@ -49,6 +49,7 @@ from celld.engine import (
     Suspend,
 )
 from celld.engine.errors import missing_callback, status_error
+from celld.engine.state import STEP_TYPES
 from celld.engine.versions import ReplayCheck
 from celld.isolate.host import AnswerWithdrawn, IsolateHost
 from celld.isolate.isolate import IsolateFault
@@ -170,8 +171,8 @@ class CellRun:
         started, current = self.machine.state.version, self.port.version
         if started is None or current is None or started == current:
             return None
-        unfinished = sorted(self.machine.unfinished_steps(), key=lambda row: row.seq)
-        recorded = [StepKey.parse(k) for k in start.journal] + [row.key for row in unfinished]
+        unfinished = [r.key for r in self.machine.unfinished_steps() if r.type in STEP_TYPES]
+        recorded = [StepKey.parse(k) for k in start.journal] + unfinished
         return ReplayCheck(recorded, started, current) if recorded else None
 
     # -- version pinning -------------------------------------------------------------------
