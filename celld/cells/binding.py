@@ -12,11 +12,12 @@ changed nothing.
 from __future__ import annotations
 
 import asyncio
-import json
 import uuid
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import TYPE_CHECKING, Any
+
+import orjson
 
 from celld.cells.cell import Cell
 from celld.cells.instance_log import TERMINAL
@@ -263,7 +264,7 @@ class WorkflowBindings:
 
     @staticmethod
     def _event(ref: InstanceRef, row: LogRow) -> dict[str, Any]:
-        body = json.loads(row.body)
+        body = orjson.loads(row.body)
         return {
             "instanceId": ref.id,
             "eventId": row.event_id,

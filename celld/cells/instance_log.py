@@ -19,9 +19,10 @@ as its whole sequence at once, in order.
 from __future__ import annotations
 
 import asyncio
-import json
 from dataclasses import dataclass
 from typing import Any
+
+import orjson
 
 from celld.engine import Machine, Status, StepRecord
 from celld.engine.state import Changes, StepKey
@@ -54,11 +55,12 @@ class _Seen:
     started: int  # the last attempt logged as started
 
 
-def _config_view(text: str | None) -> dict[str, Any] | None:
+def _config(text: str | None) -> dict[str, Any]:
+    return orjson.loads(text) if text else {}
+
+
+def _config_view(data: dict[str, Any]) -> dict[str, Any] | None:
     """`step_started.config`: {retries: {limit, delay, backoff}, timeout, sensitive?}."""
-    if not text:
-        return None
-    data = json.loads(text)
     if "limit" not in data:
         return None
     view: dict[str, Any] = {
@@ -68,10 +70,6 @@ def _config_view(text: str | None) -> dict[str, Any] | None:
     if data.get("sensitive") is not None:
         view["sensitive"] = data["sensitive"]
     return view
-
-
-def _sensitive(text: str | None) -> bool:
-    return bool(text and json.loads(text).get("sensitive") == "output")
 
 
 class InstanceLog:
@@ -92,7 +90,7 @@ class InstanceLog:
         self._now = now
 
         def emit(kind: str, **body: Any) -> None:
-            out.append((now, kind, json.dumps(body, ensure_ascii=False, separators=(",", ":"))))
+            out.append((now, kind, orjson.dumps(body).decode()))
 
         instance = changes.instance
         if changes.wiped:
@@ -150,8 +148,9 @@ class InstanceLog:
 
     def _do(self, row: StepRecord, seen: _Seen | None, emit: Any) -> _Seen:
         name = f"{row.name}-{row.count}"
+        config = _config(row.config)
         if seen is None:
-            emit("step_started", stepName=name, config=_config_view(row.config))
+            emit("step_started", stepName=name, config=_config_view(config))
             emit("attempt_started", stepName=name, attempt=1)
             seen = _Seen("running", 0, 1)
         error = row.error.to_dict() if row.error else {"name": "Error", "message": ""}
@@ -175,7 +174,8 @@ class InstanceLog:
             if seen.started < failed + 1:
                 emit("attempt_started", stepName=name, attempt=failed + 1)
             emit("attempt_completed", stepName=name, attempt=failed + 1)
-            output = REDACTED_TEXT if _sensitive(row.config) else (row.value or "null")
+            sensitive = config.get("sensitive") == "output"
+            output = REDACTED_TEXT if sensitive else (row.value or "null")
             emit("step_completed", stepName=name, **{"$output": output})
         elif row.state == "failed":
             emit("step_errored", stepName=name)
