@@ -277,6 +277,9 @@ class CellRun:
             and self.machine.status is Status.WAITING
             and self.machine.in_flight() == 0
             and not self._delivering
+            # an answer already handed to the host (a race's winning step, say) that JS
+            # has not run yet: JS may go on from it
+            and not self.host.turn_pending
         )
 
     def _current(self, message: dict[str, Any]) -> bool:

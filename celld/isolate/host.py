@@ -88,6 +88,12 @@ class IsolateHost:
         return self._pumping or bool(self._tasks)
 
     @property
+    def turn_pending(self) -> bool:
+        """True while a turn runs or inbound messages wait for one (an answer JS has not
+        seen yet)."""
+        return self._pumping or bool(self._inbox)
+
+    @property
     def faulted(self) -> bool:
         return self.isolate.fault is not None
 
