@@ -25,6 +25,8 @@ from typing import Any
 import orjson
 
 from celld.engine import Machine, Status, StepRecord
+from celld.engine.rollback import COMPLETE as PHASE_COMPLETE
+from celld.engine.rollback import PHASE, PHASE_KEY, REGISTERED, ROLLBACK, ROLLING_BACK
 from celld.engine.state import Changes, StepKey
 
 #: A logged event before the store numbers it: (timestamp ms, type, body as JSON text).
@@ -84,6 +86,8 @@ class InstanceLog:
             row.key: _Seen(row.state, row.attempts, row.attempts + int(row.state == "running"))
             for row in machine.unfinished_steps()
         }
+        if machine.rolling_back:  # the phase row is kept apart from the steps
+            self._steps[PHASE_KEY] = _Seen(ROLLING_BACK, 0, 0)
 
     def entries(self, changes: Changes, now: int) -> list[LogEntry]:
         out: list[LogEntry] = []
@@ -109,8 +113,18 @@ class InstanceLog:
                 else:
                     emit(_STATUS_EVENT[status])
             self._status = status
-        for row in sorted(changes.steps, key=lambda r: r.seq):
+        phase = next((r for r in changes.steps if r.type == PHASE), None)
+        began = phase is not None and phase.key not in self._steps
+        forward = sorted((r for r in changes.steps if r.type != ROLLBACK), key=lambda r: r.seq)
+        for row in forward:
             self._step(row, emit)
+        if began:
+            emit("rollback_started")
+        # handlers run newest step first: their rows are logged in that order
+        for row in sorted((r for r in changes.steps if r.type == ROLLBACK), key=lambda r: -r.seq):
+            self._rollback(row, emit)
+        if phase is not None and phase.state != ROLLING_BACK:
+            emit("rollback_completed" if phase.state == PHASE_COMPLETE else "rollback_errored")
         if final is not None and instance is not None:
             if final is Status.COMPLETE:
                 emit("workflow_completed", **{"$output": instance.output or "null"})
@@ -139,19 +153,40 @@ class InstanceLog:
                 emit("wait_timed_out", stepName=name)
         elif row.type == "do":
             seen = self._do(row, seen, emit)
-        else:  # a kind of row this log does not describe (yet)
+        elif row.type == PHASE:
+            self._steps[row.key] = _Seen(row.state, 0, 0)  # its events are emitted above
+            return
+        else:  # a kind of row this log does not describe
             return
         if row.finished or row.state == "done":
             self._steps.pop(row.key, None)
         else:
             self._steps[row.key] = seen or _Seen(row.state, row.attempts, 0)
 
-    def _do(self, row: StepRecord, seen: _Seen | None, emit: Any) -> _Seen:
+    def _rollback(self, row: StepRecord, emit: Any) -> None:
+        """A rollback handler's row: nothing while it is only registered, then the same
+        sequence as a step's, under the `rollback_` names."""
+        seen = self._steps.get(row.key)
+        if row.state == REGISTERED:
+            self._steps[row.key] = _Seen(REGISTERED, 0, 0)
+            return
+        if seen is not None and seen.state == REGISTERED:
+            seen = None
+        seen = self._do(row, seen, emit, prefix="rollback_")
+        if row.finished:
+            self._steps.pop(row.key, None)
+        else:
+            self._steps[row.key] = seen
+
+    def _do(self, row: StepRecord, seen: _Seen | None, emit: Any, prefix: str = "") -> _Seen:
+        """A step's (or, with `prefix`, a rollback handler's) events since `seen`."""
         name = f"{row.name}-{row.count}"
         config = _config(row.config)
+        step_started, step_completed = f"{prefix}step_started", f"{prefix}step_completed"
+        attempt_started, attempt_errored = f"{prefix}attempt_started", f"{prefix}attempt_errored"
         if seen is None:
-            emit("step_started", stepName=name, config=_config_view(config))
-            emit("attempt_started", stepName=name, attempt=1)
+            emit(step_started, stepName=name, config=_config_view(config))
+            emit(attempt_started, stepName=name, attempt=1)
             seen = _Seen("running", 0, 1)
         error = row.error.to_dict() if row.error else {"name": "Error", "message": ""}
         failed = row.attempts
@@ -159,26 +194,32 @@ class InstanceLog:
             failed += 1  # an attempt that failed without being counted (unserializable)
         for attempt in range(seen.attempts + 1, failed + 1):
             if seen.started < attempt:
-                emit("attempt_started", stepName=name, attempt=attempt)
+                emit(attempt_started, stepName=name, attempt=attempt)
             body: dict[str, Any] = {"stepName": name, "attempt": attempt, "error": error}
             last = attempt == failed
             if last and row.state == "retrying" and row.wake_at is not None:
                 body["retryDelayMs"] = max(0, row.wake_at - self._now)
-            emit("attempt_errored", **body)
+            emit(attempt_errored, **body)
             seen.started = attempt
             if not last or row.state in ("running", "done"):
-                emit("attempt_started", stepName=name, attempt=attempt + 1)
+                emit(attempt_started, stepName=name, attempt=attempt + 1)
                 seen.started = attempt + 1
         seen.attempts = failed
         if row.state == "done":
             if seen.started < failed + 1:
-                emit("attempt_started", stepName=name, attempt=failed + 1)
-            emit("attempt_completed", stepName=name, attempt=failed + 1)
-            sensitive = config.get("sensitive") == "output"
-            output = REDACTED_TEXT if sensitive else (row.value or "null")
-            emit("step_completed", stepName=name, **{"$output": output})
+                emit(attempt_started, stepName=name, attempt=failed + 1)
+            emit(f"{prefix}attempt_completed", stepName=name, attempt=failed + 1)
+            if prefix:
+                emit(step_completed, stepName=name)
+            else:
+                sensitive = config.get("sensitive") == "output"
+                output = REDACTED_TEXT if sensitive else (row.value or "null")
+                emit(step_completed, stepName=name, **{"$output": output})
         elif row.state == "failed":
-            emit("step_errored", stepName=name)
+            if prefix:
+                emit(f"{prefix}step_errored", stepName=name, error=error)
+            else:
+                emit("step_errored", stepName=name)
         seen.state = row.state
         return seen
 

@@ -134,3 +134,35 @@ def test_invalid_options_throw(sc: Scenario) -> None:
             "name": "Error",
             "message": "Invalid Workflow subscription options",
         }
+
+
+def test_rollback_events(sc: Scenario) -> None:
+    """A rollback is logged between the failed step and the end: started, each handler
+    (newest step first) with its attempt, then completed, then the instance errors."""
+    i = sc.create(
+        [
+            {"do": "a", "value": "A", "rollback": True},
+            {"do": "b", "always": True, "error": "nonretryable", "rollback": True},
+        ]
+    )
+    sc.finished(i)
+    wanted = (
+        "step_errored,rollback_started,rollback_step_started,rollback_attempt_started,"
+        "rollback_attempt_completed,rollback_step_completed,rollback_completed,"
+        "rollback_errored,workflow_errored"
+    )
+    events = subscribed(sc, i, filter=wanted)["events"]
+    assert [(e["type"], e.get("stepName")) for e in events] == [
+        ("step_errored", "b-1"),
+        ("rollback_started", None),
+        ("rollback_step_started", "b-1"),
+        ("rollback_attempt_started", "b-1"),
+        ("rollback_attempt_completed", "b-1"),
+        ("rollback_step_completed", "b-1"),
+        ("rollback_step_started", "a-1"),
+        ("rollback_attempt_started", "a-1"),
+        ("rollback_attempt_completed", "a-1"),
+        ("rollback_step_completed", "a-1"),
+        ("rollback_completed", None),
+        ("workflow_errored", None),
+    ]

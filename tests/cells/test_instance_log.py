@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 
 from celld.cells.instance_log import InstanceLog
-from celld.engine import ErrorInfo, Machine
+from celld.engine import ErrorInfo, Machine, Status
 
 T0 = 1_700_000_000_000
 RETRY = {"retries": {"limit": 2, "delay": 500, "backoff": "constant"}}
@@ -88,3 +88,97 @@ def test_sleep_and_wait_events() -> None:
     m.wake(T0 + 1000)
     m.send_event("go", "1", T0 + 1001)
     assert [e["type"] for e in logged(log, m, T0 + 1001)] == ["sleep_completed", "wait_completed"]
+
+
+def test_a_rollback_is_logged_newest_handler_first_with_its_retries() -> None:
+    m = Machine.create("wf", "i", "{}", T0)
+    m.start_run(T0)
+    log = InstanceLog(m)
+    m.take_changes()
+    no_retry = {"config": {"retries": {"limit": 1, "delay": 100, "backoff": "constant"}},
+                "dynamic": False}  # fmt: skip
+    for name in ("flight", "hotel"):
+        m.step_do(name, 1, None, None, T0, rollback=no_retry)
+        m.attempt_succeeded(("do", name, 1), 1, '"ok"', T0)  # type: ignore[arg-type]
+    assert [e["type"] for e in logged(log, m, T0)].count("step_completed") == 2  # no rollback_*
+    m.step_do("car", 1, None, {"retries": {"limit": 0, "delay": 0}}, T0)
+    m.attempt_failed(("do", "car", 1), 1, ErrorInfo("Error", "no car"), T0)  # type: ignore[arg-type]
+    m.run_failed(ErrorInfo("Error", "no car"), T0)
+    events = logged(log, m, T0)
+    assert events[-1] == {"type": "rollback_started"}
+    assert m.status is Status.RUNNING
+    # the hotel's handler fails once (retried), then succeeds; the flight's succeeds
+    m.rollback_next(T0)
+    key, attempt = m.rollback_in_flight()
+    assert key.name == "hotel"
+    m.rollback_attempt_failed(key, attempt, ErrorInfo("Error", "busy"), T0)
+    assert logged(log, m, T0) == [
+        {"type": "rollback_step_started", "stepName": "hotel-1",
+         "config": {"retries": {"limit": 1, "delay": 100, "backoff": "constant"},
+                    "timeout": "10 minutes"}},
+        {"type": "rollback_attempt_started", "stepName": "hotel-1", "attempt": 1},
+        {"type": "rollback_attempt_errored", "stepName": "hotel-1", "attempt": 1,
+         "error": {"name": "Error", "message": "busy"}, "retryDelayMs": 100},
+    ]  # fmt: skip
+    m.rollback_next(T0 + 100)
+    key, attempt = m.rollback_in_flight()
+    m.rollback_attempt_succeeded(key, attempt, T0 + 100)
+    m.rollback_next(T0 + 100)
+    key, attempt = m.rollback_in_flight()
+    assert key.name == "flight"
+    m.rollback_attempt_succeeded(key, attempt, T0 + 100)
+    assert m.rollback_next(T0 + 100) is None
+    assert [(e["type"], e.get("stepName")) for e in logged(log, m, T0 + 100)] == [
+        ("rollback_attempt_started", "hotel-1"),
+        ("rollback_attempt_completed", "hotel-1"),
+        ("rollback_step_completed", "hotel-1"),
+        ("rollback_step_started", "flight-1"),
+        ("rollback_attempt_started", "flight-1"),
+        ("rollback_attempt_completed", "flight-1"),
+        ("rollback_step_completed", "flight-1"),
+        ("rollback_completed", None),
+        ("workflow_errored", None),
+    ]
+
+
+def test_a_handler_that_fails_for_good_ends_the_rollback_as_errored() -> None:
+    m = Machine.create("wf", "i", "{}", T0)
+    m.start_run(T0)
+    log = InstanceLog(m)
+    m.step_do("a", 1, None, None, T0, rollback={"config": {"retries": {"limit": 0, "delay": 0}},
+                                                 "dynamic": False})  # fmt: skip
+    m.attempt_succeeded(("do", "a", 1), 1, "1", T0)  # type: ignore[arg-type]
+    logged(log, m, T0)
+    m.terminate(T0, rollback=True)
+    assert logged(log, m, T0)[-1] == {"type": "rollback_started"}
+    m.rollback_next(T0)
+    key, attempt = m.rollback_in_flight()
+    m.rollback_attempt_failed(key, attempt, ErrorInfo("Error", "cannot undo"), T0)
+    assert [e["type"] for e in logged(log, m, T0)] == [
+        "rollback_step_started", "rollback_attempt_started", "rollback_attempt_errored",
+        "rollback_step_errored", "rollback_errored", "workflow_terminated",
+    ]  # fmt: skip
+
+
+def test_a_cell_loaded_mid_rollback_does_not_log_its_start_again() -> None:
+    m = Machine.create("wf", "i", "{}", T0)
+    m.start_run(T0)
+    for name in ("a", "b"):
+        m.step_do(name, 1, None, None, T0, rollback={"config": None, "dynamic": False})
+        m.attempt_succeeded(("do", name, 1), 1, "1", T0)  # type: ignore[arg-type]
+    m.run_failed(ErrorInfo("Error", "late"), T0)
+    m.rollback_next(T0)
+    m.rollback_attempt_succeeded(*m.rollback_in_flight(), T0)
+    m.take_changes()
+    log = InstanceLog(m)  # as a cell loaded from the store while the rollback runs
+    m.rollback_next(T0)
+    m.rollback_attempt_succeeded(*m.rollback_in_flight(), T0)
+    m.rollback_next(T0)
+    assert [(e["type"], e.get("stepName")) for e in logged(log, m, T0)] == [
+        ("rollback_step_started", "a-1"),
+        ("rollback_attempt_started", "a-1"),
+        ("rollback_attempt_completed", "a-1"),
+        ("rollback_step_completed", "a-1"),
+        ("rollback_completed", None),
+        ("workflow_errored", None),
+    ]
