@@ -209,7 +209,7 @@ class Service:
                 return JSONResponse({"error": "instance not found"}, status_code=404)
             return JSONResponse(found)
 
-        path = f"{INTERNAL_PREFIX}/workflows/{{workflow}}/instances/{{instance}}"
+        path = f"{INTERNAL_PREFIX}/workflows/{{workflow}}/instances/{{instance:path}}"
         return [Route(path, describe, methods=["GET"])]
 
     def _clock_routes(self) -> list[Route]:

@@ -80,7 +80,7 @@ def testing_routes(operator: Operator) -> list[Route]:
         )
         return envelope(details)
 
-    one = f"{API_PREFIX}/workflows/{{workflow}}/instances/{{instance}}"
+    one = f"{API_PREFIX}/workflows/{{workflow}}/instances/{{instance:path}}"
     return [
         Route(f"{one}/wait-for-status", guarded(wait_for_status), methods=["GET"]),
         Route(f"{one}/wait-for-step-result", guarded(wait_for_step_result), methods=["GET"]),
@@ -133,7 +133,7 @@ def introspection_routes(operator: Operator) -> list[Route]:
         return envelope(await introspector.dispose_session(request.path_params["workflow"]))
 
     wf = f"{API_PREFIX}/workflows/{{workflow}}/introspection"
-    one = f"{API_PREFIX}/workflows/{{workflow}}/instances/{{instance}}/introspection"
+    one = f"{API_PREFIX}/workflows/{{workflow}}/instances/{{instance:path}}/introspection"
     return [
         Route(one, guarded(modify_instance), methods=["POST"]),
         Route(one, guarded(instance_modifiers), methods=["GET"]),

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from pathlib import Path
 from typing import Any
+from urllib.parse import quote
 
 from click.testing import CliRunner
 
@@ -120,6 +121,11 @@ def test_scheduled_instance_id_is_refused_for_create_and_explorer_paths_work(
             server.wait_for(lambda: ids(client) == [first])
             instance = client.workflow("digest").get(first)
             until(server, instance, "waiting")
+            assert instance.wait_for_status("waiting")["status"] == "waiting"  # test routes
+            described = server.get(
+                f"/cdn-cgi/celld/workflows/digest/instances/{quote(first, safe='')}"
+            )
+            assert described.status_code == 200 and described.json()["id"] == first
             instance.pause()
             assert until(server, instance, "paused")["status"] == "paused"
             instance.terminate()
