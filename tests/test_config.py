@@ -408,7 +408,6 @@ def test_env_must_be_table(tmp_path: Path) -> None:
 @pytest.mark.parametrize(
     ("key", "value"),
     [
-        ("durable_objects", {"bindings": []}),
         ("queues", {"producers": []}),
         ("services", [{"binding": "S", "service": "s"}]),
         ("version_metadata", {"binding": "V"}),

@@ -110,10 +110,3 @@ def test_binding_errors(tmp_path: Path, extra: dict, where: str, message: str) -
     path = json_project(tmp_path, extra)
     text = str(error_of(path))
     assert f"{where}: " in text and message in text, text
-
-
-def test_durable_objects_are_still_refused(tmp_path: Path) -> None:
-    path = json_project(tmp_path, {"durable_objects": {"bindings": []}})
-    assert "durable_objects: Durable Object bindings are not supported by celld yet" in str(
-        error_of(path)
-    )

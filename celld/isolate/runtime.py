@@ -16,6 +16,7 @@ HOST_FILES = ("primordials.js", "host.js")
 #: The web platform globals QuickJS lacks, in dependency order.
 WEB_FILES: tuple[str, ...] = (
     "web/common.js",
+    "web/digests.js",
     "web/encoding.js",
     "web/console.js",
     "web/events.js",

@@ -20,6 +20,7 @@ from pathlib import Path
 
 from .errors import Issue
 from .keys import OFFLINE_BINDINGS
+from .objects import DurableObjectsConfig, resolve_objects
 from .schema import TopLevelModel
 
 DEFAULT_MIGRATIONS_DIR = "migrations"
@@ -77,13 +78,18 @@ class BindingsConfig:
     r2: tuple[R2BucketConfig, ...] = ()
     assets: AssetsConfig | None = None
     offline: tuple[OfflineBindingConfig, ...] = ()
+    objects: DurableObjectsConfig = DurableObjectsConfig()
 
     @property
     def empty(self) -> bool:
-        return not (self.kv or self.d1 or self.r2 or self.assets or self.offline)
+        return not (
+            self.kv or self.d1 or self.r2 or self.assets or self.offline or self.objects.bindings
+        )
 
 
-def resolve_bindings(model: TopLevelModel, root: Path) -> tuple[BindingsConfig, list[Issue]]:
+def resolve_bindings(
+    model: TopLevelModel, root: Path, worker_name: str = ""
+) -> tuple[BindingsConfig, list[Issue]]:
     """Build the bindings and list every problem (duplicates, a missing assets folder)."""
     issues: list[Issue] = []
     taken: dict[str, str] = {key: f"vars.{key}" for key in model.vars}
@@ -152,7 +158,14 @@ def resolve_bindings(model: TopLevelModel, root: Path) -> tuple[BindingsConfig, 
     for index, email in enumerate(model.send_email):
         claim(email.name, f"send_email[{index}].name")
         offline.append(OfflineBindingConfig("send_email", email.name))
+    objects, object_issues = resolve_objects(model, worker_name, claim)
+    issues.extend(object_issues)
     config = BindingsConfig(
-        kv=tuple(kv), d1=tuple(d1), r2=tuple(r2), assets=assets, offline=tuple(offline)
+        kv=tuple(kv),
+        d1=tuple(d1),
+        r2=tuple(r2),
+        assets=assets,
+        offline=tuple(offline),
+        objects=objects,
     )
     return config, issues

@@ -91,7 +91,7 @@ def load_config(path: Path, *, var_overrides: Mapping[str, str] | None = None) -
         *_check_vars(model.vars),
         *_check_workflows(model, name),
     ]
-    bindings, binding_issues = resolve_bindings(model, root)
+    bindings, binding_issues = resolve_bindings(model, root, name)
     issues.extend(binding_issues)
     if issues:
         raise ConfigError(path, issues=issues)

@@ -39,6 +39,8 @@ SUPPORTED: frozenset[str] = frozenset(
         "d1_databases",
         "r2_buckets",
         "assets",
+        "durable_objects",
+        "migrations",
         *OFFLINE_BINDINGS,
     }
 )
@@ -80,14 +82,11 @@ IGNORED: frozenset[str] = frozenset(
         "compliance_region",
         "first_party_worker",
         "dependencies_instrumentation",
-        # Durable Object migrations; harmless here because `durable_objects` itself is refused.
-        "migrations",
     }
 )
 
 # Bindings celld does not provide, with wrangler's friendly names.
 UNSUPPORTED_BINDINGS: Mapping[str, str] = {
-    "durable_objects": "Durable Object",
     "queues": "Queue",
     "services": "Service",
     "ai_search": "AI Search",

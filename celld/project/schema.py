@@ -13,7 +13,7 @@ import types
 import typing
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, ValidationError, field_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 from pydantic_core import PydanticCustomError
 
 from . import cron
@@ -225,6 +225,53 @@ class SendEmailModel(BaseModel):
     _check_name = field_validator("name")(_binding_name)
 
 
+class DurableObjectBindingModel(_Strict):
+    name: str
+    class_name: str
+    script_name: str | None = None
+    environment: str | None = None
+
+    _check_name = field_validator("name")(_binding_name)
+
+    @field_validator("class_name")
+    @classmethod
+    def _class_name(cls, value: str) -> str:
+        if not JS_IDENTIFIER_RE.match(value) or value in JS_RESERVED:
+            raise _fail(f"{value!r} is not a valid JavaScript class name")
+        return value
+
+
+class DurableObjectsModel(_Strict):
+    bindings: list[DurableObjectBindingModel] = []
+
+
+class RenamedClassModel(BaseModel):
+    """``{from, to}``: ``from`` is a Python keyword, so it is read by alias."""
+
+    model_config = ConfigDict(strict=True, extra="forbid", frozen=True, populate_by_name=True)
+    from_: str = Field(alias="from")
+    to: str
+
+
+class MigrationModel(_Strict):
+    tag: str
+    new_classes: list[str] = []
+    new_sqlite_classes: list[str] = []
+    renamed_classes: list[RenamedClassModel] = []
+    deleted_classes: list[str] = []
+    transferred_classes: Any = None
+
+    @field_validator("transferred_classes", mode="before")
+    @classmethod
+    def _transferred(cls, value: Any) -> Any:
+        if value is not None:
+            raise _fail(
+                "transferred_classes moves objects between Workers; celld runs one Worker and "
+                "does not support it"
+            )
+        return value
+
+
 class TopLevelModel(_Strict):
     name: str | None = None
     main: str
@@ -242,6 +289,8 @@ class TopLevelModel(_Strict):
     vectorize: list[OfflineBindingModel] = []
     analytics_engine_datasets: list[OfflineBindingModel] = []
     send_email: list[SendEmailModel] = []
+    durable_objects: DurableObjectsModel | None = None
+    migrations: list[MigrationModel] = []
 
     @field_validator("name")
     @classmethod
