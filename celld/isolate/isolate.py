@@ -30,7 +30,7 @@ from __future__ import annotations
 import json
 import logging
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -95,9 +95,24 @@ def classify_fault(error: BaseException) -> IsolateFault:
 class Isolate:
     """A QuickJS context on one thread; every method that touches it runs there."""
 
-    def __init__(self, thread: JsThread, limits: Limits | None = None) -> None:
+    def __init__(
+        self,
+        thread: JsThread,
+        limits: Limits | None = None,
+        *,
+        callables: Mapping[str, Callable[..., Any]] | None = None,
+        turn_end: Callable[[], None] | None = None,
+    ) -> None:
         self.thread = thread
         self.limits = limits or Limits()
+        #: Host functions JS calls in place (Durable Object storage). QuickJS refuses them
+        #: while a time limit is armed, so an isolate that has any runs without one: a
+        #: turn past the CPU limit still faults it when it ends, but a loop that never
+        #: ends holds its thread (see README, Durable Objects).
+        self.callables = dict(callables or {})
+        #: Run on the isolate's thread after each turn, before its outbox is returned
+        #: (an object commits its writes there: the output gate). Raising faults it.
+        self.turn_end = turn_end
         self.fault: IsolateFault | None = None
         self._context: quickjs.Context | None = None
         self._deliver: Any = None
@@ -130,7 +145,9 @@ class Isolate:
         context = quickjs.Context()
         context.set_max_stack_size(JS_STACK_LIMIT_BYTES)
         context.set_memory_limit(self.limits.memory_bytes)
-        context.set_time_limit(self.limits.cpu_ms / 1000)
+        for name, function in self.callables.items():
+            context.add_callable(name, function)
+        context.set_time_limit(-1 if self.callables else self.limits.cpu_ms / 1000)
         # A fresh random key for this isolate alone, before any user code can draw on it.
         context.eval(entropy_script().source)
         for script in scripts:
@@ -224,7 +241,7 @@ class Isolate:
         if allowed <= 0:
             raise IsolateFault(CPU_LIMIT_REASON, "the CPU budget was already used up")
         # Arms QuickJS's interrupt for each entry into JS below (delivery, each job).
-        context.set_time_limit(allowed / 1000)
+        context.set_time_limit(-1 if self.callables else allowed / 1000)
         cpu_start = time.thread_time()
         slice_end = time.perf_counter() + TURN_SLICE_MS / 1000
         drained = False
@@ -239,6 +256,11 @@ class Isolate:
                 if time.perf_counter() >= slice_end:
                     break
             outbox = self._take()
+            if self.turn_end is not None:
+                try:
+                    self.turn_end()
+                except Exception as error:  # noqa: BLE001 - the owner's commit failed
+                    raise IsolateFault("its storage could not commit", str(error)) from None
         finally:
             spent = (time.thread_time() - cpu_start) * 1000
             self.last_turn_cpu_ms = spent

@@ -46,6 +46,9 @@ CLOUDFLARE_FILES: tuple[str, ...] = (
     "bindings/r2.js",
     "bindings/assets.js",
     "bindings/offline.js",
+    "objects/namespace.js",
+    "objects/storage.js",
+    "objects/object.js",
     "seal.js",
 )
 

@@ -21,6 +21,7 @@ from celld.isolate.program import Program, build_program
 from celld.isolate.threads import JsThreadPool
 from celld.isolate.webops import close_fetch_client
 from celld.isolate.worker_pool import WorkerPool
+from celld.objects.manager import ObjectManager
 from celld.project.config import ProjectConfig
 from celld.server.app import INTERNAL_PREFIX, build_app
 from celld.server.explorer import explorer_routes
@@ -60,6 +61,7 @@ class Service:
     pool: WorkerPool | None = field(default=None, init=False)
     store: SqliteStore | None = field(default=None, init=False)
     cells: CellManager | None = field(default=None, init=False)
+    objects: ObjectManager | None = field(default=None, init=False)
     #: Per-workflow step limits beyond the config's cap (benchmarks of very long runs).
     step_limit_overrides: dict[str, int] = field(default_factory=dict, init=False)
     bindings: Bindings = field(init=False)
@@ -82,9 +84,15 @@ class Service:
 
     def env_message(self) -> dict[str, object]:
         workflows = [{"binding": w.binding, "name": w.name} for w in self.project.workflows]
+        # A namespace's ids are keyed by "<worker>-<class>", as under `wrangler dev`.
+        objects = [
+            {"binding": b.binding, "cls": b.class_name, "key": f"{self.project.name}-{b.class_name}"}
+            for b in self.project.bindings.objects.bindings
+        ]
         return {
             "vars": dict(self.project.vars),
             "workflows": workflows,
+            "durable_objects": objects,
             **self.bindings.env_message(),
         }
 
@@ -98,6 +106,19 @@ class Service:
         ops = isolate_ops()
         await self.bindings.open()
         ops.update(self.bindings.ops())
+        if self.project.bindings.objects.bindings:
+            self.objects = ObjectManager(
+                self.project.bindings.objects,
+                self.options.persist_to,
+                self.options.clock,
+                self.threads,
+                self.program,
+                self.env_message(),
+                limits=limits,
+                synchronous=self.options.synchronous,
+            )
+            # Before the cells take their copy: workflow steps may call objects too.
+            ops["do"] = self.objects.op_do
         if self.project.workflows:
             self.store = SqliteStore(
                 self.options.persist_to / "celld.sqlite3", synchronous=self.options.synchronous
@@ -134,6 +155,9 @@ class Service:
             limits=limits,
         )
         await self.pool.start()
+        if self.objects is not None:
+            self.objects.ops = ops  # objects may call objects and drive workflows
+            await self.objects.start()
         if self.cells is not None:
             await self.cells.start()
 
@@ -142,6 +166,8 @@ class Service:
             await self.pool.close()
         if self.cells is not None:
             await self.cells.stop()
+        if self.objects is not None:
+            await self.objects.stop()
         if self.store is not None:
             await self.store.close()
         await self.bindings.close()

@@ -23,6 +23,15 @@
 
   class RpcTarget {}
 
+  /** The base of Durable Object classes: RPC calls reach only classes that extend it
+   * (js/objects/object.js builds them with the object's state and the env). */
+  class DurableObject {
+    constructor(ctx, env) {
+      this.ctx = ctx;
+      this.env = env;
+    }
+  }
+
   function unsupportedClass(name) {
     return class {
       constructor() {
@@ -45,7 +54,7 @@
     WorkerEntrypoint,
     WorkflowEntrypoint,
     RpcTarget,
-    DurableObject: unsupportedClass("Durable Objects"),
+    DurableObject,
     WebSocketPair: unsupportedClass("WebSocketPair"),
     env,
     waitUntil(promise) {
@@ -86,6 +95,7 @@
       env,
       WorkerEntrypoint,
       WorkflowEntrypoint,
+      DurableObject,
       NonRetryableError,
       setWaitUntil(fn) {
         currentWaitUntil = fn;

@@ -1,0 +1,134 @@
+"""A live object: its isolate, the host that pumps it, its storage and the calls in flight.
+
+The isolate runs the Worker's whole program (so the object sees the same modules and
+``env`` as the Worker) and builds one instance of the object's class on its first event
+(js/objects/object.js). Calls arrive as ``do.call`` messages and leave as ``do.result``
+notifications, which the host dispatches only after the turn's storage commit: the
+output gate. An object whose isolate faults fails every call in flight and is dropped;
+its storage keeps what was committed.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import logging
+import time
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from celld.isolate.host import HostError, IsolateHost, OpHandler
+from celld.isolate.isolate import CPU_LIMIT_REASON, Isolate, IsolateFault, Limits
+from celld.isolate.program import Program
+from celld.isolate.threads import JsThread
+from celld.objects.ids import ObjectRef
+from celld.objects.storage import ObjectStorage
+
+log = logging.getLogger("celld.objects")
+
+CPU_MESSAGE = "Durable Object exceeded its CPU time limit and was reset."
+
+
+def fault_message(fault: IsolateFault) -> str:
+    if fault.reason == CPU_LIMIT_REASON:
+        return CPU_MESSAGE
+    return f"Durable Object was reset: {fault.reason}"
+
+
+class LiveObject:
+    def __init__(
+        self,
+        ref: ObjectRef,
+        name: str | None,
+        storage: ObjectStorage,
+        on_gone: Callable[[LiveObject], None],
+    ) -> None:
+        self.ref = ref
+        self.name = name
+        self.storage = storage
+        self.on_gone = on_gone
+        self.isolate: Isolate | None = None
+        self.host: IsolateHost | None = None
+        self.calls: dict[int, asyncio.Future[dict[str, Any]]] = {}
+        self._ids = itertools.count(1)
+        self.broken: str | None = None
+        self.last_used = time.monotonic()
+        #: The alarm time whose alarm() handler runs now (getAlarm() reads null then).
+        self.running_alarm: int | None = None
+        self.idle_timer: Any = None
+
+    async def start(
+        self,
+        thread: JsThread,
+        program: Program,
+        limits: Limits,
+        ops: Mapping[str, OpHandler],
+        env_message: dict[str, Any],
+    ) -> None:
+        isolate = Isolate(
+            thread,
+            limits,
+            callables={"__celld_do_storage": self.storage.call},
+            turn_end=self.storage.end_turn,
+        )
+        await isolate.load([program.script])
+        own = dict(ops)
+        own["do.result"] = self._on_result
+        host = IsolateHost(isolate, own, on_fault=self._on_fault)
+        self.isolate, self.host = isolate, host
+        host.post({"k": "env", **env_message})
+        host.post(
+            {
+                "k": "do.init",
+                "cls": self.ref.cls,
+                "id": self.ref.id,
+                "name": self.name,
+                "sqlite": self.storage.sqlite,
+            }
+        )
+
+    @property
+    def active(self) -> int:
+        return len(self.calls)
+
+    @property
+    def idle(self) -> bool:
+        return not self.calls and (self.host is None or not self.host.busy)
+
+    async def call(self, message: dict[str, Any]) -> dict[str, Any]:
+        """Deliver one event (an RPC call, a fetch, an alarm) and wait for its result."""
+        if self.broken is not None or self.host is None:
+            raise HostError(self.broken or "Durable Object is not running")
+        self.last_used = time.monotonic()
+        call_id = next(self._ids)
+        future: asyncio.Future[dict[str, Any]] = asyncio.get_running_loop().create_future()
+        self.calls[call_id] = future
+        self.host.post({**message, "k": "do.call", "c": call_id})
+        try:
+            return await future
+        finally:
+            self.calls.pop(call_id, None)
+            self.last_used = time.monotonic()
+
+    def _on_result(self, message: dict[str, Any]) -> None:
+        future = self.calls.get(message.get("c"))  # type: ignore[arg-type]
+        if future is not None and not future.done():
+            future.set_result(message)
+
+    def _on_fault(self, fault: IsolateFault) -> None:
+        self.broken = fault_message(fault)
+        log.warning("Durable Object %s was reset: %s %s", self.ref, fault.reason, fault.detail)
+        for future in self.calls.values():
+            if not future.done():
+                future.set_exception(HostError(self.broken))
+        self.on_gone(self)
+
+    async def close(self) -> None:
+        """Free the isolate and the storage connection (storage stays on disk)."""
+        if self.host is not None:
+            await self.host.close()
+            self.host = None
+        for future in self.calls.values():
+            if not future.done():
+                future.set_exception(HostError("Durable Object was evicted while a call waited"))
+        await asyncio.to_thread(self.storage.close)

@@ -1,0 +1,306 @@
+"""Durable Objects of one project: activation, routing, idle eviction, the cap and alarms.
+
+Every isolate reaches objects through one host operation, ``do`` (a stub's RPC call or
+fetch), answered with the callee's result. An object is activated on its first call
+(isolate loaded, storage opened) and stays live while it is used; once it has had no
+call and no host work for ``idle_ms`` it is evicted: its isolate is freed and its
+storage stays on disk, so the next call brings it back. At most ``max_resident`` objects
+are live; past that the least recently used idle ones are evicted first.
+
+Alarms are rows of the index (see index.py), held in the cells' ``AlarmQueue`` on the
+service clock (manual in tests, like workflow sleeps). An alarm whose ``alarm()`` throws
+is retried with exponential backoff from 2 s, up to 6 retries, as Cloudflare documents;
+its row is deleted only after the handler succeeded (or retries ran out), so a crash
+fires it again after a restart: at least once.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from celld.cells.alarms import AlarmQueue
+from celld.cells.clock import Clock
+from celld.cells.tasks import TaskOwner
+from celld.isolate.host import HostError, OpHandler
+from celld.isolate.isolate import Limits
+from celld.isolate.program import Program
+from celld.isolate.threads import JsThreadPool
+from celld.objects.ids import ObjectRef, check_id
+from celld.objects.index import ObjectIndex
+from celld.objects.live import LiveObject
+from celld.objects.migrations import apply_migrations, class_folder
+from celld.objects.storage import ObjectStorage, StorageError
+from celld.project.objects import DurableObjectsConfig
+
+log = logging.getLogger("celld.objects")
+
+DEFAULT_IDLE_MS = 60_000
+DEFAULT_MAX_RESIDENT = 1_000
+ALARM_RETRIES = 6
+ALARM_FIRST_BACKOFF_MS = 2_000
+
+
+def _env_int(name: str, default: int) -> int:
+    value = os.environ.get(name)
+    return int(value) if value else default
+
+
+class ObjectManager:
+    def __init__(
+        self,
+        config: DurableObjectsConfig,
+        state: Path,
+        clock: Clock,
+        threads: JsThreadPool,
+        program: Program,
+        env_message: dict[str, Any],
+        *,
+        limits: Limits | None = None,
+        synchronous: str = "FULL",
+        idle_ms: int | None = None,
+        max_resident: int | None = None,
+    ) -> None:
+        self.config = config
+        self.state = state
+        self.clock = clock
+        self.threads = threads
+        self.program = program
+        self.env_message = env_message
+        self.limits = limits or Limits()
+        self.synchronous = synchronous
+        self.idle_ms = idle_ms if idle_ms is not None else _env_int("CELLD_OBJECT_IDLE_MS", DEFAULT_IDLE_MS)
+        self.max_resident = max_resident or _env_int("CELLD_OBJECT_RESIDENT_MAX", DEFAULT_MAX_RESIDENT)
+        self.classes = dict(config.classes)
+        #: Host operations object isolates get (the service fills them in at start).
+        self.ops: Mapping[str, OpHandler] = {}
+        self.index = ObjectIndex(state / "objects" / "index.sqlite3", synchronous=synchronous)
+        self.live: dict[ObjectRef, LiveObject] = {}
+        self._starting: dict[ObjectRef, asyncio.Future[LiveObject]] = {}
+        self.alarms = AlarmQueue(clock, self._fire_alarm)
+        self.tasks = TaskOwner("objects")
+        self.loop: asyncio.AbstractEventLoop | None = None
+        self.activations = 0
+        self.evictions = 0
+        self.alarm_runs = 0
+
+    # -- lifecycle -------------------------------------------------------------------
+
+    async def start(self) -> None:
+        self.loop = asyncio.get_running_loop()
+        await asyncio.to_thread(self.index.open)
+        applied = await asyncio.to_thread(
+            apply_migrations, self.index, self.config.migrations, self.state, self.clock.now()
+        )
+        if applied:
+            log.info("applied Durable Object migrations: %s", ", ".join(applied))
+        for alarm in await asyncio.to_thread(self.index.alarms):
+            self.alarms.schedule(alarm.ref, alarm.at)
+        self.alarms.start()
+
+    async def stop(self) -> None:
+        await self.alarms.stop()
+        self.tasks.closed = True
+        for obj in list(self.live.values()):
+            await self._close(obj)
+        self.live.clear()
+        await asyncio.to_thread(self.index.close)
+
+    # -- the host operation ----------------------------------------------------------
+
+    async def op_do(self, message: dict[str, Any]) -> dict[str, Any]:
+        """``{cls, id, name?, kind: call|fetch, ...}`` from a stub in any isolate."""
+        cls = message.get("cls")
+        if not isinstance(cls, str) or cls not in self.classes:
+            raise HostError(f"celld: no Durable Object class {cls!r} is bound", "TypeError")
+        try:
+            ref = ObjectRef(cls, check_id(message.get("id")))
+        except ValueError as error:
+            raise HostError(str(error), "TypeError") from None
+        if message.get("kind") not in ("call", "fetch"):
+            raise HostError(f"celld: unknown Durable Object call {message.get('kind')!r}")
+        name = message.get("name")
+        obj = await self.activate(ref, name if isinstance(name, str) else None)
+        forwarded = {k: v for k, v in message.items() if k not in ("op", "t", "cls", "id")}
+        return await self._call(obj, forwarded)
+
+    async def _call(self, obj: LiveObject, message: dict[str, Any]) -> dict[str, Any]:
+        if obj.idle_timer is not None:
+            obj.idle_timer.cancel()
+            obj.idle_timer = None
+        return await obj.call(message)
+
+    # -- activation and eviction -----------------------------------------------------
+
+    async def activate(self, ref: ObjectRef, name: str | None) -> LiveObject:
+        obj = self.live.get(ref)
+        if obj is not None and obj.broken is None:
+            if name is not None and obj.name is None:
+                obj.name = name
+            return obj
+        starting = self._starting.get(ref)
+        if starting is not None:
+            return await asyncio.shield(starting)
+        future: asyncio.Future[LiveObject] = asyncio.get_running_loop().create_future()
+        self._starting[ref] = future
+        try:
+            obj = await self._start(ref, name)
+        except BaseException as error:
+            future.set_exception(error)
+            future.exception()  # retrieved: waiters re-raise it
+            raise
+        finally:
+            self._starting.pop(ref, None)
+        future.set_result(obj)
+        return obj
+
+    async def _start(self, ref: ObjectRef, name: str | None) -> LiveObject:
+        await self._make_room()
+        storage = ObjectStorage(
+            class_folder(self.state, ref.cls) / f"{ref.id}.sqlite3",
+            sqlite=self.classes[ref.cls],
+            alarms=lambda op, message: self._alarm_op(ref, op, message),
+            synchronous=self.synchronous,
+        )
+        await asyncio.to_thread(storage.open)
+        obj = LiveObject(ref, name, storage, self._gone)
+        try:
+            await obj.start(self.threads.pick(), self.program, self.limits, self.ops, self.env_message)
+        except BaseException:
+            await obj.close()
+            raise
+        obj.host.idle_callback = lambda: self._maybe_idle(obj)  # type: ignore[union-attr]
+        self.live[ref] = obj
+        self.activations += 1
+        return obj
+
+    async def _make_room(self) -> None:
+        while len(self.live) >= self.max_resident:
+            idle = [o for o in self.live.values() if o.idle]
+            if not idle:
+                return  # every live object is busy: go over the cap rather than wait
+            await self._evict(min(idle, key=lambda o: o.last_used))
+
+    def _maybe_idle(self, obj: LiveObject) -> None:
+        if self.live.get(obj.ref) is not obj or not obj.idle or obj.idle_timer is not None:
+            return
+        obj.idle_timer = self.clock.call_at(
+            self.clock.now() + self.idle_ms, lambda: self._idle_due(obj)
+        )
+
+    def _idle_due(self, obj: LiveObject) -> None:
+        obj.idle_timer = None
+        if self.live.get(obj.ref) is obj and obj.idle:
+            self.tasks.spawn(self._evict(obj), f"evicting {obj.ref}")
+
+    async def _evict(self, obj: LiveObject) -> None:
+        if self.live.get(obj.ref) is obj:
+            del self.live[obj.ref]
+            self.evictions += 1
+        await self._close(obj)
+
+    async def _close(self, obj: LiveObject) -> None:
+        if obj.idle_timer is not None:
+            obj.idle_timer.cancel()
+            obj.idle_timer = None
+        await obj.close()
+
+    def _gone(self, obj: LiveObject) -> None:
+        """The object's isolate faulted: drop it (the next call starts it afresh)."""
+        if self.live.get(obj.ref) is obj:
+            del self.live[obj.ref]
+        self.tasks.spawn(self._close(obj), f"closing the broken object {obj.ref}")
+
+    async def evict_idle(self) -> int:
+        """Evict every idle object now (tests and the operator); returns how many."""
+        idle = [o for o in self.live.values() if o.idle]
+        for obj in idle:
+            await self._evict(obj)
+        return len(idle)
+
+    # -- alarms ----------------------------------------------------------------------
+
+    def _alarm_op(self, ref: ObjectRef, op: str, message: dict[str, Any]) -> Any:
+        """``alarm.get|set|delete`` from the object's JS thread (synchronous)."""
+        obj = self.live.get(ref)
+        if op == "alarm.get":
+            alarm = self.index.get_alarm(ref)
+            if alarm is None or (obj is not None and obj.running_alarm == alarm.at):
+                return None
+            return alarm.at
+        if op == "alarm.set":
+            at = message.get("at")
+            if not isinstance(at, int | float) or at != at:
+                raise StorageError("setAlarm() takes a Date or a number of milliseconds", "TypeError")
+            at = int(at)
+            self.index.set_alarm(ref, obj.name if obj else None, at)
+            self._schedule_threadsafe(ref, at)
+            return None
+        if op == "alarm.delete":
+            self.index.delete_alarm(ref)
+            self._schedule_threadsafe(ref, None)
+            return None
+        raise StorageError(f"celld: no alarm operation {op!r}")
+
+    def _schedule_threadsafe(self, ref: ObjectRef, at: int | None) -> None:
+        assert self.loop is not None
+        if at is None:
+            self.loop.call_soon_threadsafe(self.alarms.cancel, ref)
+        else:
+            self.loop.call_soon_threadsafe(self.alarms.schedule, ref, at)
+
+    def _fire_alarm(self, ref: Any, when: int) -> None:
+        self.tasks.spawn(self._run_alarm(ref, when), f"the alarm of {ref}")
+
+    async def _run_alarm(self, ref: ObjectRef, when: int) -> None:
+        alarm = await asyncio.to_thread(self.index.get_alarm, ref)
+        if alarm is None or alarm.at != when:
+            return  # deleted or moved since it was scheduled
+        if ref.cls not in self.classes:
+            await asyncio.to_thread(self.index.delete_alarm, ref, when)
+            return
+        ok = False
+        obj: LiveObject | None = None
+        try:
+            obj = await self.activate(ref, alarm.name)
+            obj.running_alarm = when
+            self.alarm_runs += 1
+            result = await self._call(
+                obj, {"kind": "alarm", "retryCount": alarm.retries, "isRetry": alarm.retries > 0}
+            )
+            ok = "e" not in result
+            if not ok:
+                log.warning("alarm() of Durable Object %s threw; it will be retried", ref)
+        except HostError as error:
+            log.warning("alarm() of Durable Object %s failed: %s", ref, error)
+        finally:
+            if obj is not None:
+                obj.running_alarm = None
+        if ok:
+            await asyncio.to_thread(self.index.delete_alarm, ref, when)
+            return
+        retries = alarm.retries + 1
+        if retries > ALARM_RETRIES:
+            log.error("alarm() of Durable Object %s failed %d times; giving up", ref, retries)
+            await asyncio.to_thread(self.index.delete_alarm, ref, when)
+            return
+        at = self.clock.now() + ALARM_FIRST_BACKOFF_MS * 2 ** (retries - 1)
+        current = await asyncio.to_thread(self.index.get_alarm, ref)
+        if current is not None and current.at == when:  # not moved by the handler
+            await asyncio.to_thread(self.index.set_alarm, ref, alarm.name, at, retries)
+            self.alarms.schedule(ref, at)
+
+    # -- figures ---------------------------------------------------------------------
+
+    def stats(self) -> dict[str, int]:
+        return {
+            "live": len(self.live),
+            "activations": self.activations,
+            "evictions": self.evictions,
+            "alarms_pending": len(self.alarms),
+            "alarm_runs": self.alarm_runs,
+        }

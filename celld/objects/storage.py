@@ -1,0 +1,314 @@
+"""One object's durable storage: a SQLite file of its own, used from the object's JS thread.
+
+Why a file per object: an object of a SQLite-backed class creates its own tables with
+``ctx.storage.sql``, and those must never meet another object's; ``deleteAll()`` and
+``databaseSize`` are per object too. A file per object makes all three exact, lets an
+evicted object cost nothing but its file, and keeps one object's writes from waiting on
+another's. Key-value pairs live in the table ``_cf_KV`` of the same file (as in workerd),
+which user SQL may not touch.
+
+Why synchronous: ``sql.exec`` and ``transactionSync`` return their results at once, and JS
+reaches the host synchronously only through a function the isolate calls in place (see
+``celld/objects/live.py``). Every call runs on the object's JS thread, so nothing else
+touches the connection while JS runs, and a storage call never lets another event in:
+the input gate holds by construction.
+
+Output gate: writes open a transaction that commits once per turn of the isolate, before
+the turn's outgoing messages (responses, RPC results, fetches) leave it. A commit that
+fails breaks the object (its isolate is dropped, callers get an error) and nothing that
+depended on the lost writes was released.
+"""
+
+from __future__ import annotations
+
+import base64
+import sqlite3
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import orjson
+
+MAX_KEY_BYTES = 2048
+SCHEMA = "CREATE TABLE IF NOT EXISTS _cf_KV (key TEXT PRIMARY KEY, value TEXT) WITHOUT ROWID"
+
+# sqlite3 authorizer action codes that user SQL may not use.
+_TRANSACTION, _ATTACH, _DETACH, _SAVEPOINT, _PRAGMA = 22, 24, 25, 32, 19
+# Read-only PRAGMAs SQL users need to inspect their schema.
+_PRAGMAS = frozenset(
+    {"table_info", "table_xinfo", "table_list", "index_list", "index_info", "foreign_key_list"}
+)
+TRANSACTION_MESSAGE = (
+    "To execute a transaction, please use the state.storage.transaction() or "
+    "state.storage.transactionSync() APIs instead of the SQL BEGIN TRANSACTION or SAVEPOINT "
+    "statements. The JavaScript API is safer because it will automatically roll back on "
+    "exceptions, and because it interacts correctly with Durable Objects' automatic atomic "
+    "write coalescing."
+)
+
+
+class StorageError(Exception):
+    def __init__(self, message: str, js_name: str = "Error") -> None:
+        super().__init__(message)
+        self.js_name = js_name
+
+
+def _authorize(action: int, arg1: str | None, arg2: str | None, *_: Any) -> int:
+    if action in (_TRANSACTION, _SAVEPOINT, _ATTACH, _DETACH):
+        return sqlite3.SQLITE_DENY
+    if action == _PRAGMA:
+        return sqlite3.SQLITE_OK if (arg1 or "").lower() in _PRAGMAS else sqlite3.SQLITE_DENY
+    for name in (arg1, arg2):
+        if isinstance(name, str) and name.lower().startswith("_cf_"):
+            return sqlite3.SQLITE_DENY
+    return sqlite3.SQLITE_OK
+
+
+def _split(query: str) -> list[str]:
+    """The statements of `query`, in order (a `;` inside a string or comment is kept)."""
+    statements: list[str] = []
+    current = ""
+    for piece in query.split(";"):
+        current += piece + ";"
+        if sqlite3.complete_statement(current):
+            if current.strip(" \t\r\n;"):
+                statements.append(current)
+            current = ""
+    if current.strip(" \t\r\n;"):
+        statements.append(current)
+    return statements
+
+
+def _binding(value: Any) -> Any:
+    if isinstance(value, bool):
+        return int(value)
+    if isinstance(value, dict) and isinstance(value.get("b64"), str):
+        return base64.b64decode(value["b64"])
+    if value is None or isinstance(value, int | float | str):
+        return value
+    raise StorageError(f"SQL bindings must be strings, numbers, null or ArrayBuffers, got {value!r}", "TypeError")
+
+
+def _cell(value: Any) -> Any:
+    if isinstance(value, bytes):
+        return {"b64": base64.b64encode(value).decode("ascii")}
+    return value
+
+
+def _key(key: Any) -> str:
+    if not isinstance(key, str):
+        raise StorageError("Durable Object storage keys must be strings", "TypeError")
+    if len(key.encode("utf-8", "surrogatepass")) > MAX_KEY_BYTES:
+        raise StorageError(f"Keys cannot be larger than {MAX_KEY_BYTES} bytes.", "RangeError")
+    return key
+
+
+class ObjectStorage:
+    """The storage of one object; `alarms` handles ``alarm.*`` calls (manager.py)."""
+
+    def __init__(
+        self,
+        path: Path,
+        *,
+        sqlite: bool,
+        alarms: Callable[[str, dict[str, Any]], Any],
+        synchronous: str = "FULL",
+    ) -> None:
+        self.path = path
+        self.sqlite = sqlite
+        self.alarms = alarms
+        self.synchronous = synchronous
+        self._conn: sqlite3.Connection | None = None
+        self._depth = 0  # open transaction()/transactionSync() savepoints
+        self.writes = 0  # committed turns that wrote (for metrics and tests)
+
+    def open(self) -> None:
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        conn = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False)
+        conn.execute("PRAGMA journal_mode=WAL")
+        conn.execute(f"PRAGMA synchronous={self.synchronous}")
+        conn.execute(SCHEMA)
+        self._conn = conn
+
+    def close(self) -> None:
+        """Drop the connection; a transaction not yet committed is rolled back."""
+        if self._conn is not None:
+            self._conn.close()
+            self._conn = None
+
+    @property
+    def conn(self) -> sqlite3.Connection:
+        if self._conn is None:
+            raise StorageError("this Durable Object's storage is closed")
+        return self._conn
+
+    # -- the turn's transaction ------------------------------------------------------
+
+    def _begin(self) -> sqlite3.Connection:
+        conn = self.conn
+        if not conn.in_transaction:
+            conn.execute("BEGIN")
+        return conn
+
+    def end_turn(self) -> None:
+        """Commit what the turn wrote (called on the JS thread before its outbox leaves)."""
+        conn = self._conn
+        if conn is not None and conn.in_transaction and self._depth == 0:
+            changed = conn.total_changes
+            conn.execute("COMMIT")
+            if changed:
+                self.writes += 1
+
+    # -- the bridge ------------------------------------------------------------------
+
+    def call(self, text: str) -> str:
+        """One synchronous call from JS: JSON in, ``{"v": ...}`` or ``{"e": {...}}`` out."""
+        try:
+            message = orjson.loads(text)
+            value = self._dispatch(str(message.get("op")), message)
+            return orjson.dumps({"v": value}).decode()
+        except StorageError as error:
+            return orjson.dumps({"e": {"name": error.js_name, "message": str(error)}}).decode()
+        except sqlite3.Error as error:
+            return orjson.dumps({"e": {"name": "Error", "message": f"{error}: SQLITE_ERROR"}}).decode()
+
+    def _dispatch(self, op: str, m: dict[str, Any]) -> Any:
+        if op.startswith("alarm."):
+            return self.alarms(op, m)
+        handler = getattr(self, "op_" + op.replace(".", "_"), None)
+        if handler is None:
+            raise StorageError(f"celld: Durable Object storage has no operation {op!r}")
+        return handler(m)
+
+    # -- key-value API ---------------------------------------------------------------
+
+    def op_get(self, m: dict[str, Any]) -> list[str | None]:
+        conn = self._begin()
+        out = []
+        for key in m["keys"]:
+            row = conn.execute("SELECT value FROM _cf_KV WHERE key = ?", (_key(key),)).fetchone()
+            out.append(None if row is None else row[0])
+        return out
+
+    def op_put(self, m: dict[str, Any]) -> None:
+        conn = self._begin()
+        rows = [(_key(k), v) for k, v in m["entries"]]
+        conn.executemany("INSERT OR REPLACE INTO _cf_KV (key, value) VALUES (?, ?)", rows)
+
+    def op_delete(self, m: dict[str, Any]) -> int:
+        conn = self._begin()
+        count = 0
+        for key in m["keys"]:
+            count += conn.execute("DELETE FROM _cf_KV WHERE key = ?", (_key(key),)).rowcount
+        return count
+
+    def op_list(self, m: dict[str, Any]) -> list[list[str]]:
+        conn = self._begin()
+        where, args = [], []
+        if m.get("start") is not None:
+            where.append("key >= ?")
+            args.append(str(m["start"]))
+        if m.get("startAfter") is not None:
+            where.append("key > ?")
+            args.append(str(m["startAfter"]))
+        if m.get("end") is not None:
+            where.append("key < ?")
+            args.append(str(m["end"]))
+        prefix = m.get("prefix")
+        if prefix:
+            where.append("key >= ? AND substr(key, 1, ?) = ?")
+            args.extend([prefix, len(prefix), prefix])
+        sql = "SELECT key, value FROM _cf_KV"
+        if where:
+            sql += " WHERE " + " AND ".join(where)
+        sql += " ORDER BY key " + ("DESC" if m.get("reverse") else "ASC")
+        limit = m.get("limit")
+        if limit is not None:
+            if not isinstance(limit, int) or limit <= 0:
+                raise StorageError("List limit must be positive.", "RangeError")
+            sql += f" LIMIT {int(limit)}"
+        return [[k, v] for k, v in conn.execute(sql, args)]
+
+    def op_deleteAll(self, m: dict[str, Any]) -> None:  # noqa: N802 - the JS method's name
+        conn = self._begin()
+        conn.execute("DELETE FROM _cf_KV")
+        if self.sqlite:
+            rows = conn.execute(
+                "SELECT type, name FROM sqlite_master WHERE name NOT LIKE 'sqlite_%' "
+                "AND name NOT LIKE '\\_cf\\_%' ESCAPE '\\' AND type IN ('table', 'view')"
+            ).fetchall()
+            for kind, name in rows:
+                quoted = '"' + name.replace('"', '""') + '"'
+                conn.execute(f"DROP {kind.upper()} IF EXISTS {quoted}")
+
+    # -- transactions ----------------------------------------------------------------
+
+    def op_txn_begin(self, m: dict[str, Any]) -> None:
+        conn = self._begin()
+        self._depth += 1
+        conn.execute(f"SAVEPOINT celld_{self._depth}")
+
+    def op_txn_commit(self, m: dict[str, Any]) -> None:
+        if self._depth == 0:
+            raise StorageError("celld: no transaction is open")
+        self.conn.execute(f"RELEASE celld_{self._depth}")
+        self._depth -= 1
+
+    def op_txn_rollback(self, m: dict[str, Any]) -> None:
+        if self._depth == 0:
+            raise StorageError("celld: no transaction is open")
+        self.conn.execute(f"ROLLBACK TO celld_{self._depth}")
+        self.conn.execute(f"RELEASE celld_{self._depth}")
+        self._depth -= 1
+
+    # -- SQL API ---------------------------------------------------------------------
+
+    def op_sql(self, m: dict[str, Any]) -> dict[str, Any]:
+        if not self.sqlite:
+            raise StorageError(
+                "SQL is not enabled for this Durable Object class. Declare it in "
+                "new_sqlite_classes of a migration in your wrangler config."
+            )
+        query = m.get("query")
+        if not isinstance(query, str):
+            raise StorageError("sql.exec() takes the query as a string", "TypeError")
+        bindings = [_binding(v) for v in m.get("bindings") or []]
+        statements = _split(query)
+        if not statements:
+            raise StorageError("sql.exec(): the query has no statement", "Error")
+        conn = self._begin()
+        before = conn.total_changes
+        conn.set_authorizer(_authorize)
+        try:
+            columns: list[str] = []
+            rows: list[list[Any]] = []
+            for index, statement in enumerate(statements):
+                last = index == len(statements) - 1
+                cursor = conn.execute(statement, bindings if last else ())
+                if last:
+                    columns = [d[0] for d in cursor.description or ()]
+                    rows = [[_cell(v) for v in row] for row in cursor.fetchall()]
+        except sqlite3.DatabaseError as error:
+            if "not authorized" in str(error):
+                raise StorageError(self._denied(query)) from None
+            raise StorageError(f"{error}: SQLITE_ERROR") from None
+        finally:
+            conn.set_authorizer(None)
+        written = conn.total_changes - before
+        return {"columns": columns, "rows": rows, "read": len(rows), "written": written}
+
+    @staticmethod
+    def _denied(query: str) -> str:
+        head = query.lstrip().split(None, 1)[0].upper() if query.strip() else ""
+        if head in ("BEGIN", "COMMIT", "END", "ROLLBACK", "SAVEPOINT", "RELEASE"):
+            return TRANSACTION_MESSAGE
+        return f"not authorized: {query.strip()[:200]}: SQLITE_AUTH"
+
+    def op_size(self, m: dict[str, Any]) -> int:
+        conn = self.conn
+        pages = conn.execute("PRAGMA page_count").fetchone()[0]
+        size = conn.execute("PRAGMA page_size").fetchone()[0]
+        return int(pages * size)
+
+    def op_sync(self, m: dict[str, Any]) -> None:
+        return None

@@ -1,0 +1,136 @@
+// The object side of a Durable Object: the one instance of its class in this isolate,
+// its `ctx` (DurableObjectState) and the events the host delivers to it.
+//
+// The host (celld/objects/live.py) sends `do.init` once, then `do.call` for each RPC
+// call, fetch and alarm; each is answered by one `do.result` notification. The instance
+// is built on the first event, after the host delivered the env. While a
+// blockConcurrencyWhile() callback runs, new events wait for it.
+"use strict";
+(() => {
+  const host = globalThis.__celld_host;
+  const web = globalThis.__celld_web;
+  const cloudflare = globalThis.__celld_cloudflare;
+  const objects = globalThis.__celld_objects;
+
+  let init = null; // {cls, id, name, sqlite}
+  let instance = null;
+  let state = null;
+  let gate = null; // the blockConcurrencyWhile() promise events wait for
+
+  function logError(prefix, error) {
+    const shape = host.describeError(error);
+    host.notify("log", { level: "error", text: `${prefix} ${shape.name}: ${shape.message}\n${shape.stack}` });
+  }
+
+  class DurableObjectState {
+    #id;
+    #storage;
+    constructor(id, storage) {
+      this.#id = id;
+      this.#storage = storage;
+    }
+    get id() {
+      return this.#id;
+    }
+    get storage() {
+      return this.#storage;
+    }
+    waitUntil(promise) {
+      Promise.resolve(promise).catch((error) => logError("Uncaught (in waitUntil)", error));
+    }
+    blockConcurrencyWhile(callback) {
+      const running = (async () => callback())();
+      const held = running.then(() => undefined, () => undefined);
+      gate = held;
+      held.then(() => {
+        if (gate === held) gate = null;
+      });
+      return running;
+    }
+    acceptWebSocket() {
+      throw new TypeError("celld does not support WebSockets on Durable Objects yet");
+    }
+    getWebSockets() {
+      return [];
+    }
+    abort(reason) {
+      throw new Error(`celld does not support ctx.abort() yet${reason ? ` (${reason})` : ""}`);
+    }
+  }
+
+  function build() {
+    if (instance !== null) return instance;
+    const Class = globalThis.__celld_main[init.cls];
+    if (typeof Class !== "function") {
+      throw new TypeError(`The Worker does not export a Durable Object class named ${init.cls}`);
+    }
+    if (state === null) {
+      const id = new objects.DurableObjectId(init.id, init.name === null ? undefined : init.name);
+      state = new DurableObjectState(id, new objects.DurableObjectStorage(init.sqlite));
+    }
+    instance = new Class(state, cloudflare.env);
+    return instance;
+  }
+
+  async function waitForGate() {
+    while (gate !== null) await gate;
+  }
+
+  async function rpc(object, message) {
+    if (!(object instanceof cloudflare.DurableObject)) {
+      throw new TypeError(
+        "The receiving Durable Object does not support RPC, because its class was not declared with `extends DurableObject`.",
+      );
+    }
+    const method = object[message.method];
+    if (typeof method !== "function") {
+      if (method === undefined) {
+        throw new TypeError(`The RPC receiver does not implement the method "${message.method}".`);
+      }
+      throw new TypeError(`"${message.method}" is not a method of the Durable Object`);
+    }
+    const args = web.deserialize(message.args);
+    return { v: web.serialize(await method.apply(object, args)) };
+  }
+
+  async function serve(message) {
+    await waitForGate();
+    const object = build();
+    await waitForGate(); // the constructor may have called blockConcurrencyWhile()
+    if (message.kind === "call") return rpc(object, message);
+    if (message.kind === "fetch") {
+      if (typeof object.fetch !== "function") throw new TypeError("Handler does not export a fetch() function.");
+      const response = await object.fetch(web.requestFromWire(message.request, message.c));
+      return { response: await web.responseToWire(response) };
+    }
+    if (message.kind === "alarm") {
+      if (typeof object.alarm !== "function") throw new TypeError("Handler does not export an alarm() function.");
+      await object.alarm({ retryCount: message.retryCount, isRetry: message.isRetry });
+      return { v: web.serialize(undefined) };
+    }
+    throw new TypeError(`celld: unknown Durable Object event ${message.kind}`);
+  }
+
+  function failure(error) {
+    try {
+      return web.serialize(error);
+    } catch (cloneError) {
+      const shape = host.describeError(error);
+      return web.serialize(new Error(`${shape.name}: ${shape.message}`));
+    }
+  }
+
+  host.on("do.init", (message) => {
+    init = message;
+  });
+
+  host.on("do.call", (message) => {
+    serve(message).then(
+      (answer) => host.notify("do.result", Object.assign({ c: message.c }, answer)),
+      (error) => {
+        if (message.kind === "alarm") logError(`Uncaught (in alarm of ${init.cls})`, error);
+        host.notify("do.result", { c: message.c, e: failure(error) });
+      },
+    );
+  });
+})();
