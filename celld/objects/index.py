@@ -106,7 +106,8 @@ class ObjectIndex:
     def set_alarm(self, ref: ObjectRef, name: str | None, at: int, retries: int = 0) -> None:
         with self._lock:
             self._db().execute(
-                "INSERT OR REPLACE INTO alarms (class, id, name, at, retries) VALUES (?, ?, ?, ?, ?)",
+                "INSERT OR REPLACE INTO alarms (class, id, name, at, retries) "
+                "VALUES (?, ?, ?, ?, ?)",
                 (ref.cls, ref.id, name, at, retries),
             )
 

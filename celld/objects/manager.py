@@ -73,8 +73,12 @@ class ObjectManager:
         self.env_message = env_message
         self.limits = limits or Limits()
         self.synchronous = synchronous
-        self.idle_ms = idle_ms if idle_ms is not None else _env_int("CELLD_OBJECT_IDLE_MS", DEFAULT_IDLE_MS)
-        self.max_resident = max_resident or _env_int("CELLD_OBJECT_RESIDENT_MAX", DEFAULT_MAX_RESIDENT)
+        self.idle_ms = (
+            idle_ms if idle_ms is not None else _env_int("CELLD_OBJECT_IDLE_MS", DEFAULT_IDLE_MS)
+        )
+        self.max_resident = max_resident or _env_int(
+            "CELLD_OBJECT_RESIDENT_MAX", DEFAULT_MAX_RESIDENT
+        )
         self.classes = dict(config.classes)
         #: Host operations object isolates get (the service fills them in at start).
         self.ops: Mapping[str, OpHandler] = {}
@@ -169,7 +173,9 @@ class ObjectManager:
         await asyncio.to_thread(storage.open)
         obj = LiveObject(ref, name, storage, self._gone)
         try:
-            await obj.start(self.threads.pick(), self.program, self.limits, self.ops, self.env_message)
+            await obj.start(
+                self.threads.pick(), self.program, self.limits, self.ops, self.env_message
+            )
         except BaseException:
             await obj.close()
             raise
@@ -235,7 +241,9 @@ class ObjectManager:
         if op == "alarm.set":
             at = message.get("at")
             if not isinstance(at, int | float) or at != at:
-                raise StorageError("setAlarm() takes a Date or a number of milliseconds", "TypeError")
+                raise StorageError(
+                    "setAlarm() takes a Date or a number of milliseconds", "TypeError"
+                )
             at = int(at)
             self.index.set_alarm(ref, obj.name if obj else None, at)
             self._schedule_threadsafe(ref, at)

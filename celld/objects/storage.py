@@ -86,7 +86,9 @@ def _binding(value: Any) -> Any:
         return base64.b64decode(value["b64"])
     if value is None or isinstance(value, int | float | str):
         return value
-    raise StorageError(f"SQL bindings must be strings, numbers, null or ArrayBuffers, got {value!r}", "TypeError")
+    raise StorageError(
+        f"SQL bindings must be strings, numbers, null or ArrayBuffers, got {value!r}", "TypeError"
+    )
 
 
 def _cell(value: Any) -> Any:
@@ -170,7 +172,9 @@ class ObjectStorage:
         except StorageError as error:
             return orjson.dumps({"e": {"name": error.js_name, "message": str(error)}}).decode()
         except sqlite3.Error as error:
-            return orjson.dumps({"e": {"name": "Error", "message": f"{error}: SQLITE_ERROR"}}).decode()
+            return orjson.dumps(
+                {"e": {"name": "Error", "message": f"{error}: SQLITE_ERROR"}}
+            ).decode()
 
     def _dispatch(self, op: str, m: dict[str, Any]) -> Any:
         if op.startswith("alarm."):
@@ -289,8 +293,8 @@ class ObjectStorage:
                     columns = [d[0] for d in cursor.description or ()]
                     rows = [[_cell(v) for v in row] for row in cursor.fetchall()]
         except sqlite3.DatabaseError as error:
-            if "not authorized" in str(error):
-                raise StorageError(self._denied(query)) from None
+            if "not authorized" in str(error) or "prohibited" in str(error):
+                raise StorageError(self._denied(query, error)) from None
             raise StorageError(f"{error}: SQLITE_ERROR") from None
         finally:
             conn.set_authorizer(None)
@@ -298,11 +302,11 @@ class ObjectStorage:
         return {"columns": columns, "rows": rows, "read": len(rows), "written": written}
 
     @staticmethod
-    def _denied(query: str) -> str:
+    def _denied(query: str, error: sqlite3.Error) -> str:
         head = query.lstrip().split(None, 1)[0].upper() if query.strip() else ""
         if head in ("BEGIN", "COMMIT", "END", "ROLLBACK", "SAVEPOINT", "RELEASE"):
             return TRANSACTION_MESSAGE
-        return f"not authorized: {query.strip()[:200]}: SQLITE_AUTH"
+        return f"{error}: SQLITE_AUTH"
 
     def op_size(self, m: dict[str, Any]) -> int:
         conn = self.conn

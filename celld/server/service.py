@@ -86,7 +86,11 @@ class Service:
         workflows = [{"binding": w.binding, "name": w.name} for w in self.project.workflows]
         # A namespace's ids are keyed by "<worker>-<class>", as under `wrangler dev`.
         objects = [
-            {"binding": b.binding, "cls": b.class_name, "key": f"{self.project.name}-{b.class_name}"}
+            {
+                "binding": b.binding,
+                "cls": b.class_name,
+                "key": f"{self.project.name}-{b.class_name}",
+            }
             for b in self.project.bindings.objects.bindings
         ]
         return {

@@ -74,7 +74,9 @@ async def test_key_value_api(tmp_path: Path) -> None:
             return (await rpc(service, "kv", "kv", *call))["value"]
 
         await kv("deleteAll")  # the constructor stored its load count
-        assert await kv("put", {"a": 1, "b": [2], "c": "three", "d/1": 4, "d/2": 5}) == "(undefined)"
+        assert (
+            await kv("put", {"a": 1, "b": [2], "c": "three", "d/1": 4, "d/2": 5}) == "(undefined)"
+        )
         assert await kv("get", "b") == [2]
         assert await kv("get", "missing") == "(undefined)"
         assert await kv("get", ["a", "missing", "c"]) == {"map": [["a", 1], ["c", "three"]]}

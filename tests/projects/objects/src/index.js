@@ -31,9 +31,9 @@ export class Counter extends DurableObject {
   async kv(op, ...args) {
     return this.ctx.storage[op](...args);
   }
-  async scheduleIn(ms, failTimes = 0) {
+  async scheduleAt(at, failTimes = 0) {
     await this.ctx.storage.put("failTimes", failTimes);
-    await this.ctx.storage.setAlarm(Date.now() + ms);
+    await this.ctx.storage.setAlarm(new Date(at));
     return this.ctx.storage.getAlarm();
   }
   async alarm(info) {
