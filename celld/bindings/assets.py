@@ -11,8 +11,10 @@ Rules, in the order they apply to a GET or HEAD:
    makes every HTML URL end in ``/``; ``drop-trailing-slash`` makes none end in ``/``;
    ``none`` serves exact file names only.
 3. No file: ``404-page`` serves the nearest ``404.html`` up the tree with status 404;
-   ``single-page-application`` serves ``/index.html`` with 200; otherwise the request goes to
-   the Worker (or, from ``env.ASSETS.fetch()``, gets an empty 404).
+   ``single-page-application`` serves ``/index.html`` with 200 (from compatibility date
+   2025-04-01 only to navigations, ``Sec-Fetch-Mode: navigate``: other requests go to the
+   Worker, as ``wrangler dev`` routes them); otherwise the request goes to the Worker (or,
+   from ``env.ASSETS.fetch()``, gets an empty 404).
 
 A request the assets would answer (a file, a redirect or a not-found page) with a method
 other than GET or HEAD gets 405. ``env.ASSETS.fetch()`` serves the file a redirect would lead to
@@ -181,6 +183,14 @@ class AssetServer:
         file = match.file if match else None
         if match is None:
             fallback = self._not_found_file(path)
+            if (
+                fallback is not None
+                and not from_worker
+                and self.config.navigation_only_spa
+                and self.config.not_found_handling == "single-page-application"
+                and headers.get("sec-fetch-mode") != "navigate"
+            ):
+                fallback = None  # only navigations get the app's index.html
             if fallback is None:
                 return None if not from_worker else AssetAnswer(404)
             file, status = fallback

@@ -25,6 +25,7 @@ from .schema import TopLevelModel
 
 DEFAULT_MIGRATIONS_DIR = "migrations"
 DEFAULT_MIGRATIONS_TABLE = "d1_migrations"
+SPA_NAVIGATION_DATE = "2025-04-01"
 
 
 @dataclass(frozen=True)
@@ -57,6 +58,9 @@ class AssetsConfig:
     not_found_handling: str
     #: True/False, or route patterns (a leading "!" excludes) that go to the Worker first.
     run_worker_first: bool | tuple[str, ...]
+    #: From compatibility date 2025-04-01 a single-page app's index.html answers only
+    #: navigation requests when no asset matches; the rest go to the Worker.
+    navigation_only_spa: bool = False
 
 
 @dataclass(frozen=True)
@@ -142,6 +146,7 @@ def resolve_bindings(
                 html_handling=spec.html_handling,
                 not_found_handling=spec.not_found_handling,
                 run_worker_first=run_first if isinstance(run_first, bool) else tuple(run_first),
+                navigation_only_spa=(model.compatibility_date or "") >= SPA_NAVIGATION_DATE,
             )
     offline = []
     for kind, value in (("ai", model.ai), ("browser", model.browser)):

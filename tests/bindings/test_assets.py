@@ -33,8 +33,15 @@ def server(tmp_path: Path, **options: object) -> AssetServer:
     return AssetServer(AssetsConfig(directory=tmp_path, binding="ASSETS", **settings))  # type: ignore[arg-type]
 
 
-def ask(s: AssetServer, path: str, method: str = "GET", *, from_worker: bool = False) -> object:
-    answer = asyncio.run(s.answer(method, path, {}, from_worker=from_worker))
+def ask(
+    s: AssetServer,
+    path: str,
+    method: str = "GET",
+    *,
+    from_worker: bool = False,
+    headers: dict[str, str] | None = None,
+) -> object:
+    answer = asyncio.run(s.answer(method, path, headers or {}, from_worker=from_worker))
     if answer is None:
         return "worker"
     location = dict(answer.headers).get("location")
@@ -84,6 +91,19 @@ def test_not_found_pages(tmp_path: Path) -> None:
     spa = server(tmp_path, not_found_handling="single-page-application")
     assert ask(spa, "/app/route") == (200, "home")
     assert ask(spa, "/about", "POST") == (405, "")
+
+
+def test_spa_fallback_serves_only_navigations_from_2025_04_01(tmp_path: Path) -> None:
+    """As wrangler dev 4.164 routes them (checked with Cloudflare's Workflows starter,
+    compatibility date 2025-10-08): a fetch() or API call that matches no asset reaches the
+    Worker; a browser navigation gets the app's index.html; a POST to an asset gets 405."""
+    spa = server(tmp_path, not_found_handling="single-page-application", navigation_only_spa=True)
+    navigate = {"sec-fetch-mode": "navigate"}
+    assert ask(spa, "/api/nothing") == "worker"
+    assert ask(spa, "/api/workflow/start", "POST") == "worker"
+    assert ask(spa, "/app/route", headers=navigate) == (200, "home")
+    assert ask(spa, "/", "POST") == (405, "")
+    assert ask(spa, "/nope", from_worker=True) == (200, "home")
 
 
 def test_worker_first_and_methods(tmp_path: Path) -> None:
