@@ -18,7 +18,7 @@ from typing import Any
 import pytest
 
 from compat.scenario import Scenario
-from compat.targets import NPM_APP, Target, connect, ensure_node_modules
+from compat.targets import NPM_APP, OBJECTS, Target, connect, ensure_node_modules
 
 _results: dict[str, dict[str, Any]] = {}
 
@@ -52,6 +52,20 @@ def npm_target(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Target]:
     server = connect(
         target_kind(), tmp_path_factory.mktemp("compat-npm") / "state", NPM_APP,
         "CELLD_COMPAT_NPM_URL",
+    )  # fmt: skip
+    try:
+        yield server
+    finally:
+        server.close()
+
+
+@pytest.fixture(scope="session")
+def objects_target(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Target]:
+    """The Durable Objects project (compat/projects/objects) on the same kind of target;
+    CELLD_COMPAT_OBJECTS_URL reuses a running server."""
+    server = connect(
+        target_kind(), tmp_path_factory.mktemp("compat-objects") / "state", OBJECTS,
+        "CELLD_COMPAT_OBJECTS_URL",
     )  # fmt: skip
     try:
         yield server

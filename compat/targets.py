@@ -28,6 +28,8 @@ PROJECTS = REPO / "compat" / "projects"
 CORE = PROJECTS / "core"
 #: A TypeScript Worker with npm dependencies (installed by `npm ci` from its lockfile).
 NPM_APP = PROJECTS / "npm-app"
+#: Durable Objects (key-value, SQL, alarms, RPC) beside a Workflow that calls them.
+OBJECTS = PROJECTS / "objects"
 
 #: Statuses in which an instance is doing work right now (its state may still change without
 #: any outside help and without time passing).

@@ -30,6 +30,8 @@ from typing import Any
 import orjson
 
 MAX_KEY_BYTES = 2048
+# Created by the first write of the key-value API, as in workerd (before that, user SQL that
+# names it finds no such table).
 SCHEMA = "CREATE TABLE IF NOT EXISTS _cf_KV (key TEXT PRIMARY KEY, value TEXT) WITHOUT ROWID"
 
 # sqlite3 authorizer action codes that user SQL may not use.
@@ -122,6 +124,7 @@ class ObjectStorage:
         self.synchronous = synchronous
         self._conn: sqlite3.Connection | None = None
         self._depth = 0  # open transaction()/transactionSync() savepoints
+        self._kv = False  # the _cf_KV table exists
         self.writes = 0  # committed turns that wrote (for metrics and tests)
 
     def open(self) -> None:
@@ -129,8 +132,13 @@ class ObjectStorage:
         conn = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False)
         conn.execute("PRAGMA journal_mode=WAL")
         conn.execute(f"PRAGMA synchronous={self.synchronous}")
-        conn.execute(SCHEMA)
+        self._kv = self._has_kv_table(conn)
         self._conn = conn
+
+    @staticmethod
+    def _has_kv_table(conn: sqlite3.Connection) -> bool:
+        found = conn.execute("SELECT 1 FROM sqlite_master WHERE name = '_cf_KV'").fetchone()
+        return found is not None
 
     def close(self) -> None:
         """Drop the connection; a transaction not yet committed is rolled back."""
@@ -186,8 +194,21 @@ class ObjectStorage:
 
     # -- key-value API ---------------------------------------------------------------
 
-    def op_get(self, m: dict[str, Any]) -> list[str | None]:
+    def _kv_table(self, create: bool) -> sqlite3.Connection | None:
+        """The connection, in the turn's transaction; None while there is no _cf_KV table
+        and `create` is false (a read or delete of an object that never wrote a key)."""
         conn = self._begin()
+        if not self._kv:
+            if not create:
+                return None
+            conn.execute(SCHEMA)
+            self._kv = True
+        return conn
+
+    def op_get(self, m: dict[str, Any]) -> list[str | None]:
+        conn = self._kv_table(False)
+        if conn is None:
+            return [None for key in m["keys"] if _key(key) is not None]
         out = []
         for key in m["keys"]:
             row = conn.execute("SELECT value FROM _cf_KV WHERE key = ?", (_key(key),)).fetchone()
@@ -195,19 +216,24 @@ class ObjectStorage:
         return out
 
     def op_put(self, m: dict[str, Any]) -> None:
-        conn = self._begin()
+        conn = self._kv_table(True)
+        assert conn is not None
         rows = [(_key(k), v) for k, v in m["entries"]]
         conn.executemany("INSERT OR REPLACE INTO _cf_KV (key, value) VALUES (?, ?)", rows)
 
     def op_delete(self, m: dict[str, Any]) -> int:
-        conn = self._begin()
+        conn = self._kv_table(False)
+        if conn is None:
+            return 0
         count = 0
         for key in m["keys"]:
             count += conn.execute("DELETE FROM _cf_KV WHERE key = ?", (_key(key),)).rowcount
         return count
 
     def op_list(self, m: dict[str, Any]) -> list[list[str]]:
-        conn = self._begin()
+        conn = self._kv_table(False)
+        if conn is None:
+            return []
         where, args = [], []
         if m.get("start") is not None:
             where.append("key >= ?")
@@ -235,7 +261,8 @@ class ObjectStorage:
 
     def op_deleteAll(self, m: dict[str, Any]) -> None:  # noqa: N802 - the JS method's name
         conn = self._begin()
-        conn.execute("DELETE FROM _cf_KV")
+        if self._kv:
+            conn.execute("DELETE FROM _cf_KV")
         if self.sqlite:
             rows = conn.execute(
                 "SELECT type, name FROM sqlite_master WHERE name NOT LIKE 'sqlite_%' "
@@ -264,6 +291,7 @@ class ObjectStorage:
         self.conn.execute(f"ROLLBACK TO celld_{self._depth}")
         self.conn.execute(f"RELEASE celld_{self._depth}")
         self._depth -= 1
+        self._kv = self._has_kv_table(self.conn)  # the rollback may have dropped it
 
     # -- SQL API ---------------------------------------------------------------------
 

@@ -13,7 +13,7 @@ from celld.cells.clock import ManualClock
 from celld.project.config import find_config, load_config
 from celld.server.service import Service, ServiceOptions
 
-OBJECTS = Path(__file__).resolve().parent.parent / "projects" / "objects"
+OBJECTS = Path(__file__).resolve().parent.parent.parent / "compat" / "projects" / "objects"
 START_MS = 1_800_000_000_000
 
 

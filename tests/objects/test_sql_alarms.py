@@ -43,6 +43,9 @@ async def test_transaction_sync_commits_or_rolls_back(tmp_path: Path) -> None:
 
 async def test_user_sql_cannot_reach_internal_tables_or_transactions(tmp_path: Path) -> None:
     async with objects_service(tmp_path / "state") as service:
+        missing = await notes(service, "sneaky", "SELECT * FROM _cf_KV")
+        assert missing == "no such table: _cf_KV: SQLITE_ERROR"  # no key written yet
+        await notes(service, "remember", "k", 1)
         denied = await notes(service, "sneaky", "SELECT * FROM _cf_KV")
         assert denied == "access to _cf_KV.key is prohibited: SQLITE_AUTH"
         assert "transactionSync()" in str(await notes(service, "sneaky", "BEGIN TRANSACTION"))

@@ -31,6 +31,10 @@ export class Counter extends DurableObject {
   async kv(op, ...args) {
     return this.ctx.storage[op](...args);
   }
+  async scheduleIn(ms) {
+    await this.ctx.storage.setAlarm(Date.now() + ms);
+    return (await this.ctx.storage.getAlarm()) - Date.now() > ms - 1000;
+  }
   async scheduleAt(at, failTimes = 0) {
     await this.ctx.storage.put("failTimes", failTimes);
     await this.ctx.storage.setAlarm(new Date(at));
@@ -93,6 +97,9 @@ export class Notes extends DurableObject {
       return error.message;
     }
     return "kept";
+  }
+  async remember(key, value) {
+    await this.ctx.storage.put(key, value);
   }
   count() {
     return this.ctx.storage.sql.exec("SELECT count(*) AS n FROM notes").one().n;
@@ -161,6 +168,14 @@ export default {
         }
       }
       return Response.json(out);
+    }
+    if (url.pathname === "/wfstatus") {
+      const status = await (await env.TALLY.get(url.searchParams.get("id"))).status();
+      return Response.json({ status: status.status, output: status.output ?? null });
+    }
+    if (url.pathname === "/alarm") {
+      // Set an alarm `in` ms from now on the object's own clock.
+      return Response.json({ at: await stub.scheduleIn(Number(url.searchParams.get("in"))) });
     }
     if (url.pathname === "/plain") {
       const plain = env.PLAIN.getByName(name);
