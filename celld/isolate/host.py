@@ -104,6 +104,10 @@ class IsolateHost:
         self._inbox.append(message)
         self.kick()
 
+    def queued(self, message: dict[str, Any]) -> bool:
+        """True while `message` (posted earlier) waits for a turn to deliver it."""
+        return any(m is message for m in self._inbox)
+
     def take_undelivered(self, kind: str) -> list[dict[str, Any]]:
         """Take back the queued inbound messages of `kind` that JS has not seen yet (to
         hand them to another isolate while this one is stuck in a long turn)."""

@@ -56,6 +56,9 @@ class LiveObject:
         #: The alarm time whose alarm() handler runs now (getAlarm() reads null then).
         self.running_alarm: int | None = None
         self.idle_timer: Any = None
+        #: Events not yet delivered: one starts per turn (see `_deliver_next`).
+        self._queue: list[dict[str, Any]] = []
+        self._delivering: dict[str, Any] | None = None  # posted, its turn not yet over
 
     async def start(
         self,
@@ -75,6 +78,7 @@ class LiveObject:
         own = dict(ops)
         own["do.result"] = self._on_result
         host = IsolateHost(isolate, own, on_fault=self._on_fault)
+        host.turn_callback = self._turn_done
         self.isolate, self.host = isolate, host
         host.post({"k": "env", **env_message})
         host.post(
@@ -103,12 +107,30 @@ class LiveObject:
         call_id = next(self._ids)
         future: asyncio.Future[dict[str, Any]] = asyncio.get_running_loop().create_future()
         self.calls[call_id] = future
-        self.host.post({**message, "k": "do.call", "c": call_id})
+        self._queue.append({**message, "k": "do.call", "c": call_id})
+        self._deliver_next()
         try:
             return await future
         finally:
             self.calls.pop(call_id, None)
             self.last_used = time.monotonic()
+
+    def _deliver_next(self) -> None:
+        """Input gate: an event starts in a turn of its own, so every event that came before
+        it has run until it waits on something outside the object (a fetch, a timer, another
+        object). Storage calls answer within the turn, so the event that made them goes on
+        before another starts, as workerd holds events back while storage works."""
+        if self._delivering is not None or not self._queue or self.host is None:
+            return
+        self._delivering = self._queue.pop(0)
+        self.host.post(self._delivering)
+
+    def _turn_done(self) -> None:
+        pending = self._delivering
+        if pending is not None and self.host is not None and self.host.queued(pending):
+            return  # posted during this turn: the next turn delivers it
+        self._delivering = None
+        self._deliver_next()
 
     def _on_result(self, message: dict[str, Any]) -> None:
         future = self.calls.get(message.get("c"))  # type: ignore[arg-type]

@@ -19,6 +19,15 @@ async def test_rpc_calls_keep_state_per_name(tmp_path: Path) -> None:
         assert who["name"] == "a" and len(who["id"]) == 64 and who["loads"] == 0
 
 
+async def test_concurrent_calls_to_one_object_do_not_interleave_storage(tmp_path: Path) -> None:
+    """increment() reads, then writes after an await: the input gate keeps another call from
+    reading in between, so no increment is lost."""
+    async with objects_service(tmp_path / "state") as service:
+        results = await asyncio.gather(*(rpc(service, "busy", "increment") for _ in range(40)))
+        assert sorted(r["value"] for r in results) == list(range(1, 41))
+        assert await rpc(service, "busy", "get") == {"value": 40}
+
+
 async def test_arguments_and_results_are_structured_clones(tmp_path: Path) -> None:
     async with objects_service(tmp_path / "state") as service:
         value = {"nested": [1, "two", None, {"x": 1.5}], "unicode": "é🙂"}
