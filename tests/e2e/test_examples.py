@@ -425,3 +425,33 @@ def test_saga_cancel_terminates_with_rollback(saga: CelldServer) -> None:
         "flight": "cancelled (book flight: Instance terminated during rollback)",
         "hotel": "cancelled (book hotel: Instance terminated during rollback)",
     }
+
+
+# -- orders: a Workflow and a Durable Object calling each other ----------------------------
+
+
+@pytest.fixture(scope="module")
+def orders(tmp_path_factory: pytest.TempPathFactory) -> Iterator[CelldServer]:
+    yield from serve(tmp_path_factory, "orders")
+
+
+def test_orders_board_alarm_and_workflow(orders: CelldServer) -> None:
+    created = orders.post("/orders", json={"item": "teapot"})
+    assert created.status_code == 200, created.text
+    order = created.json()["id"]
+
+    def row() -> dict[str, Any]:
+        return dict(status(orders, f"/orders/{order}")["board"] or {})
+
+    orders.wait_for(lambda: row().get("state") == "awaiting payment")
+    assert row()["reminders"] == 0
+    # The Board's alarm comes half an hour after the order began waiting for payment.
+    orders.advance(31 * MINUTE)
+    orders.wait_for(lambda: row()["reminders"] == 1)
+    paid = orders.post(f"/orders/{order}/pay", json={"by": "ada"})
+    assert paid.status_code == 200, paid.text
+    done = wait_status(orders, f"/orders/{order}", "complete")
+    assert done["output"] == {"item": "teapot", "paidBy": "ada"}
+    assert done["board"]["state"] == "shipped"
+    board = orders.get("/board").json()
+    assert [(o["id"], o["state"], o["reminders"]) for o in board] == [(order, "shipped", 1)]
