@@ -256,6 +256,12 @@ class Isolate:
                 if time.perf_counter() >= slice_end:
                     break
             outbox = self._take()
+            if self.callables:
+                # No QuickJS time limit here (see `callables`): a turn past the limit is
+                # stopped as it ends, before its writes commit or its messages leave.
+                used = (time.thread_time() - cpu_start) * 1000
+                if used > self.limits.cpu_ms:
+                    raise IsolateFault(CPU_LIMIT_REASON, f"one turn used {used:.0f} ms")
             if self.turn_end is not None:
                 try:
                     self.turn_end()

@@ -5,7 +5,9 @@ fetch), answered with the callee's result. An object is activated on its first c
 (isolate loaded, storage opened) and stays live while it is used; once it has had no
 call and no host work for ``idle_ms`` it is evicted: its isolate is freed and its
 storage stays on disk, so the next call brings it back. At most ``max_resident`` objects
-are live; past that the least recently used idle ones are evicted first.
+are live (by default as many as the cells' cap allows resident workflow isolates, one per
+32 MiB of memory: a live object costs about 1.5 MiB); past that the least recently used
+idle ones are evicted first.
 
 Alarms are rows of the index (see index.py), held in the cells' ``AlarmQueue`` on the
 service clock (manual in tests, like workflow sleeps). An alarm whose ``alarm()`` throws
@@ -25,6 +27,7 @@ from typing import Any
 
 from celld.cells.alarms import AlarmQueue
 from celld.cells.clock import Clock
+from celld.cells.manager import default_max_resident
 from celld.cells.tasks import TaskOwner
 from celld.isolate.host import HostError, OpHandler
 from celld.isolate.isolate import Limits
@@ -40,7 +43,6 @@ from celld.project.objects import DurableObjectsConfig
 log = logging.getLogger("celld.objects")
 
 DEFAULT_IDLE_MS = 60_000
-DEFAULT_MAX_RESIDENT = 1_000
 ALARM_RETRIES = 6
 ALARM_FIRST_BACKOFF_MS = 2_000
 
@@ -77,7 +79,7 @@ class ObjectManager:
             idle_ms if idle_ms is not None else _env_int("CELLD_OBJECT_IDLE_MS", DEFAULT_IDLE_MS)
         )
         self.max_resident = max_resident or _env_int(
-            "CELLD_OBJECT_RESIDENT_MAX", DEFAULT_MAX_RESIDENT
+            "CELLD_OBJECT_RESIDENT_MAX", default_max_resident()
         )
         self.classes = dict(config.classes)
         #: Host operations object isolates get (the service fills them in at start).

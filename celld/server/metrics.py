@@ -43,6 +43,34 @@ async def render_metrics(service: Service) -> str:
     pool = service.pool
     if pool is not None:
         text.add("celld_worker_isolates", "gauge", "Isolates serving HTTP requests.", pool.size)
+    objects = service.objects
+    if objects is not None:
+        stats = objects.stats()
+        text.add("celld_objects_live", "gauge", "Durable Objects with an isolate.", stats["live"])
+        text.add(
+            "celld_objects_activations_total",
+            "counter",
+            "Durable Objects started (a first call, or the first after an eviction).",
+            stats["activations"],
+        )
+        text.add(
+            "celld_objects_evictions_total",
+            "counter",
+            "Durable Objects evicted (idle, or for the resident cap); storage kept.",
+            stats["evictions"],
+        )
+        text.add(
+            "celld_objects_alarms_pending",
+            "gauge",
+            "Alarms set and not yet run.",
+            stats["alarms_pending"],
+        )
+        text.add(
+            "celld_objects_alarm_runs_total",
+            "counter",
+            "alarm() handlers started.",
+            stats["alarm_runs"],
+        )
     cells = service.cells
     store = service.store
     if cells is None or store is None:

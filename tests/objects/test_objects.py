@@ -7,6 +7,7 @@ import json
 from pathlib import Path
 
 from celld.cells.clock import ManualClock
+from celld.isolate.isolate import Limits
 from tests.objects.harness import START_MS, get, objects_service, rpc
 
 
@@ -26,6 +27,25 @@ async def test_concurrent_calls_to_one_object_do_not_interleave_storage(tmp_path
         results = await asyncio.gather(*(rpc(service, "busy", "increment") for _ in range(40)))
         assert sorted(r["value"] for r in results) == list(range(1, 41))
         assert await rpc(service, "busy", "get") == {"value": 40}
+
+
+async def test_a_turn_past_the_cpu_limit_resets_the_object(tmp_path: Path) -> None:
+    async with objects_service(tmp_path / "state") as service:
+        assert service.objects is not None
+        service.objects.limits = Limits(
+            cpu_ms=100, memory_bytes=service.objects.limits.memory_bytes
+        )
+        assert await rpc(service, "cpu", "increment") == {"value": 1}
+        error = (await rpc(service, "cpu", "spin", 400))["error"]
+        assert error["message"] == "Durable Object exceeded its CPU time limit and was reset."
+        # The next call gets a fresh isolate; committed storage is intact.
+        assert await rpc(service, "cpu", "increment") == {"value": 2}
+
+
+async def test_synchronous_kv_and_cursor_iteration(tmp_path: Path) -> None:
+    async with objects_service(tmp_path / "state") as service:
+        assert await rpc(service, "n", "notes.add", "x") == {"value": {"written": 1}}
+        assert await rpc(service, "n", "notes.iterate") == {"value": [[1, "x"], ["k", 5]]}
 
 
 async def test_arguments_and_results_are_structured_clones(tmp_path: Path) -> None:

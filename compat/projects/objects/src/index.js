@@ -20,6 +20,11 @@ export class Counter extends DurableObject {
   whoami() {
     return { id: this.ctx.id.toString(), name: this.ctx.id.name, loads: this.loaded };
   }
+  spin(ms) {
+    const end = Date.now() + ms;
+    while (Date.now() < end);
+    return "done";
+  }
   echo(value) {
     return value;
   }
@@ -49,6 +54,13 @@ export class Counter extends DurableObject {
   }
   async alarmState() {
     return { runs: (await this.ctx.storage.get("alarmRuns")) || [], alarm: await this.ctx.storage.getAlarm() };
+  }
+  /** `n` puts, then `n` gets of the key-value API (bench/objects.py). */
+  async churn(n) {
+    for (let i = 0; i < n; i++) await this.ctx.storage.put(`churn:${i}`, { i, pad: "x".repeat(100) });
+    let sum = 0;
+    for (let i = 0; i < n; i++) sum += (await this.ctx.storage.get(`churn:${i}`)).i;
+    return sum;
   }
   async startTally(id) {
     const instance = await this.env.TALLY.create({ id, params: { counter: this.ctx.id.name } });
@@ -98,8 +110,23 @@ export class Notes extends DurableObject {
     }
     return "kept";
   }
+  iterate() {
+    const out = [];
+    for (const row of this.ctx.storage.sql.exec("SELECT id, body FROM notes")) out.push([row.id, row.body]);
+    this.ctx.storage.kv.put("k", 5);
+    for (const [key, value] of this.ctx.storage.kv.list()) out.push([key, value]);
+    return out;
+  }
   async remember(key, value) {
     await this.ctx.storage.put(key, value);
+  }
+  /** `n` inserts, then `n` selects by key of the SQL API (bench/objects.py). */
+  sqlChurn(n) {
+    this.ctx.storage.sql.exec("CREATE TABLE IF NOT EXISTS churn (k INTEGER PRIMARY KEY, v TEXT)");
+    for (let i = 0; i < n; i++) this.ctx.storage.sql.exec("INSERT OR REPLACE INTO churn VALUES (?, ?)", i, "x".repeat(100));
+    let found = 0;
+    for (let i = 0; i < n; i++) found += this.ctx.storage.sql.exec("SELECT k FROM churn WHERE k = ?", i).toArray().length;
+    return found;
   }
   count() {
     return this.ctx.storage.sql.exec("SELECT count(*) AS n FROM notes").one().n;

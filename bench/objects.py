@@ -1,0 +1,203 @@
+"""Durable Objects through a Worker: celld against wrangler dev, same project, same driver.
+
+    python bench/objects.py                 # celld only
+    python bench/objects.py --wrangler      # both (wrangler dev started by the oracle scripts)
+    python bench/objects.py --wrangler --out bench/OBJECTS.md
+
+Project: compat/projects/objects. Each call is one HTTP request to the Worker's `GET /rpc`,
+which makes one RPC call on a stub, sent by `--concurrency` client threads:
+
+* RPC calls per second to one object (`increment`: a get and a put), and to many (each call
+  to one of 400 objects, most of them activated by that call);
+* storage operations per second inside one object: `churn(100)` is 100 puts then 100 gets of
+  the key-value API, `sqlChurn(100)` 100 inserts then 100 selects by key (SQL class);
+* memory per object: resident memory of the server's whole process group before and after
+  200 new objects answered a call, divided by 200 (live objects), and, on celld, after they
+  were evicted for being idle (the clock moved past the idle time).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import statistics
+import sys
+import tempfile
+import threading
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import httpx
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from compat.targets import OBJECTS, Target, start_celld, start_wrangler  # noqa: E402
+
+Call = Callable[[int], tuple[str, list[object]]]  # n -> (object name, [method, *args])
+
+
+def drive(target: Target, make: Call, count: int, concurrency: int) -> dict[str, float]:
+    latencies: list[float] = []
+    errors: list[str] = []
+    counter = iter(range(count))
+    lock = threading.Lock()
+
+    def worker() -> None:
+        with httpx.Client(base_url=target.base_url, timeout=120) as client:
+            while True:
+                with lock:
+                    n = next(counter, None)
+                if n is None:
+                    return
+                name, call = make(n)
+                started = time.perf_counter()
+                response = client.get("/rpc", params={"name": name, "call": json.dumps(call)})
+                latencies.append(time.perf_counter() - started)
+                if response.status_code != 200 or "error" in response.json():
+                    errors.append(response.text[:300])
+
+    began = time.perf_counter()
+    threads = [threading.Thread(target=worker) for _ in range(concurrency)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    elapsed = time.perf_counter() - began
+    if errors:
+        raise RuntimeError(f"{len(errors)} calls failed, first: {errors[0]}")
+    latencies.sort()
+    return {
+        "per_s": count / elapsed,
+        "p50_ms": statistics.median(latencies) * 1000,
+        "p99_ms": latencies[max(0, int(len(latencies) * 0.99) - 1)] * 1000,
+    }
+
+
+def group_rss_kib(pgid: int) -> int:
+    """Resident memory of every process in a process group (the server and its children)."""
+    total = 0
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            if os.getpgid(int(entry.name)) != pgid:
+                continue
+            for line in (entry / "status").read_text().splitlines():
+                if line.startswith("VmRSS:"):
+                    total += int(line.split()[1])
+        except (OSError, ValueError):
+            continue
+    return total
+
+
+def server_pgid(name: str, target: Target) -> int:
+    if name == "celld":
+        return int(target.server.process.pid)  # type: ignore[attr-defined]
+    port = target.base_url.rsplit(":", 1)[1]
+    oracle = Path(
+        os.environ.get("CELLD_COMPAT_ORACLE_DIR", Path.home() / ".cache/celld-compat/oracle")
+    )
+    return os.getpgid(int((oracle / f"wrangler-{port}.pid").read_text().strip()))
+
+
+def memory(name: str, target: Target, tag: str, objects: int = 200) -> dict[str, float]:
+    pgid = server_pgid(name, target)
+    time.sleep(1)
+    before = group_rss_kib(pgid)
+    drive(target, lambda n: (f"mem-{tag}-{n}", ["increment"]), objects, 4)
+    time.sleep(1)
+    live = group_rss_kib(pgid)
+    out = {"live_kib_per_object": (live - before) / objects}
+    if name == "celld":
+        # Past the idle time every object is evicted: its isolate freed, its file kept. The
+        # allocator keeps freed pages, so RSS barely falls; what shows the cost of an idle
+        # object is that 200 more objects, once these are evicted, grow it by little.
+        target.request("POST", "/cdn-cgi/celld/clock", params={"advance": 120_000})
+        time.sleep(3)
+        metrics = target.request("GET", "/cdn-cgi/celld/metrics").text
+        live_line = next(x for x in metrics.splitlines() if x.startswith("celld_objects_live "))
+        out["live_after_eviction"] = float(live_line.split()[1])
+        evicted = group_rss_kib(pgid)
+        drive(target, lambda n: (f"mem2-{tag}-{n}", ["increment"]), objects, 4)
+        time.sleep(1)
+        out["idle_kib_per_object"] = (group_rss_kib(pgid) - evicted) / objects
+    return out
+
+
+def bench(name: str, target: Target, concurrency: int) -> dict[str, dict[str, float]]:
+    tag = f"{name}{int(time.time())}"
+    workloads: list[tuple[str, int, Call, int]] = [
+        ("RPC to one object", 400, lambda n: (f"hot-{tag}", ["increment"]), 1),
+        ("RPC to many objects (400)", 400, lambda n: (f"many-{tag}-{n}", ["increment"]), 1),
+        ("KV put+get inside one object", 20, lambda n: (f"kv-{tag}", ["churn", 100]), 200),
+        ("SQL insert+select inside one object", 20,
+         lambda n: (f"sql-{tag}", ["notes.sqlChurn", 100]), 200),
+    ]  # fmt: skip
+    results: dict[str, dict[str, float]] = {}
+    for label, count, make, per_call in workloads:
+        figures = drive(target, make, count, concurrency)
+        figures["per_s"] *= per_call
+        results[label] = figures
+        print(f"{name:9} {label:38} {figures}", flush=True)
+    results["memory"] = memory(name, target, tag)
+    print(f"{name:9} memory {results['memory']}", flush=True)
+    return results
+
+
+def render(runs: dict[str, dict[str, dict[str, float]]], concurrency: int) -> str:
+    lines = [
+        "# Durable Objects: celld and wrangler dev",
+        "",
+        f"`python bench/objects.py --wrangler` on {os.cpu_count()} cores "
+        f"({platform.machine()}, Python {platform.python_version()}), "
+        f"{time.strftime('%Y-%m-%d')}; {concurrency} client threads; one RPC call per HTTP "
+        "request to compat/projects/objects (`GET /rpc`). Writes are durable on both.",
+        "",
+        "| workload | " + " | ".join(f"{t} per s | {t} p50 / p99 ms" for t in runs) + " |",
+        "|---|" + "---|---|" * len(runs),
+    ]
+    labels = [k for k in next(iter(runs.values())) if k != "memory"]
+    for label in labels:
+        cells = []
+        for figures in runs.values():
+            f = figures[label]
+            cells += [f"{f['per_s']:.0f}", f"{f['p50_ms']:.1f} / {f['p99_ms']:.1f}"]
+        lines.append(f"| {label} | " + " | ".join(cells) + " |")
+    lines += ["", "| memory per object (KiB of resident memory) | " + " | ".join(runs) + " |"]
+    lines.append("|---|" + "---|" * len(runs))
+    rows = (
+        ("live_kib_per_object", "200 objects live"),
+        ("idle_kib_per_object", "200 more, after the first 200 were evicted"),
+    )
+    for key, label in rows:
+        cells = [f"{r['memory'][key]:.0f}" if key in r["memory"] else "n/a" for r in runs.values()]
+        lines.append(f"| {label} | " + " | ".join(cells) + " |")
+    return "\n".join(lines) + "\n"
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--wrangler", action="store_true")
+    parser.add_argument("--concurrency", type=int, default=8)
+    parser.add_argument("--out", type=Path)
+    args = parser.parse_args()
+    runs: dict[str, dict[str, dict[str, float]]] = {}
+    starters = [("celld", start_celld)] + ([("wrangler", start_wrangler)] if args.wrangler else [])
+    for name, start in starters:
+        with tempfile.TemporaryDirectory(prefix=f"bench-objects-{name}-") as folder:
+            target = start(Path(folder) / "state", OBJECTS)
+            try:
+                runs[name] = bench(name, target, args.concurrency)
+            finally:
+                target.close()
+    text = render(runs, args.concurrency)
+    print(text)
+    if args.out:
+        args.out.write_text(text)
+
+
+if __name__ == "__main__":
+    main()
