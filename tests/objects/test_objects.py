@@ -33,10 +33,10 @@ async def test_a_turn_past_the_cpu_limit_resets_the_object(tmp_path: Path) -> No
     async with objects_service(tmp_path / "state") as service:
         assert service.objects is not None
         service.objects.limits = Limits(
-            cpu_ms=100, memory_bytes=service.objects.limits.memory_bytes
+            cpu_ms=300, memory_bytes=service.objects.limits.memory_bytes
         )
         assert await rpc(service, "cpu", "increment") == {"value": 1}
-        error = (await rpc(service, "cpu", "spin", 400))["error"]
+        error = (await rpc(service, "cpu", "spin", 1500))["error"]
         assert error["message"] == "Durable Object exceeded its CPU time limit and was reset."
         # The next call gets a fresh isolate; committed storage is intact.
         assert await rpc(service, "cpu", "increment") == {"value": 2}
