@@ -18,14 +18,9 @@ which makes one RPC call on a stub, sent by `--concurrency` client threads:
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
-import platform
-import statistics
 import sys
-import tempfile
-import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -34,46 +29,26 @@ import httpx
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from compat.targets import OBJECTS, Target, start_celld, start_wrangler  # noqa: E402
+from bench.driver import drive, figure_rows, main, table_head  # noqa: E402
+from compat.targets import OBJECTS, Target  # noqa: E402
 
+TITLE = "Durable Objects: celld and wrangler dev"
+WHAT = (
+    "one RPC call per HTTP request to compat/projects/objects (`GET /rpc`). "
+    "Writes are durable on both."
+)
 Call = Callable[[int], tuple[str, list[object]]]  # n -> (object name, [method, *args])
 
 
-def drive(target: Target, make: Call, count: int, concurrency: int) -> dict[str, float]:
-    latencies: list[float] = []
-    errors: list[str] = []
-    counter = iter(range(count))
-    lock = threading.Lock()
+def calls(target: Target, make: Call, count: int, concurrency: int) -> dict[str, float]:
+    def send(client: httpx.Client, n: int) -> str | None:
+        name, call = make(n)
+        response = client.get("/rpc", params={"name": name, "call": json.dumps(call)})
+        if response.status_code != 200 or "error" in response.json():
+            return response.text[:300]
+        return None
 
-    def worker() -> None:
-        with httpx.Client(base_url=target.base_url, timeout=120) as client:
-            while True:
-                with lock:
-                    n = next(counter, None)
-                if n is None:
-                    return
-                name, call = make(n)
-                started = time.perf_counter()
-                response = client.get("/rpc", params={"name": name, "call": json.dumps(call)})
-                latencies.append(time.perf_counter() - started)
-                if response.status_code != 200 or "error" in response.json():
-                    errors.append(response.text[:300])
-
-    began = time.perf_counter()
-    threads = [threading.Thread(target=worker) for _ in range(concurrency)]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join()
-    elapsed = time.perf_counter() - began
-    if errors:
-        raise RuntimeError(f"{len(errors)} calls failed, first: {errors[0]}")
-    latencies.sort()
-    return {
-        "per_s": count / elapsed,
-        "p50_ms": statistics.median(latencies) * 1000,
-        "p99_ms": latencies[max(0, int(len(latencies) * 0.99) - 1)] * 1000,
-    }
+    return drive(target.base_url, send, count, concurrency)
 
 
 def group_rss_kib(pgid: int) -> int:
@@ -107,7 +82,7 @@ def memory(name: str, target: Target, tag: str, objects: int = 200) -> dict[str,
     pgid = server_pgid(name, target)
     time.sleep(1)
     before = group_rss_kib(pgid)
-    drive(target, lambda n: (f"mem-{tag}-{n}", ["increment"]), objects, 4)
+    calls(target, lambda n: (f"mem-{tag}-{n}", ["increment"]), objects, 4)
     time.sleep(1)
     live = group_rss_kib(pgid)
     out = {"live_kib_per_object": (live - before) / objects}
@@ -121,7 +96,7 @@ def memory(name: str, target: Target, tag: str, objects: int = 200) -> dict[str,
         live_line = next(x for x in metrics.splitlines() if x.startswith("celld_objects_live "))
         out["live_after_eviction"] = float(live_line.split()[1])
         evicted = group_rss_kib(pgid)
-        drive(target, lambda n: (f"mem2-{tag}-{n}", ["increment"]), objects, 4)
+        calls(target, lambda n: (f"mem2-{tag}-{n}", ["increment"]), objects, 4)
         time.sleep(1)
         out["idle_kib_per_object"] = (group_rss_kib(pgid) - evicted) / objects
     return out
@@ -138,8 +113,8 @@ def bench(name: str, target: Target, concurrency: int) -> dict[str, dict[str, fl
     ]  # fmt: skip
     results: dict[str, dict[str, float]] = {}
     for label, count, make, per_call in workloads:
-        figures = drive(target, make, count, concurrency)
-        figures["per_s"] *= per_call
+        figures = calls(target, make, count, concurrency)
+        figures["ops_per_s"] *= per_call
         results[label] = figures
         print(f"{name:9} {label:38} {figures}", flush=True)
     results["memory"] = memory(name, target, tag)
@@ -148,24 +123,8 @@ def bench(name: str, target: Target, concurrency: int) -> dict[str, dict[str, fl
 
 
 def render(runs: dict[str, dict[str, dict[str, float]]], concurrency: int) -> str:
-    lines = [
-        "# Durable Objects: celld and wrangler dev",
-        "",
-        f"`python bench/objects.py --wrangler` on {os.cpu_count()} cores "
-        f"({platform.machine()}, Python {platform.python_version()}), "
-        f"{time.strftime('%Y-%m-%d')}; {concurrency} client threads; one RPC call per HTTP "
-        "request to compat/projects/objects (`GET /rpc`). Writes are durable on both.",
-        "",
-        "| workload | " + " | ".join(f"{t} per s | {t} p50 / p99 ms" for t in runs) + " |",
-        "|---|" + "---|---|" * len(runs),
-    ]
-    labels = [k for k in next(iter(runs.values())) if k != "memory"]
-    for label in labels:
-        cells = []
-        for figures in runs.values():
-            f = figures[label]
-            cells += [f"{f['per_s']:.0f}", f"{f['p50_ms']:.1f} / {f['p99_ms']:.1f}"]
-        lines.append(f"| {label} | " + " | ".join(cells) + " |")
+    lines = table_head(TITLE, "objects.py", concurrency, WHAT, "workload", runs)
+    lines += figure_rows(runs, [k for k in next(iter(runs.values())) if k != "memory"])
     lines += ["", "| memory per object (KiB of resident memory) | " + " | ".join(runs) + " |"]
     lines.append("|---|" + "---|" * len(runs))
     rows = (
@@ -178,26 +137,5 @@ def render(runs: dict[str, dict[str, dict[str, float]]], concurrency: int) -> st
     return "\n".join(lines) + "\n"
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--wrangler", action="store_true")
-    parser.add_argument("--concurrency", type=int, default=8)
-    parser.add_argument("--out", type=Path)
-    args = parser.parse_args()
-    runs: dict[str, dict[str, dict[str, float]]] = {}
-    starters = [("celld", start_celld)] + ([("wrangler", start_wrangler)] if args.wrangler else [])
-    for name, start in starters:
-        with tempfile.TemporaryDirectory(prefix=f"bench-objects-{name}-") as folder:
-            target = start(Path(folder) / "state", OBJECTS)
-            try:
-                runs[name] = bench(name, target, args.concurrency)
-            finally:
-                target.close()
-    text = render(runs, args.concurrency)
-    print(text)
-    if args.out:
-        args.out.write_text(text)
-
-
 if __name__ == "__main__":
-    main()
+    main(__doc__, OBJECTS, "objects", bench, render)

@@ -13,13 +13,7 @@ R2 bodies). Fresh server and state folder per target.
 
 from __future__ import annotations
 
-import argparse
-import os
-import platform
-import statistics
 import sys
-import tempfile
-import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -29,7 +23,8 @@ import httpx
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from compat.targets import Target, start_celld, start_wrangler  # noqa: E402
+from bench.driver import drive, figure_rows, main, table_head  # noqa: E402
+from compat.targets import CORE, Target  # noqa: E402
 
 Op = Callable[[int], dict[str, Any]]
 VALUE_1K = "v" * 1024
@@ -59,40 +54,14 @@ def workloads(tag: str) -> list[tuple[str, int, Op | list[Op]]]:
 
 
 def run_workload(target: Target, make: Op, count: int, concurrency: int) -> dict[str, float]:
-    latencies: list[float] = []
-    errors: list[str] = []
-    counter = iter(range(count))
-    lock = threading.Lock()
+    def send(client: httpx.Client, n: int) -> str | None:
+        response = client.post("/storage", json=[make(n)])
+        result = response.json()[0] if response.status_code == 200 else response.text
+        if isinstance(result, dict) and "error" in result:
+            return str(result["error"])
+        return None
 
-    def worker() -> None:
-        with httpx.Client(base_url=target.base_url, timeout=120) as client:
-            while True:
-                with lock:
-                    n = next(counter, None)
-                if n is None:
-                    return
-                started = time.perf_counter()
-                response = client.post("/storage", json=[make(n)])
-                latencies.append(time.perf_counter() - started)
-                result = response.json()[0] if response.status_code == 200 else response.text
-                if isinstance(result, dict) and "error" in result:
-                    errors.append(str(result["error"]))
-
-    began = time.perf_counter()
-    threads = [threading.Thread(target=worker) for _ in range(concurrency)]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join()
-    elapsed = time.perf_counter() - began
-    if errors:
-        raise RuntimeError(f"{len(errors)} operations failed, first: {errors[0]}")
-    latencies.sort()
-    return {
-        "ops_per_s": count / elapsed,
-        "p50_ms": statistics.median(latencies) * 1000,
-        "p99_ms": latencies[int(len(latencies) * 0.99) - 1] * 1000,
-    }
+    return drive(target.base_url, send, count, concurrency)
 
 
 def bench(name: str, target: Target, concurrency: int) -> dict[str, dict[str, float]]:
@@ -107,47 +76,21 @@ def bench(name: str, target: Target, concurrency: int) -> dict[str, dict[str, fl
 
 
 def render(runs: dict[str, dict[str, dict[str, float]]], concurrency: int) -> str:
-    lines = [
-        "# Storage bindings: celld and wrangler dev",
-        "",
-        f"`python bench/storage.py --wrangler` on {os.cpu_count()} cores "
-        f"({platform.machine()}, Python {platform.python_version()}), "
-        f"{time.strftime('%Y-%m-%d')}; {concurrency} client threads; one binding call per "
-        "HTTP request to compat/projects/core (`POST /storage`). Writes are durable on both.",
-        "",
-        "| operation | " + " | ".join(f"{t} ops/s | {t} p50 / p99 ms" for t in runs) + " |",
-        "|---|" + "---|---|" * len(runs),
-    ]
-    labels = next(iter(runs.values())).keys()
-    for label in labels:
-        cells = []
-        for figures in runs.values():
-            f = figures[label]
-            cells += [f"{f['ops_per_s']:.0f}", f"{f['p50_ms']:.1f} / {f['p99_ms']:.1f}"]
-        lines.append(f"| {label} | " + " | ".join(cells) + " |")
+    what = (
+        "one binding call per HTTP request to compat/projects/core (`"
+        "POST /storage`). Writes are durable on both."
+    )
+    lines = table_head(
+        "Storage bindings: celld and wrangler dev",
+        "storage.py",
+        concurrency,
+        what,
+        "operation",
+        runs,
+    )
+    lines += figure_rows(runs, list(next(iter(runs.values()))))
     return "\n".join(lines) + "\n"
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--wrangler", action="store_true")
-    parser.add_argument("--concurrency", type=int, default=8)
-    parser.add_argument("--out", type=Path)
-    args = parser.parse_args()
-    runs: dict[str, dict[str, dict[str, float]]] = {}
-    starters = [("celld", start_celld)] + ([("wrangler", start_wrangler)] if args.wrangler else [])
-    for name, start in starters:
-        with tempfile.TemporaryDirectory(prefix=f"bench-storage-{name}-") as folder:
-            target = start(Path(folder) / "state")
-            try:
-                runs[name] = bench(name, target, args.concurrency)
-            finally:
-                target.close()
-    text = render(runs, args.concurrency)
-    print(text)
-    if args.out:
-        args.out.write_text(text)
-
-
 if __name__ == "__main__":
-    main()
+    main(__doc__, CORE, "storage", bench, render)

@@ -43,34 +43,31 @@ def target(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Target]:
         server.close()
 
 
+def _serve(
+    factory: pytest.TempPathFactory, project: Path, folder: str, url_variable: str
+) -> Iterator[Target]:
+    """`project` on the kind of target the session runs against, closed at the end."""
+    server = connect(target_kind(), factory.mktemp(folder) / "state", project, url_variable)
+    try:
+        yield server
+    finally:
+        server.close()
+
+
 @pytest.fixture(scope="session")
 def npm_target(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Target]:
     """The npm project (compat/projects/npm-app) on the same kind of target;
     CELLD_COMPAT_NPM_URL reuses a running server."""
     if not os.environ.get("CELLD_COMPAT_NPM_URL"):
         ensure_node_modules(NPM_APP)
-    server = connect(
-        target_kind(), tmp_path_factory.mktemp("compat-npm") / "state", NPM_APP,
-        "CELLD_COMPAT_NPM_URL",
-    )  # fmt: skip
-    try:
-        yield server
-    finally:
-        server.close()
+    yield from _serve(tmp_path_factory, NPM_APP, "compat-npm", "CELLD_COMPAT_NPM_URL")
 
 
 @pytest.fixture(scope="session")
 def objects_target(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Target]:
     """The Durable Objects project (compat/projects/objects) on the same kind of target;
     CELLD_COMPAT_OBJECTS_URL reuses a running server."""
-    server = connect(
-        target_kind(), tmp_path_factory.mktemp("compat-objects") / "state", OBJECTS,
-        "CELLD_COMPAT_OBJECTS_URL",
-    )  # fmt: skip
-    try:
-        yield server
-    finally:
-        server.close()
+    yield from _serve(tmp_path_factory, OBJECTS, "compat-objects", "CELLD_COMPAT_OBJECTS_URL")
 
 
 @pytest.fixture

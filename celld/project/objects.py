@@ -18,13 +18,13 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import NamedTuple
 
 from .errors import Issue
 from .schema import TopLevelModel
 
 
-@dataclass(frozen=True)
-class DurableObjectBinding:
+class DurableObjectBinding(NamedTuple):
     binding: str
     class_name: str
 
@@ -56,17 +56,13 @@ def resolve_objects(
     migrations: list[Migration] = []
     classes: dict[str, bool] = {}
     deleted: set[str] = set()
-    tags: dict[str, int] = {}
+    first_with_tag: dict[str, int] = {}
     for index, spec in enumerate(model.migrations):
         where = f"migrations[{index}]"
-        if spec.tag in tags:
-            issues.append(
-                Issue(
-                    f"{where}.tag",
-                    f"tag {spec.tag!r} is already used by migrations[{tags[spec.tag]}]",
-                )
-            )
-        tags.setdefault(spec.tag, index)
+        first = first_with_tag.setdefault(spec.tag, index)
+        if first != index:
+            message = f"tag {spec.tag!r} is already used by migrations[{first}]"
+            issues.append(Issue(f"{where}.tag", message))
         for field, sqlite in (("new_classes", False), ("new_sqlite_classes", True)):
             for position, name in enumerate(getattr(spec, field)):
                 if name in classes:

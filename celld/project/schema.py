@@ -51,6 +51,12 @@ def _positive_int(value: int, maximum: int | None) -> int:
     return value
 
 
+def _class_name(value: str) -> str:
+    if not JS_IDENTIFIER_RE.match(value) or value in JS_RESERVED:
+        raise _fail(f"{value!r} is not a valid JavaScript class name")
+    return value
+
+
 class _Strict(BaseModel):
     model_config = ConfigDict(strict=True, extra="forbid", frozen=True)
 
@@ -91,12 +97,7 @@ class WorkflowModel(_Strict):
             raise _fail(f"{value!r} is not a valid JavaScript identifier")
         return value
 
-    @field_validator("class_name")
-    @classmethod
-    def _class_name(cls, value: str) -> str:
-        if not JS_IDENTIFIER_RE.match(value) or value in JS_RESERVED:
-            raise _fail(f"{value!r} is not a valid JavaScript class name")
-        return value
+    _check_class_name = field_validator("class_name")(_class_name)
 
     @field_validator("schedules", mode="before")
     @classmethod
@@ -233,12 +234,7 @@ class DurableObjectBindingModel(_Strict):
 
     _check_name = field_validator("name")(_binding_name)
 
-    @field_validator("class_name")
-    @classmethod
-    def _class_name(cls, value: str) -> str:
-        if not JS_IDENTIFIER_RE.match(value) or value in JS_RESERVED:
-            raise _fail(f"{value!r} is not a valid JavaScript class name")
-        return value
+    _check_class_name = field_validator("class_name")(_class_name)
 
 
 class DurableObjectsModel(_Strict):
