@@ -36,7 +36,7 @@ from celld.isolate.threads import JsThreadPool
 from celld.objects.ids import ObjectRef, check_id
 from celld.objects.index import ObjectIndex
 from celld.objects.live import LiveObject
-from celld.objects.migrations import apply_migrations, class_folder
+from celld.objects.migrations import class_folder
 from celld.objects.storage import ObjectStorage, StorageError
 from celld.project.objects import DurableObjectsConfig
 
@@ -98,12 +98,8 @@ class ObjectManager:
 
     async def start(self) -> None:
         self.loop = asyncio.get_running_loop()
+        # Migrations were applied before the service started (Service, migrate_state).
         await asyncio.to_thread(self.index.open)
-        applied = await asyncio.to_thread(
-            apply_migrations, self.index, self.config.migrations, self.state, self.clock.now()
-        )
-        if applied:
-            log.info("applied Durable Object migrations: %s", ", ".join(applied))
         for alarm in await asyncio.to_thread(self.index.alarms):
             self.alarms.schedule(alarm.ref, alarm.at)
         self.alarms.start()

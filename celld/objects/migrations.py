@@ -13,11 +13,11 @@ import shutil
 from pathlib import Path
 
 from celld.objects.index import ObjectIndex
-from celld.project.objects import Migration
+from celld.project.objects import DurableObjectsConfig, Migration
 
 
-class MigrationError(Exception):
-    pass
+class MigrationError(ValueError):
+    """The config's migrations cannot follow the ones already applied (refused at start)."""
 
 
 def class_folder(state: Path, cls: str) -> Path:
@@ -56,3 +56,14 @@ def apply_migrations(
         index.record_migration(position, migration.tag, now_ms)
         applied.append(migration.tag)
     return applied
+
+
+def migrate_state(config: DurableObjectsConfig, state: Path, now_ms: int) -> list[str]:
+    """Apply the config's new migrations to `state` before celld serves anything (a config
+    whose migrations cannot apply stops `celld run` with the reason)."""
+    index = ObjectIndex(state / "objects" / "index.sqlite3")
+    index.open()
+    try:
+        return apply_migrations(index, config.migrations, state, now_ms)
+    finally:
+        index.close()

@@ -22,6 +22,7 @@ from celld.isolate.threads import JsThreadPool
 from celld.isolate.webops import close_fetch_client
 from celld.isolate.worker_pool import WorkerPool
 from celld.objects.manager import ObjectManager
+from celld.objects.migrations import migrate_state
 from celld.project.config import ProjectConfig
 from celld.server.app import INTERNAL_PREFIX, build_app
 from celld.server.explorer import explorer_routes
@@ -75,6 +76,12 @@ class Service:
             compatibility_flags=self.project.compatibility_flags,
             cache_dir=self.options.persist_to / "module-cache",
         )
+        if self.project.bindings.objects.bindings or self.project.bindings.objects.migrations:
+            applied = migrate_state(
+                self.project.bindings.objects, self.options.persist_to, self.options.clock.now()
+            )
+            if applied:
+                log.info("applied Durable Object migrations: %s", ", ".join(applied))
         self.bindings = Bindings(
             self.project.bindings,
             self.options.persist_to,
