@@ -125,6 +125,13 @@ async def test_key_value_api(tmp_path: Path) -> None:
         assert await kv("list") == {"map": []}
 
 
+async def test_transaction_commits_or_rolls_back(tmp_path: Path) -> None:
+    async with objects_service(tmp_path / "state") as service:
+        assert await rpc(service, "t", "txn", "throw") == {"value": {"error": "undo", "t1": None}}
+        assert await rpc(service, "t", "txn", "rollback") == {"value": {"t1": None, "t2": None}}
+        assert await rpc(service, "t", "txn", "keep") == {"value": {"t1": 1, "t2": 2}}
+
+
 async def test_an_idle_object_is_evicted_and_comes_back_with_its_storage(tmp_path: Path) -> None:
     clock = ManualClock(START_MS)
     async with objects_service(tmp_path / "state", clock) as service:

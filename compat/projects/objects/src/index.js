@@ -62,6 +62,20 @@ export class Counter extends DurableObject {
     for (let i = 0; i < n; i++) sum += (await this.ctx.storage.get(`churn:${i}`)).i;
     return sum;
   }
+  /** transaction(): both writes, or (when `fail`) neither; `rollback` undoes them too. */
+  async txn(mode) {
+    try {
+      await this.ctx.storage.transaction(async (txn) => {
+        await txn.put("t1", 1);
+        await txn.put("t2", 2);
+        if (mode === "rollback") txn.rollback();
+        if (mode === "throw") throw new Error("undo");
+      });
+    } catch (error) {
+      return { error: error.message, t1: (await this.ctx.storage.get("t1")) ?? null };
+    }
+    return { t1: (await this.ctx.storage.get("t1")) ?? null, t2: (await this.ctx.storage.get("t2")) ?? null };
+  }
   async startTally(id) {
     const instance = await this.env.TALLY.create({ id, params: { counter: this.ctx.id.name } });
     return instance.id;
