@@ -77,6 +77,23 @@ class LiveObject:
         await isolate.load([program.script])
         own = dict(ops)
         own["do.result"] = self._on_result
+        own["fault"] = lambda message: log.error(
+            "error in the runtime's %s handler of Durable Object %s: %s",
+            message.get("kind"),
+            self.ref,
+            program.lines.rewrite(str(message.get("error"))),
+        )
+        if "log" in own:
+            base_log = own["log"]
+
+            def located_log(message: dict[str, Any]) -> Any:
+                # console output with stack positions in the Worker's own files and lines
+                text = message.get("text")
+                if isinstance(text, str) and "<input>:" in text:
+                    message = {**message, "text": program.lines.rewrite(text)}
+                return base_log(message)
+
+            own["log"] = located_log
         host = IsolateHost(isolate, own, on_fault=self._on_fault)
         host.turn_callback = self._turn_done
         self.isolate, self.host = isolate, host
