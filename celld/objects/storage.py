@@ -178,11 +178,13 @@ class ObjectStorage:
             value = self._dispatch(str(message.get("op")), message)
             return orjson.dumps({"v": value}).decode()
         except StorageError as error:
-            return orjson.dumps({"e": {"name": error.js_name, "message": str(error)}}).decode()
+            shape = {"name": error.js_name, "message": str(error)}
         except sqlite3.Error as error:
-            return orjson.dumps(
-                {"e": {"name": "Error", "message": f"{error}: SQLITE_ERROR"}}
-            ).decode()
+            shape = {"name": "Error", "message": f"{error}: SQLITE_ERROR"}
+        except (KeyError, TypeError, ValueError, orjson.JSONDecodeError) as error:
+            # A malformed call (the runtime's own JS builds them): a clear error, not a crash.
+            shape = {"name": "TypeError", "message": f"celld: bad storage call: {error!r}"}
+        return orjson.dumps({"e": shape}).decode()
 
     def _dispatch(self, op: str, m: dict[str, Any]) -> Any:
         if op.startswith("alarm."):
