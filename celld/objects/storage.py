@@ -233,6 +233,9 @@ class ObjectStorage:
         return count
 
     def op_list(self, m: dict[str, Any]) -> list[list[str]]:
+        limit = m.get("limit")
+        if limit is not None and (not isinstance(limit, int) or limit <= 0):
+            raise StorageError("List limit must be positive.", "RangeError")
         conn = self._kv_table(False)
         if conn is None:
             return []
@@ -254,10 +257,7 @@ class ObjectStorage:
         if where:
             sql += " WHERE " + " AND ".join(where)
         sql += " ORDER BY key " + ("DESC" if m.get("reverse") else "ASC")
-        limit = m.get("limit")
         if limit is not None:
-            if not isinstance(limit, int) or limit <= 0:
-                raise StorageError("List limit must be positive.", "RangeError")
             sql += f" LIMIT {int(limit)}"
         return [[k, v] for k, v in conn.execute(sql, args)]
 
