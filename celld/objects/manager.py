@@ -106,7 +106,7 @@ class ObjectManager:
 
     async def stop(self) -> None:
         await self.alarms.stop()
-        self.tasks.closed = True
+        await self.tasks.close()  # running alarms and evictions stop here
         for obj in list(self.live.values()):
             await self._close(obj)
         self.live.clear()
