@@ -83,3 +83,29 @@ def test_an_alarm_set_before_kill_9_fires_after_the_restart(tmp_path: Path) -> N
         assert len(state_after["runs"]) == 1 and state_after["alarm"] is None
     finally:
         server.stop()
+
+
+def test_alarms_killed_while_firing_fire_again(tmp_path: Path) -> None:
+    """kill -9 while alarms fire: after the restart every alarm has run at least once and
+    none is left pending."""
+    state = tmp_path / "state"
+    names = [f"firing-{i}" for i in range(10)]
+    server = CelldServer(OBJECTS, state, manual_clock=START_MS).start()
+    for name in names:
+        server.get(_rpc_url(name, "scheduleAt", START_MS + 60_000))
+    server.advance(61_000)
+    time.sleep(0.05)  # some alarms are running, some not yet
+    server.kill()
+
+    server = CelldServer(OBJECTS, state, manual_clock=START_MS + 120_000).start()
+    try:
+
+        def settled() -> object:
+            states = [server.get(_rpc_url(n, "alarmState")).json()["value"] for n in names]
+            done = all(s["runs"] and s["alarm"] is None for s in states)
+            return states if done else None
+
+        states = server.wait_for(settled)
+        assert all(len(s["runs"]) >= 1 for s in states)
+    finally:
+        server.stop()
