@@ -16,6 +16,7 @@ import threading
 from pathlib import Path
 from typing import NamedTuple
 
+from celld.bindings.storage import SqliteFile
 from celld.objects.ids import ObjectRef
 
 SCHEMA = """
@@ -50,12 +51,7 @@ class ObjectIndex:
         self._conn: sqlite3.Connection | None = None
 
     def open(self) -> None:
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        conn = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False)
-        conn.execute("PRAGMA journal_mode=WAL")
-        conn.execute(f"PRAGMA synchronous={self.synchronous}")
-        conn.executescript(SCHEMA)
-        self._conn = conn
+        self._conn = SqliteFile(self.path, schema=SCHEMA, synchronous=self.synchronous).open_sync()
 
     def close(self) -> None:
         with self._lock:

@@ -29,6 +29,8 @@ from typing import Any
 
 import orjson
 
+from celld.bindings.storage import SqliteFile
+
 MAX_KEY_BYTES = 2048
 # Created by the first write of the key-value API, as in workerd (before that, user SQL that
 # names it finds no such table).
@@ -128,10 +130,8 @@ class ObjectStorage:
         self.writes = 0  # committed turns that wrote (for metrics and tests)
 
     def open(self) -> None:
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        conn = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False)
-        conn.execute("PRAGMA journal_mode=WAL")
-        conn.execute(f"PRAGMA synchronous={self.synchronous}")
+        # The bindings' SQLite setup: WAL, this synchronous mode, foreign keys enforced.
+        conn = SqliteFile(self.path, synchronous=self.synchronous).open_sync()
         self._kv = self._has_kv_table(conn)
         self._conn = conn
 
