@@ -46,10 +46,16 @@ CLOUDFLARE_FILES: tuple[str, ...] = (
     "bindings/r2.js",
     "bindings/assets.js",
     "bindings/offline.js",
+    "seal.js",
+)
+
+
+#: Durable Objects (namespaces and stubs, `ctx.storage`, the object side): loaded after the
+#: rest, and only into the isolates of a project that binds objects (see `object_scripts`).
+OBJECT_FILES: tuple[str, ...] = (
     "objects/namespace.js",
     "objects/storage.js",
     "objects/object.js",
-    "seal.js",
 )
 
 
@@ -79,6 +85,13 @@ def runtime_scripts() -> tuple[Script, ...]:
     root = js_root()
     names = HOST_FILES + WEB_FILES + CLOUDFLARE_FILES
     return tuple(Script(name, (root / name).read_text(encoding="utf-8")) for name in names)
+
+
+@cache
+def object_scripts() -> tuple[Script, ...]:
+    """The Durable Object runtime files, read once per process."""
+    root = js_root()
+    return tuple(Script(name, (root / name).read_text(encoding="utf-8")) for name in OBJECT_FILES)
 
 
 #: The `node:` module files nodejs_compat adds, in load order, each with the specifiers it

@@ -279,16 +279,17 @@ class ObjectManager:
                 obj, {"kind": "alarm", "retryCount": alarm.retries, "isRetry": alarm.retries > 0}
             )
             ok = "e" not in result
-            if not ok:
-                log.warning("alarm() of Durable Object %s threw; it will be retried", ref)
+            if ok:
+                # Deleted while getAlarm() still reads null for it: no call in between
+                # sees the alarm that has just run.
+                await asyncio.to_thread(self.index.delete_alarm, ref, when)
+                return
+            log.warning("alarm() of Durable Object %s threw; it will be retried", ref)
         except HostError as error:
             log.warning("alarm() of Durable Object %s failed: %s", ref, error)
         finally:
             if obj is not None:
                 obj.running_alarm = None
-        if ok:
-            await asyncio.to_thread(self.index.delete_alarm, ref, when)
-            return
         retries = alarm.retries + 1
         if retries > ALARM_RETRIES:
             log.error("alarm() of Durable Object %s failed %d times; giving up", ref, retries)

@@ -18,6 +18,7 @@ from celld.cells.manager import CellManager, CellSettings, WorkflowSpec
 from celld.isolate.isolate import Limits
 from celld.isolate.ops import isolate_ops
 from celld.isolate.program import Program, build_program
+from celld.isolate.runtime import object_scripts
 from celld.isolate.threads import JsThreadPool
 from celld.isolate.webops import close_fetch_client
 from celld.isolate.worker_pool import WorkerPool
@@ -70,16 +71,16 @@ class Service:
     def __post_init__(self) -> None:
         # Bundling happens before the server listens, so a broken project fails
         # `celld run` at once with the file and line at fault.
+        objects = self.project.bindings.objects
         self.program = build_program(
             self.project.main,
+            object_scripts() if objects.bindings else (),
             root=self.project.root,
             compatibility_flags=self.project.compatibility_flags,
             cache_dir=self.options.persist_to / "module-cache",
         )
-        if self.project.bindings.objects.bindings or self.project.bindings.objects.migrations:
-            applied = migrate_state(
-                self.project.bindings.objects, self.options.persist_to, self.options.clock.now()
-            )
+        if objects.bindings or objects.migrations:
+            applied = migrate_state(objects, self.options.persist_to, self.options.clock.now())
             if applied:
                 log.info("applied Durable Object migrations: %s", ", ".join(applied))
         self.bindings = Bindings(
