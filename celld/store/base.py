@@ -1,6 +1,7 @@
 """The store interface the cells use.
 
-Rules every store keeps (the SQLite one, and a PostgreSQL one later):
+Rules every store keeps (SQLite in celld/store/sqlite.py, PostgreSQL in
+celld/store/postgres.py):
 
 * A write is one instance's changes, committed atomically; `write_many` commits several
   instances' changes in one transaction (all of them or none).
@@ -90,6 +91,9 @@ class StoreUnavailable(Exception):  # noqa: N818 - named for what the caller mus
 
 class Store(Protocol):
     health: StoreHealth
+    commits: int  # transactions committed (metrics, benchmarks)
+    rows_written: int
+    writer_restarts: int  # times the writer died and was replaced
 
     async def open(self) -> None: ...
     async def close(self) -> None: ...

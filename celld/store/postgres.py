@@ -1,0 +1,476 @@
+"""PostgreSQL store (asyncpg) with group commit: the same rules as the SQLite store
+(celld/store/base.py), for several celld nodes sharing one database.
+
+Writes queue for one writer task, which takes everything queued while the previous
+commit ran and commits it in one transaction on a pooled connection (a round trip per
+statement kind, pipelined by asyncpg's executemany). Reads use the pool directly and never
+hold a transaction open.
+
+Every failure to reach or commit to the database (a restart, a network cut, a statement
+timeout) becomes :class:`StoreUnavailable` and changes nothing; the pool replaces broken
+connections, so the next commit after the database is back simply works. Creates of an id
+that is taken are judged by the primary key (`INSERT ... ON CONFLICT DO NOTHING`), so two
+nodes creating one id at once get one instance and one `DuplicateInstance`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import Callable
+from typing import Any
+
+import asyncpg
+
+from celld.store.base import (
+    DuplicateInstance,
+    InstanceRef,
+    InstanceSummary,
+    Loaded,
+    StoreUnavailable,
+    Write,
+)
+from celld.store.health import StoreHealth
+from celld.store.pgschema import migrate
+from celld.store.rows import (
+    EVENT_COLUMNS,
+    INSTANCE_COLUMNS,
+    STEP_COLUMNS,
+    event_from_row,
+    event_row,
+    instance_from_row,
+    instance_row,
+    step_from_row,
+    step_row,
+)
+from celld.store.sqlite import _Pending
+
+log = logging.getLogger("celld.store")
+
+MAX_BATCH = 1024
+#: Seconds a statement or a connection attempt may take before the store counts as failing.
+COMMAND_TIMEOUT_S = 10.0
+#: Errors that mean "the database cannot be used right now" (reads); the writer treats
+#: every Exception of a commit that way.
+UNAVAILABLE = (asyncpg.PostgresError, asyncpg.InterfaceError, OSError, asyncio.TimeoutError)
+
+
+def _upsert(table: str, columns: tuple[str, ...], key: tuple[str, ...]) -> str:
+    marks = ", ".join(f"${n}" for n in range(1, len(columns) + 1))
+    updates = ", ".join(f"{c} = EXCLUDED.{c}" for c in columns if c not in key)
+    return (
+        f"INSERT INTO {table} ({', '.join(columns)}) VALUES ({marks}) "
+        f"ON CONFLICT ({', '.join(key)}) DO UPDATE SET {updates}"
+    )
+
+
+_INSTANCE_KEY = ("workflow", "id")
+UPSERT_INSTANCE = _upsert("instances", INSTANCE_COLUMNS, _INSTANCE_KEY)
+INSERT_INSTANCE = UPSERT_INSTANCE.split(" ON CONFLICT")[0] + " ON CONFLICT DO NOTHING"
+UPSERT_STEP = _upsert("steps", STEP_COLUMNS, ("workflow", "instance_id", "type", "name", "count"))
+UPSERT_EVENT = _upsert("events", EVENT_COLUMNS, ("workflow", "instance_id", "seq"))
+
+_WIPE_STEPS = "DELETE FROM steps WHERE workflow = $1 AND instance_id = $2"
+_WIPE_EVENTS = "DELETE FROM events WHERE workflow = $1 AND instance_id = $2"
+_DELETE_INSTANCE = "DELETE FROM instances WHERE workflow = $1 AND id = $2"
+_DELETE_STEP = (
+    "DELETE FROM steps WHERE workflow = $1 AND instance_id = $2 AND type = $3 AND name = $4 "
+    "AND count = $5"
+)
+_DELETE_EVENT = "DELETE FROM events WHERE workflow = $1 AND instance_id = $2 AND seq = $3"
+_RETAINED_UNTIL = "SELECT expires_at FROM instances WHERE workflow = $1 AND id = $2 FOR UPDATE"
+_PROBE = (
+    "INSERT INTO celld_probe (id, at) VALUES (1, now()) "
+    "ON CONFLICT (id) DO UPDATE SET at = EXCLUDED.at"
+)
+
+
+class PostgresStore:
+    """Shared store: a pool of connections, one writer task doing group commits."""
+
+    def __init__(self, dsn: str, *, pool_size: int = 4) -> None:
+        self.dsn = dsn
+        self.pool_size = pool_size
+        self.health = StoreHealth()
+        #: Called in the writer before each commit; whatever it raises fails that commit as
+        #: a real one would (tests inject faults through it, as with the SQLite store).
+        self.fault: Callable[[], None] | None = None
+        self.pool: asyncpg.Pool | None = None
+        self._jobs: asyncio.Queue[_Pending | None] = asyncio.Queue()
+        self._writer: asyncio.Task[None] | None = None
+        self._open = False
+        self.commits = 0
+        self.rows_written = 0
+        self.writer_restarts = 0
+
+    async def open(self) -> None:
+        try:
+            self.pool = await asyncpg.create_pool(
+                self.dsn,
+                min_size=1,
+                max_size=self.pool_size,
+                command_timeout=COMMAND_TIMEOUT_S,
+                timeout=COMMAND_TIMEOUT_S,
+            )
+            async with self.pool.acquire() as connection:
+                await migrate(connection)
+        except UNAVAILABLE as error:
+            if self.pool is not None:
+                self.pool.terminate()
+                self.pool = None
+            raise StoreUnavailable(
+                f"cannot open the PostgreSQL store at {redact(self.dsn)}: {error}"
+            ) from error
+        self._start_writer()
+        self._open = True
+
+    async def close(self) -> None:
+        self._open = False
+        writer, self._writer = self._writer, None
+        if writer is not None and not writer.done():
+            self._jobs.put_nowait(None)  # after every write queued so far
+            with contextlib.suppress(BaseException):
+                await writer
+        if self.pool is not None:
+            await self.pool.close()
+        self.pool = None
+
+    # -- writes --------------------------------------------------------------------------
+
+    async def write(self, write: Write) -> None:
+        if await self._submit(_Pending(writes=[write])):
+            raise DuplicateInstance(write.ref)
+
+    async def write_many(self, writes: list[Write]) -> set[InstanceRef]:
+        return await self._submit(_Pending(writes=writes))
+
+    async def probe(self) -> None:
+        await self._submit(_Pending(probe=True))
+
+    async def delete_expired(self, refs: list[InstanceRef], now_ms: int) -> None:
+        await self._submit(_Pending(expired=list(refs), now=now_ms))
+
+    async def _submit(self, pending: _Pending) -> set[InstanceRef]:
+        if not self._open:
+            raise StoreUnavailable("the store is not open")
+        if self._writer is None or self._writer.done():
+            self.writer_restarts += 1
+            log.error("the store's writer task had stopped; starting a new one")
+            self._start_writer()
+        pending.future = asyncio.get_running_loop().create_future()
+        self._jobs.put_nowait(pending)
+        return await pending.future
+
+    def _start_writer(self) -> None:
+        """A writer with a queue of its own: a dead writer's queue is failed as a whole."""
+        self._jobs = asyncio.Queue()
+        self._writer = asyncio.get_running_loop().create_task(
+            self._writer_main(self._jobs), name="celld-postgres-writer"
+        )
+
+    async def _writer_main(self, jobs: asyncio.Queue[_Pending | None]) -> None:
+        batch: list[_Pending] = []
+        try:
+            while True:
+                first = await jobs.get()
+                if first is None:
+                    return
+                batch = [first]
+                stopping = False
+                while len(batch) < MAX_BATCH and not jobs.empty():
+                    item = jobs.get_nowait()
+                    if item is None:
+                        stopping = True
+                        break
+                    batch.append(item)
+                try:
+                    outcome: dict[int, set[InstanceRef]] | Exception = await self._commit(batch)
+                except Exception as failure:  # noqa: BLE001 - every writer of the batch learns it
+                    log.warning("commit of %d writes failed: %s", len(batch), failure)
+                    outcome = StoreUnavailable(f"the store could not commit: {failure}")
+                self._settle(batch, outcome)
+                batch = []
+                if stopping:
+                    return
+        except BaseException as fatal:
+            stopped = StoreUnavailable(f"the store's writer stopped: {fatal!r}")
+            while not jobs.empty():
+                item = jobs.get_nowait()
+                if item is not None:
+                    batch.append(item)
+            self._settle(batch, stopped)
+            if isinstance(fatal, asyncio.CancelledError):
+                raise
+            # The task ends here; the next write starts a new writer (see `_submit`).
+            log.error("the store's writer task stopped: %r", fatal)
+
+    def _settle(
+        self, batch: list[_Pending], outcome: dict[int, set[InstanceRef]] | Exception
+    ) -> None:
+        if not batch:
+            return
+        if isinstance(outcome, Exception):
+            self.health.record_failure(outcome)
+        else:
+            self.health.record_success()
+        for index, pending in enumerate(batch):
+            future = pending.future
+            if future is None or future.done():
+                continue
+            if isinstance(outcome, Exception):
+                future.set_exception(outcome)
+            else:
+                future.set_result(outcome.get(index, set()))
+
+    async def _commit(self, batch: list[_Pending]) -> dict[int, set[InstanceRef]]:
+        if self.fault is not None:
+            self.fault()
+        if self.pool is None:
+            raise StoreUnavailable("the store is not open")
+        async with (
+            self.pool.acquire(timeout=COMMAND_TIMEOUT_S) as connection,
+            connection.transaction(),
+        ):
+            return await self._commit_in(connection, batch)
+
+    @staticmethod
+    async def _claim_id(connection: asyncpg.Connection, ref: InstanceRef, now: int) -> bool:
+        """True if `ref` may be created: unused, or retained no longer (its rows go now)."""
+        row = await connection.fetchrow(_RETAINED_UNTIL, ref.workflow, ref.id)
+        if row is None:
+            return True
+        expires_at = row["expires_at"]
+        if expires_at is None or expires_at > now:
+            return False
+        await PostgresStore._delete_instance(connection, ref)
+        return True
+
+    @staticmethod
+    async def _delete_instance(connection: asyncpg.Connection, ref: InstanceRef) -> None:
+        for sql in (_WIPE_STEPS, _WIPE_EVENTS, _DELETE_INSTANCE):
+            await connection.execute(sql, ref.workflow, ref.id)
+
+    async def _commit_in(
+        self, connection: asyncpg.Connection, batch: list[_Pending]
+    ) -> dict[int, set[InstanceRef]]:
+        """Creates and deletions run as they come (each is judged against the rows);
+        everything else is gathered by kind and written with one executemany each."""
+        skipped: dict[int, set[InstanceRef]] = {}
+        wipes: list[tuple[str, str]] = []
+        deleted_steps: list[tuple[Any, ...]] = []
+        deleted_events: list[tuple[Any, ...]] = []
+        instances: list[tuple[Any, ...]] = []
+        steps: list[tuple[Any, ...]] = []
+        events: list[tuple[Any, ...]] = []
+        created = 0
+        for index, pending in enumerate(batch):
+            if pending.probe:
+                await connection.execute(_PROBE)
+            for ref in pending.expired:
+                await self._claim_id(connection, ref, pending.now)
+            for write in pending.writes:
+                changes = write.changes
+                workflow, instance_id = write.ref.workflow, write.ref.id
+                if write.delete:
+                    await self._delete_instance(connection, write.ref)
+                    continue
+                if changes.created:
+                    assert changes.instance is not None
+                    row = instance_row(changes.instance, write.next_wake, write.runnable)
+                    if (
+                        not await self._claim_id(connection, write.ref, changes.instance.created_at)
+                        or await connection.execute(INSERT_INSTANCE, *row) != "INSERT 0 1"
+                    ):
+                        skipped.setdefault(index, set()).add(write.ref)
+                        continue
+                    created += 1
+                elif changes.instance is not None:
+                    instances.append(
+                        instance_row(changes.instance, write.next_wake, write.runnable)
+                    )
+                if changes.wiped:
+                    wipes.append((workflow, instance_id))
+                for key in changes.deleted_steps:
+                    deleted_steps.append((workflow, instance_id, key.type, key.name, key.count))
+                for seq in changes.deleted_events:
+                    deleted_events.append((workflow, instance_id, seq))
+                steps.extend(step_row(workflow, instance_id, s) for s in changes.steps)
+                events.extend(event_row(workflow, instance_id, e) for e in changes.events)
+        for sql, rows in (
+            (_WIPE_STEPS, wipes),
+            (_WIPE_EVENTS, wipes),
+            (_DELETE_STEP, deleted_steps),
+            (_DELETE_EVENT, deleted_events),
+            (UPSERT_INSTANCE, instances),
+            (UPSERT_STEP, steps),
+            (UPSERT_EVENT, events),
+        ):
+            if rows:
+                await connection.executemany(sql, rows)
+        self.commits += 1
+        self.rows_written += created + len(instances) + len(steps) + len(events)
+        return skipped
+
+    # -- reads -----------------------------------------------------------------------------
+
+    async def _fetch(self, sql: str, *params: Any) -> list[Any]:
+        if self.pool is None:
+            raise StoreUnavailable("the store is not open")
+        try:
+            return list(await self.pool.fetch(sql, *params, timeout=COMMAND_TIMEOUT_S))
+        except UNAVAILABLE as error:
+            raise StoreUnavailable(f"the store could not be read: {error}") from error
+
+    async def load(self, ref: InstanceRef) -> Loaded | None:
+        if self.pool is None:
+            raise StoreUnavailable("the store is not open")
+        key = (ref.workflow, ref.id)
+        try:
+            # One connection and one snapshot for the three reads (REPEATABLE READ, read
+            # only): a commit landing between them cannot tear the instance.
+            async with self.pool.acquire(timeout=COMMAND_TIMEOUT_S) as connection:
+                rows, steps, events = await self._load_in(connection, key)
+        except UNAVAILABLE as error:
+            raise StoreUnavailable(f"the store could not be read: {error}") from error
+        if not rows:
+            return None
+        return Loaded(
+            instance_from_row(rows[0]),
+            [step_from_row(r) for r in steps],
+            [event_from_row(r) for r in events],
+        )
+
+    @staticmethod
+    async def _load_in(
+        connection: asyncpg.Connection, key: tuple[str, str]
+    ) -> tuple[list[Any], list[Any], list[Any]]:
+        async with connection.transaction(isolation="repeatable_read", readonly=True):
+            rows = await connection.fetch(
+                "SELECT * FROM instances WHERE workflow = $1 AND id = $2", *key
+            )
+            if not rows:
+                return [], [], []
+            steps = await connection.fetch(
+                "SELECT * FROM steps WHERE workflow = $1 AND instance_id = $2 ORDER BY seq", *key
+            )
+            events = await connection.fetch(
+                "SELECT * FROM events WHERE workflow = $1 AND instance_id = $2 ORDER BY seq", *key
+            )
+        return list(rows), list(steps), list(events)
+
+    async def exists(self, ref: InstanceRef) -> bool:
+        rows = await self._fetch(
+            "SELECT 1 FROM instances WHERE workflow = $1 AND id = $2", ref.workflow, ref.id
+        )
+        return bool(rows)
+
+    async def due(
+        self, before_ms: int, limit: int, after: tuple[int, str, str] | None = None
+    ) -> list[tuple[InstanceRef, int]]:
+        start = after or (-(2**62), "", "")
+        rows = await self._fetch(
+            "SELECT workflow, id, next_wake FROM instances WHERE next_wake IS NOT NULL "
+            "AND next_wake < $1 AND (next_wake, workflow, id) > ($2, $3, $4) "
+            "ORDER BY next_wake, workflow, id LIMIT $5",
+            before_ms,
+            *start,
+            limit,
+        )
+        return [(InstanceRef(r["workflow"], r["id"]), r["next_wake"]) for r in rows]
+
+    async def runnable(self, limit: int, after: InstanceRef | None = None) -> list[InstanceRef]:
+        start = (after.workflow, after.id) if after is not None else ("", "")
+        rows = await self._fetch(
+            "SELECT workflow, id FROM instances WHERE runnable = 1 AND (workflow, id) > ($1, $2) "
+            "ORDER BY workflow, id LIMIT $3",
+            *start,
+            limit,
+        )
+        return [InstanceRef(r["workflow"], r["id"]) for r in rows]
+
+    async def expired(self, now_ms: int, limit: int) -> list[InstanceRef]:
+        rows = await self._fetch(
+            "SELECT workflow, id FROM instances WHERE expires_at IS NOT NULL "
+            "AND expires_at <= $1 ORDER BY expires_at LIMIT $2",
+            now_ms,
+            limit,
+        )
+        return [InstanceRef(r["workflow"], r["id"]) for r in rows]
+
+    async def counts(self) -> dict[str, int]:
+        rows = await self._fetch("SELECT status, COUNT(*) AS n FROM instances GROUP BY status")
+        return {row["status"]: row["n"] for row in rows}
+
+    # -- operator reads --------------------------------------------------------------------
+
+    @staticmethod
+    def _listing_filter(
+        workflow: str, status: str | None, created_from: int | None, created_to: int | None
+    ) -> tuple[str, list[Any]]:
+        where = ["workflow = $1"]
+        params: list[Any] = [workflow]
+        for clause, value in (
+            ("status = ${}", status),
+            ("created_at >= ${}", created_from),
+            ("created_at <= ${}", created_to),
+        ):
+            if value is not None:
+                params.append(value)
+                where.append(clause.format(len(params)))
+        return " AND ".join(where), params
+
+    async def list_instances(
+        self,
+        workflow: str,
+        *,
+        offset: int = 0,
+        limit: int = 25,
+        status: str | None = None,
+        created_from: int | None = None,
+        created_to: int | None = None,
+    ) -> list[InstanceSummary]:
+        where, params = self._listing_filter(workflow, status, created_from, created_to)
+        n = len(params)
+        rows = await self._fetch(
+            "SELECT id, status, created_at, started_at, finished_at FROM instances "
+            f"WHERE {where} ORDER BY created_at DESC, id DESC LIMIT ${n + 1} OFFSET ${n + 2}",
+            *params,
+            limit,
+            offset,
+        )
+        return [
+            InstanceSummary(
+                r["id"], r["status"], r["created_at"], r["started_at"], r["finished_at"]
+            )
+            for r in rows
+        ]
+
+    async def count_instances(
+        self,
+        workflow: str,
+        *,
+        status: str | None = None,
+        created_from: int | None = None,
+        created_to: int | None = None,
+    ) -> int:
+        where, params = self._listing_filter(workflow, status, created_from, created_to)
+        rows = await self._fetch(f"SELECT COUNT(*) AS n FROM instances WHERE {where}", *params)
+        return int(rows[0]["n"])
+
+    async def workflow_counts(self, workflow: str) -> dict[str, int]:
+        rows = await self._fetch(
+            "SELECT status, COUNT(*) AS n FROM instances WHERE workflow = $1 GROUP BY status",
+            workflow,
+        )
+        return {row["status"]: row["n"] for row in rows}
+
+
+def redact(dsn: str) -> str:
+    """The DSN without its password, for messages and logs."""
+    if "://" not in dsn or "@" not in dsn:
+        return dsn
+    scheme, rest = dsn.split("://", 1)
+    credentials, host = rest.rsplit("@", 1)
+    user = credentials.split(":", 1)[0]
+    return f"{scheme}://{user}@{host}"
