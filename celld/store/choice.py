@@ -7,6 +7,7 @@ from pathlib import Path
 
 from celld.project.bindings import BindingsConfig
 from celld.store.base import Store
+from celld.store.pgnodes import lease_from_environment
 from celld.store.postgres import PostgresStore, redact
 from celld.store.sqlite import SqliteStore
 
@@ -21,6 +22,7 @@ def check_store(spec: str | None, bindings: BindingsConfig) -> None:
     """Refuse what cannot work, at start, with what to do instead (ValueError)."""
     if spec in (None, "", "sqlite"):
         return
+    lease_from_environment()  # a bad CELLD_NODE_LEASE_MS fails the start too
     if not is_postgres(spec):
         raise ValueError(
             f"--store must be 'sqlite' or a postgresql://USER@HOST:PORT/DB URL, not {spec!r}"
@@ -44,5 +46,5 @@ def open_store(spec: str | None, persist_to: Path, synchronous: str) -> Store:
     """The store `spec` names (not opened yet)."""
     if is_postgres(spec):
         assert spec is not None
-        return PostgresStore(spec)
+        return PostgresStore(spec, lease_ms=lease_from_environment())
     return SqliteStore(persist_to / "celld.sqlite3", synchronous=synchronous)

@@ -77,6 +77,32 @@ CREATE TABLE events (
 CREATE TABLE celld_probe (id INTEGER PRIMARY KEY, at TIMESTAMPTZ NOT NULL);
 """,
     ),
+    (
+        2,
+        """
+-- Nodes sharing the database. A node's token is its fencing token: never reused, and
+-- an instance is run only by the node whose token is in its `owner` column.
+CREATE TABLE celld_nodes (
+    token BIGSERIAL PRIMARY KEY,
+    name TEXT NOT NULL,
+    lease_until TIMESTAMPTZ NOT NULL
+);
+ALTER TABLE instances ADD COLUMN owner BIGINT;
+CREATE INDEX instances_by_owner ON instances (owner);
+CREATE INDEX instances_orphaned ON instances (workflow, id)
+    WHERE owner IS NULL AND (runnable = 1 OR next_wake IS NOT NULL);
+-- Operations sent to the node that owns an instance (any node accepts them).
+CREATE TABLE celld_inbox (
+    seq BIGSERIAL PRIMARY KEY,
+    target BIGINT NOT NULL,
+    sender BIGINT NOT NULL,
+    body TEXT NOT NULL,
+    taken BOOLEAN NOT NULL DEFAULT false,
+    reply TEXT
+);
+CREATE INDEX celld_inbox_by_target ON celld_inbox (target) WHERE NOT taken;
+""",
+    ),
 ]
 
 LATEST = MIGRATIONS[-1][0]

@@ -25,13 +25,17 @@ import asyncpg
 
 from celld.store.base import (
     DuplicateInstance,
+    Fenced,
     InstanceRef,
     InstanceSummary,
     Loaded,
+    NodeEvents,
+    OwnedElsewhere,
     StoreUnavailable,
     Write,
 )
 from celld.store.health import StoreHealth
+from celld.store.pgnodes import DEFAULT_LEASE_MS, NodeMembership
 from celld.store.pgschema import migrate
 from celld.store.rows import (
     EVENT_COLUMNS,
@@ -67,7 +71,10 @@ def _upsert(table: str, columns: tuple[str, ...], key: tuple[str, ...]) -> str:
 
 _INSTANCE_KEY = ("workflow", "id")
 UPSERT_INSTANCE = _upsert("instances", INSTANCE_COLUMNS, _INSTANCE_KEY)
-INSERT_INSTANCE = UPSERT_INSTANCE.split(" ON CONFLICT")[0] + " ON CONFLICT DO NOTHING"
+INSERT_INSTANCE = (
+    f"INSERT INTO instances ({', '.join(INSTANCE_COLUMNS)}, owner) VALUES "
+    f"({', '.join(f'${n}' for n in range(1, len(INSTANCE_COLUMNS) + 2))}) ON CONFLICT DO NOTHING"
+)
 UPSERT_STEP = _upsert("steps", STEP_COLUMNS, ("workflow", "instance_id", "type", "name", "count"))
 UPSERT_EVENT = _upsert("events", EVENT_COLUMNS, ("workflow", "instance_id", "seq"))
 
@@ -80,6 +87,21 @@ _DELETE_STEP = (
 )
 _DELETE_EVENT = "DELETE FROM events WHERE workflow = $1 AND instance_id = $2 AND seq = $3"
 _RETAINED_UNTIL = "SELECT expires_at FROM instances WHERE workflow = $1 AND id = $2 FOR UPDATE"
+#: The node's lease, locked against reaping until the commit ends (KEY SHARE does not block
+#: its renewal); NULL when the row is gone (the node was taken over).
+_LEASE = "SELECT lease_until > clock_timestamp() FROM celld_nodes WHERE token = $1 FOR KEY SHARE"
+#: Of the instances a commit writes, those this node does not own (locked: no claim moves
+#: them until the commit ends).
+_NOT_OWNED = (
+    "SELECT i.workflow, i.id FROM instances i JOIN unnest($1::text[], $2::text[]) AS k(w, d) "
+    "ON i.workflow = k.w AND i.id = k.d WHERE i.owner IS DISTINCT FROM $3 FOR UPDATE OF i"
+)
+#: Take the instance if nobody owns it or its owner is gone (reaped).
+_CLAIM = (
+    "UPDATE instances SET owner = $3 WHERE workflow = $1 AND id = $2 "
+    "AND owner IS DISTINCT FROM $3 AND (owner IS NULL OR NOT EXISTS "
+    "(SELECT 1 FROM celld_nodes n WHERE n.token = instances.owner)) RETURNING next_wake, runnable"
+)
 _PROBE = (
     "INSERT INTO celld_probe (id, at) VALUES (1, now()) "
     "ON CONFLICT (id) DO UPDATE SET at = EXCLUDED.at"
@@ -89,7 +111,7 @@ _PROBE = (
 class PostgresStore:
     """Shared store: a pool of connections, one writer task doing group commits."""
 
-    def __init__(self, dsn: str, *, pool_size: int = 4) -> None:
+    def __init__(self, dsn: str, *, pool_size: int = 4, lease_ms: int = DEFAULT_LEASE_MS) -> None:
         self.dsn = dsn
         self.pool_size = pool_size
         self.health = StoreHealth()
@@ -103,6 +125,12 @@ class PostgresStore:
         self.commits = 0
         self.rows_written = 0
         self.writer_restarts = 0
+        self.nodes = NodeMembership(self, lease_ms)
+
+    @property
+    def node(self) -> int:
+        """This node's fencing token."""
+        return self.nodes.token
 
     async def open(self) -> None:
         try:
@@ -115,6 +143,7 @@ class PostgresStore:
             )
             async with self.pool.acquire() as connection:
                 await migrate(connection)
+            await self.nodes.join()
         except UNAVAILABLE as error:
             if self.pool is not None:
                 self.pool.terminate()
@@ -132,6 +161,7 @@ class PostgresStore:
             self._jobs.put_nowait(None)  # after every write queued so far
             with contextlib.suppress(BaseException):
                 await writer
+        await self.nodes.leave()
         if self.pool is not None:
             await self.pool.close()
         self.pool = None
@@ -185,7 +215,7 @@ class PostgresStore:
                         break
                     batch.append(item)
                 try:
-                    outcome: dict[int, set[InstanceRef]] | Exception = await self._commit(batch)
+                    outcome: dict[int, Any] | Exception = await self._commit(batch)
                 except Exception as failure:  # noqa: BLE001 - every writer of the batch learns it
                     log.warning("commit of %d writes failed: %s", len(batch), failure)
                     outcome = StoreUnavailable(f"the store could not commit: {failure}")
@@ -205,9 +235,7 @@ class PostgresStore:
             # The task ends here; the next write starts a new writer (see `_submit`).
             log.error("the store's writer task stopped: %r", fatal)
 
-    def _settle(
-        self, batch: list[_Pending], outcome: dict[int, set[InstanceRef]] | Exception
-    ) -> None:
+    def _settle(self, batch: list[_Pending], outcome: dict[int, Any] | Exception) -> None:
         if not batch:
             return
         if isinstance(outcome, Exception):
@@ -220,10 +248,14 @@ class PostgresStore:
                 continue
             if isinstance(outcome, Exception):
                 future.set_exception(outcome)
+                continue
+            result = outcome.get(index, set())
+            if isinstance(result, Exception):
+                future.set_exception(result)
             else:
-                future.set_result(outcome.get(index, set()))
+                future.set_result(result)
 
-    async def _commit(self, batch: list[_Pending]) -> dict[int, set[InstanceRef]]:
+    async def _commit(self, batch: list[_Pending]) -> dict[int, Any]:
         if self.fault is not None:
             self.fault()
         if self.pool is None:
@@ -251,12 +283,32 @@ class PostgresStore:
         for sql in (_WIPE_STEPS, _WIPE_EVENTS, _DELETE_INSTANCE):
             await connection.execute(sql, ref.workflow, ref.id)
 
+    async def _fence(
+        self, connection: asyncpg.Connection, batch: list[_Pending]
+    ) -> set[InstanceRef]:
+        """Check this node may commit at all (its lease), and return the instances of the
+        batch it does not own: their writes are refused."""
+        current = await connection.fetchval(_LEASE, self.node)
+        if current is None:
+            self.nodes.lease_lost()
+            raise Fenced(f"node {self.node} was taken over by other nodes (its lease ran out)")
+        if not current:
+            raise Fenced(f"node {self.node}'s lease ran out; it commits again once renewed")
+        refs = [w.ref for p in batch for w in p.writes if not w.changes.created]
+        if not refs:
+            return set()
+        rows = await connection.fetch(
+            _NOT_OWNED, [r.workflow for r in refs], [r.id for r in refs], self.node
+        )
+        return {InstanceRef(r["workflow"], r["id"]) for r in rows}
+
     async def _commit_in(
         self, connection: asyncpg.Connection, batch: list[_Pending]
-    ) -> dict[int, set[InstanceRef]]:
+    ) -> dict[int, Any]:
         """Creates and deletions run as they come (each is judged against the rows);
         everything else is gathered by kind and written with one executemany each."""
-        skipped: dict[int, set[InstanceRef]] = {}
+        not_owned = await self._fence(connection, batch)
+        skipped: dict[int, Any] = {}
         wipes: list[tuple[str, str]] = []
         deleted_steps: list[tuple[Any, ...]] = []
         deleted_events: list[tuple[Any, ...]] = []
@@ -269,6 +321,12 @@ class PostgresStore:
                 await connection.execute(_PROBE)
             for ref in pending.expired:
                 await self._claim_id(connection, ref, pending.now)
+            moved = [w.ref for w in pending.writes if w.ref in not_owned]
+            if moved:
+                skipped[index] = Fenced(
+                    f"instance {moved[0].workflow}/{moved[0].id} is owned by another node now"
+                )
+                continue
             for write in pending.writes:
                 changes = write.changes
                 workflow, instance_id = write.ref.workflow, write.ref.id
@@ -280,7 +338,8 @@ class PostgresStore:
                     row = instance_row(changes.instance, write.next_wake, write.runnable)
                     if (
                         not await self._claim_id(connection, write.ref, changes.instance.created_at)
-                        or await connection.execute(INSERT_INSTANCE, *row) != "INSERT 0 1"
+                        or await connection.execute(INSERT_INSTANCE, *row, self.node)
+                        != "INSERT 0 1"
                     ):
                         skipped.setdefault(index, set()).add(write.ref)
                         continue
@@ -359,6 +418,42 @@ class PostgresStore:
             )
         return list(rows), list(steps), list(events)
 
+    async def claim(self, ref: InstanceRef) -> Loaded | None:
+        """Load the instance for this node to run or change: take it over if its owner is
+        gone; OwnedElsewhere if a live node owns it."""
+        if self.pool is None:
+            raise StoreUnavailable("the store is not open")
+        key = (ref.workflow, ref.id)
+        try:
+            async with self.pool.acquire(timeout=COMMAND_TIMEOUT_S) as connection:
+                async with connection.transaction():
+                    taken = await connection.fetchrow(_CLAIM, *key, self.node)
+                rows, steps, events = await self._load_in(connection, key)
+        except UNAVAILABLE as error:
+            raise StoreUnavailable(f"the store could not be read: {error}") from error
+        if not rows:
+            return None
+        owner = rows[0]["owner"]
+        if owner != self.node:
+            raise OwnedElsewhere(ref, owner if owner is not None else 0)
+        if taken is not None:
+            self.nodes.takeovers += 1
+            if self.nodes.events is not None:
+                self.nodes.events.instances_claimed(
+                    [(ref, taken["next_wake"], bool(taken["runnable"]))]
+                )
+        return Loaded(
+            instance_from_row(rows[0]),
+            [step_from_row(r) for r in steps],
+            [event_from_row(r) for r in events],
+        )
+
+    async def serve(self, events: NodeEvents) -> None:
+        self.nodes.serve(events)
+
+    async def forward(self, owner: int, message: dict[str, Any]) -> Any:
+        return await self.nodes.forward(owner, message)
+
     async def exists(self, ref: InstanceRef) -> bool:
         rows = await self._fetch(
             "SELECT 1 FROM instances WHERE workflow = $1 AND id = $2", ref.workflow, ref.id
@@ -371,11 +466,12 @@ class PostgresStore:
         start = after or (-(2**62), "", "")
         rows = await self._fetch(
             "SELECT workflow, id, next_wake FROM instances WHERE next_wake IS NOT NULL "
-            "AND next_wake < $1 AND (next_wake, workflow, id) > ($2, $3, $4) "
+            "AND next_wake < $1 AND (next_wake, workflow, id) > ($2, $3, $4) AND owner = $6 "
             "ORDER BY next_wake, workflow, id LIMIT $5",
             before_ms,
             *start,
             limit,
+            self.node,
         )
         return [(InstanceRef(r["workflow"], r["id"]), r["next_wake"]) for r in rows]
 
@@ -383,9 +479,10 @@ class PostgresStore:
         start = (after.workflow, after.id) if after is not None else ("", "")
         rows = await self._fetch(
             "SELECT workflow, id FROM instances WHERE runnable = 1 AND (workflow, id) > ($1, $2) "
-            "ORDER BY workflow, id LIMIT $3",
+            "AND owner = $4 ORDER BY workflow, id LIMIT $3",
             *start,
             limit,
+            self.node,
         )
         return [InstanceRef(r["workflow"], r["id"]) for r in rows]
 

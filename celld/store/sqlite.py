@@ -44,6 +44,7 @@ from celld.store.base import (
     InstanceSummary,
     Loaded,
     LogRow,
+    NodeEvents,
     StoreUnavailable,
     Write,
 )
@@ -457,6 +458,16 @@ class SqliteStore:
             "SELECT expression, tick FROM schedule_ticks WHERE workflow = ?", (workflow,)
         )
         return {row["expression"]: row["tick"] for row in rows}
+
+    async def claim(self, ref: InstanceRef) -> Loaded | None:
+        """One node owns everything in its own file."""
+        return await self.load(ref)
+
+    async def serve(self, events: NodeEvents) -> None:
+        """Nothing to do: no other node shares this file."""
+
+    async def forward(self, owner: int, message: dict[str, Any]) -> Any:
+        raise RuntimeError("a SQLite store has one node: nothing is owned elsewhere")
 
     async def exists(self, ref: InstanceRef) -> bool:
         rows = await self._fetch(
