@@ -1,0 +1,114 @@
+"""Two `celld run` nodes on one PostgreSQL: one is SIGKILLed in the middle of 20 running
+workflows, more are created on the survivor meanwhile, and every instance finishes with
+the right result (the checks of tests/nodes_harness.py and tests/crash_harness.py)."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import pytest
+
+from tests.nodes_harness import run_nodes_harness
+from tests.postgres_fixtures import create_database, drop_database
+
+PROJECTS = Path(__file__).resolve().parent.parent / "projects"
+
+
+@pytest.fixture
+async def database(postgres_server: str) -> AsyncIterator[str]:
+    dsn = await create_database(postgres_server)
+    try:
+        yield dsn
+    finally:
+        await drop_database(postgres_server, dsn)
+
+
+async def test_a_node_killed_mid_run_loses_nothing(database: str) -> None:
+    import asyncio
+
+    report = await asyncio.to_thread(
+        run_nodes_harness, database, nodes=2, instances=20, late=10, kills=1, seed=5, timeout=120
+    )
+    assert report.problems == []
+    assert report.instances == 30
+    assert report.executions >= 30 * 6  # a, b twice, c1, c2, d for every instance
+    assert report.max_runs_per_attempt <= 2  # a callback ran again at most once (one kill)
+
+
+def test_storage_bindings_with_a_shared_store_are_refused_at_start(tmp_path: Path) -> None:
+    result = subprocess.run(
+        [sys.executable, "-m", "celld", "run", str(PROJECTS / "storage"),
+         "--persist-to", str(tmp_path), "--store", "postgresql://celld@127.0.0.1:1/none"],
+        capture_output=True, text=True, timeout=60,
+    )  # fmt: skip
+    assert result.returncode != 0
+    assert "cannot be combined with KV (KV), D1 (DB), R2 (BUCKET) bindings" in result.stderr
+
+
+def test_a_database_crash_mid_run_is_waited_out(tmp_path: Path) -> None:
+    """PostgreSQL crashes (immediate stop) while 20 workflows run on two nodes and comes back
+    a few seconds later: nothing fails, every instance completes, and the instances created
+    and events sent before the crash are all there."""
+    import os
+    import shutil
+    import time
+    from functools import partial
+
+    from tests import pgcluster
+    from tests.celld_server import CelldServer
+    from tests.crash_harness import PROJECT
+    from tests.e2e.counter import counter_server
+
+    why = pgcluster.available()
+    if why:
+        if os.environ.get("CI") == "true":
+            pytest.fail(f"PostgreSQL is required in CI: {why}")
+        pytest.skip(f"PostgreSQL is not available: {why}")
+    folder = pgcluster.new_folder()
+    nodes: list[CelldServer] = []
+    try:
+        dsn = pgcluster.start(folder)
+        env = {"CELLD_NODE_LEASE_MS": "2000"}
+        for index in range(2):
+            node = CelldServer(PROJECT, tmp_path / f"node{index}", args=("--store", dsn), env=env)
+            nodes.append(node.start())
+        ids = [f"r{i}" for i in range(20)]
+        with counter_server() as counter:
+            for n, start in enumerate(range(0, 20, 10)):
+                chunk = [
+                    {"id": i, "params": {"upstream": counter.url}} for i in ids[start : start + 10]
+                ]
+                nodes[n].post(
+                    "/create-batch", params={"wf": "HARNESS"}, json=chunk
+                ).raise_for_status()
+            time.sleep(0.5)
+            pgcluster.stop(folder, "immediate")
+            time.sleep(3)  # longer than the lease: both nodes' leases run out meanwhile
+            pgcluster.restart(folder)
+            for i, instance in enumerate(ids):  # through either node, whoever owns it
+                node = nodes[i % 2]
+                send = partial(
+                    node.post,
+                    "/event",
+                    params={"id": instance, "type": "go", "wf": "HARNESS"},
+                    json={"for": instance},
+                )
+                node.wait_for(lambda send=send: send().status_code == 200, timeout=30)
+
+            def all_complete() -> bool:
+                statuses = nodes[0].post("/statuses", params={"wf": "HARNESS"}, json=ids).json()
+                return all(s.get("status") == "complete" for s in statuses.values())
+
+            nodes[0].wait_for(all_complete, timeout=60, interval=0.2)
+            statuses = nodes[1].post("/statuses", params={"wf": "HARNESS"}, json=ids).json()
+            for instance in ids:
+                assert statuses[instance]["output"]["event"] == {"for": instance}
+            assert "the store is failing" in nodes[0].log() + nodes[1].log()
+    finally:
+        for node in nodes:
+            node.kill()
+        pgcluster.stop(folder, "immediate")
+        shutil.rmtree(folder, ignore_errors=True)
