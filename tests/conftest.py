@@ -2,6 +2,6 @@
 
 from __future__ import annotations
 
-from tests.postgres_fixtures import postgres_dsn, postgres_server
+from tests.postgres_fixtures import own_cluster, postgres_dsn, postgres_server
 
-__all__ = ["postgres_dsn", "postgres_server"]
+__all__ = ["own_cluster", "postgres_dsn", "postgres_server"]

@@ -11,11 +11,35 @@ import os
 import shutil
 import uuid
 from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
 
 import asyncpg
 import pytest
 
 from tests import pgcluster
+
+
+def require_cluster() -> None:
+    """Skip (fail in CI) unless a cluster of a test's own can be started here."""
+    why = pgcluster.available()
+    if why:
+        if os.environ.get("CI") == "true":
+            pytest.fail(f"PostgreSQL is required in CI: {why}")
+        pytest.skip(f"PostgreSQL is not available: {why}")
+
+
+@pytest.fixture
+def own_cluster() -> Iterator[Path]:
+    """A cluster of the test's own (which it may crash and restart), started; its DSN is
+    in the folder's `dsn` file."""
+    require_cluster()
+    folder = pgcluster.new_folder()
+    try:
+        pgcluster.start(folder)
+        yield folder
+    finally:
+        pgcluster.stop(folder, "immediate")
+        shutil.rmtree(folder, ignore_errors=True)
 
 
 @pytest.fixture(scope="session")

@@ -95,7 +95,8 @@ class NodeMembership:
 
     # -- joining, the lease, leaving ---------------------------------------------------------
 
-    async def join(self) -> None:
+    async def _register(self) -> None:
+        """A new row, so a new fencing token (tokens are never reused)."""
         self.token = await self.pool.fetchval(
             "INSERT INTO celld_nodes (name, lease_until) "
             "VALUES ($1, clock_timestamp() + $2 * interval '1 millisecond') RETURNING token",
@@ -103,6 +104,9 @@ class NodeMembership:
             self.lease_ms,
         )
         self._rejoin = False
+
+    async def join(self) -> None:
+        await self._register()
         log.info("joined the shared store as node %d (lease %d ms)", self.token, self.lease_ms)
         self._task = asyncio.get_running_loop().create_task(self._tick_loop(), name="celld-lease")
 
@@ -148,13 +152,7 @@ class NodeMembership:
     async def _tick(self) -> None:
         if self._rejoin:
             old = self.token
-            self.token = await self.pool.fetchval(
-                "INSERT INTO celld_nodes (name, lease_until) "
-                "VALUES ($1, clock_timestamp() + $2 * interval '1 millisecond') RETURNING token",
-                self.name,
-                self.lease_ms,
-            )
-            self._rejoin = False
+            await self._register()
             log.warning(
                 "node %d lost its lease (taken over by others); rejoined as node %d",
                 old,

@@ -27,14 +27,15 @@ from celld.store.base import (
     DuplicateInstance,
     Fenced,
     InstanceRef,
-    InstanceSummary,
     Loaded,
     NodeEvents,
     OwnedElsewhere,
     StoreUnavailable,
     Write,
 )
+from celld.store.batch import Gathered, Pending, Statements, settle
 from celld.store.health import StoreHealth
+from celld.store.listing import OperatorReads
 from celld.store.pgnodes import DEFAULT_LEASE_MS, NodeMembership
 from celld.store.pgschema import migrate
 from celld.store.rows import (
@@ -42,13 +43,10 @@ from celld.store.rows import (
     INSTANCE_COLUMNS,
     STEP_COLUMNS,
     event_from_row,
-    event_row,
     instance_from_row,
     instance_row,
     step_from_row,
-    step_row,
 )
-from celld.store.sqlite import _Pending
 
 log = logging.getLogger("celld.store")
 
@@ -102,13 +100,28 @@ _CLAIM = (
     "AND owner IS DISTINCT FROM $3 AND (owner IS NULL OR NOT EXISTS "
     "(SELECT 1 FROM celld_nodes n WHERE n.token = instances.owner)) RETURNING next_wake, runnable"
 )
+_INSERT_LOG = (
+    "INSERT INTO instance_log (workflow, instance_id, timestamp, type, body) "
+    "VALUES ($1, $2, $3, $4, $5)"
+)
+_STATEMENTS = Statements(
+    _WIPE_STEPS,
+    _WIPE_EVENTS,
+    _DELETE_STEP,
+    _DELETE_EVENT,
+    INSERT_INSTANCE,
+    UPSERT_INSTANCE,
+    UPSERT_STEP,
+    UPSERT_EVENT,
+    _INSERT_LOG,
+)
 _PROBE = (
     "INSERT INTO celld_probe (id, at) VALUES (1, now()) "
     "ON CONFLICT (id) DO UPDATE SET at = EXCLUDED.at"
 )
 
 
-class PostgresStore:
+class PostgresStore(OperatorReads):
     """Shared store: a pool of connections, one writer task doing group commits."""
 
     def __init__(self, dsn: str, *, pool_size: int = 4, lease_ms: int = DEFAULT_LEASE_MS) -> None:
@@ -119,7 +132,7 @@ class PostgresStore:
         #: a real one would (tests inject faults through it, as with the SQLite store).
         self.fault: Callable[[], None] | None = None
         self.pool: asyncpg.Pool | None = None
-        self._jobs: asyncio.Queue[_Pending | None] = asyncio.Queue()
+        self._jobs: asyncio.Queue[Pending | None] = asyncio.Queue()
         self._writer: asyncio.Task[None] | None = None
         self._open = False
         self.commits = 0
@@ -169,19 +182,19 @@ class PostgresStore:
     # -- writes --------------------------------------------------------------------------
 
     async def write(self, write: Write) -> None:
-        if await self._submit(_Pending(writes=[write])):
+        if await self._submit(Pending(writes=[write])):
             raise DuplicateInstance(write.ref)
 
     async def write_many(self, writes: list[Write]) -> set[InstanceRef]:
-        return await self._submit(_Pending(writes=writes))
+        return await self._submit(Pending(writes=writes))
 
     async def probe(self) -> None:
-        await self._submit(_Pending(probe=True))
+        await self._submit(Pending(probe=True))
 
     async def delete_expired(self, refs: list[InstanceRef], now_ms: int) -> None:
-        await self._submit(_Pending(expired=list(refs), now=now_ms))
+        await self._submit(Pending(expired=list(refs), now=now_ms))
 
-    async def _submit(self, pending: _Pending) -> set[InstanceRef]:
+    async def _submit(self, pending: Pending) -> set[InstanceRef]:
         if not self._open:
             raise StoreUnavailable("the store is not open")
         if self._writer is None or self._writer.done():
@@ -199,8 +212,8 @@ class PostgresStore:
             self._writer_main(self._jobs), name="celld-postgres-writer"
         )
 
-    async def _writer_main(self, jobs: asyncio.Queue[_Pending | None]) -> None:
-        batch: list[_Pending] = []
+    async def _writer_main(self, jobs: asyncio.Queue[Pending | None]) -> None:
+        batch: list[Pending] = []
         try:
             while True:
                 first = await jobs.get()
@@ -235,27 +248,10 @@ class PostgresStore:
             # The task ends here; the next write starts a new writer (see `_submit`).
             log.error("the store's writer task stopped: %r", fatal)
 
-    def _settle(self, batch: list[_Pending], outcome: dict[int, Any] | Exception) -> None:
-        if not batch:
-            return
-        if isinstance(outcome, Exception):
-            self.health.record_failure(outcome)
-        else:
-            self.health.record_success()
-        for index, pending in enumerate(batch):
-            future = pending.future
-            if future is None or future.done():
-                continue
-            if isinstance(outcome, Exception):
-                future.set_exception(outcome)
-                continue
-            result = outcome.get(index, set())
-            if isinstance(result, Exception):
-                future.set_exception(result)
-            else:
-                future.set_result(result)
+    def _settle(self, batch: list[Pending], outcome: dict[int, Any] | Exception) -> None:
+        settle(batch, outcome, self.health)
 
-    async def _commit(self, batch: list[_Pending]) -> dict[int, Any]:
+    async def _commit(self, batch: list[Pending]) -> dict[int, Any]:
         if self.fault is not None:
             self.fault()
         if self.pool is None:
@@ -284,7 +280,7 @@ class PostgresStore:
             await connection.execute(sql, ref.workflow, ref.id)
 
     async def _fence(
-        self, connection: asyncpg.Connection, batch: list[_Pending]
+        self, connection: asyncpg.Connection, batch: list[Pending]
     ) -> set[InstanceRef]:
         """Check this node may commit at all (its lease), and return the instances of the
         batch it does not own: their writes are refused."""
@@ -302,20 +298,25 @@ class PostgresStore:
         )
         return {InstanceRef(r["workflow"], r["id"]) for r in rows}
 
+    async def _create(self, connection: asyncpg.Connection, write: Write) -> bool:
+        """Insert a new instance, owned by this node; False if its id is taken."""
+        state = write.changes.instance
+        assert state is not None
+        if not await self._claim_id(connection, write.ref, state.created_at):
+            return False
+        row = instance_row(state, write.next_wake, write.runnable)
+        inserted = await connection.execute(INSERT_INSTANCE, *row, self.node) == "INSERT 0 1"
+        self.rows_written += inserted
+        return inserted
+
     async def _commit_in(
-        self, connection: asyncpg.Connection, batch: list[_Pending]
+        self, connection: asyncpg.Connection, batch: list[Pending]
     ) -> dict[int, Any]:
         """Creates and deletions run as they come (each is judged against the rows);
         everything else is gathered by kind and written with one executemany each."""
         not_owned = await self._fence(connection, batch)
         skipped: dict[int, Any] = {}
-        wipes: list[tuple[str, str]] = []
-        deleted_steps: list[tuple[Any, ...]] = []
-        deleted_events: list[tuple[Any, ...]] = []
-        instances: list[tuple[Any, ...]] = []
-        steps: list[tuple[Any, ...]] = []
-        events: list[tuple[Any, ...]] = []
-        created = 0
+        rows = Gathered()
         for index, pending in enumerate(batch):
             if pending.probe:
                 await connection.execute(_PROBE)
@@ -329,51 +330,27 @@ class PostgresStore:
                 continue
             for write in pending.writes:
                 changes = write.changes
-                workflow, instance_id = write.ref.workflow, write.ref.id
                 if write.delete:
                     await self._delete_instance(connection, write.ref)
                     continue
                 if changes.created:
-                    assert changes.instance is not None
-                    row = instance_row(changes.instance, write.next_wake, write.runnable)
-                    if (
-                        not await self._claim_id(connection, write.ref, changes.instance.created_at)
-                        or await connection.execute(INSERT_INSTANCE, *row, self.node)
-                        != "INSERT 0 1"
-                    ):
+                    if not await self._create(connection, write):
                         skipped.setdefault(index, set()).add(write.ref)
                         continue
-                    created += 1
                 elif changes.instance is not None:
-                    instances.append(
+                    rows.instances.append(
                         instance_row(changes.instance, write.next_wake, write.runnable)
                     )
-                if changes.wiped:
-                    wipes.append((workflow, instance_id))
-                for key in changes.deleted_steps:
-                    deleted_steps.append((workflow, instance_id, key.type, key.name, key.count))
-                for seq in changes.deleted_events:
-                    deleted_events.append((workflow, instance_id, seq))
-                steps.extend(step_row(workflow, instance_id, s) for s in changes.steps)
-                events.extend(event_row(workflow, instance_id, e) for e in changes.events)
-        for sql, rows in (
-            (_WIPE_STEPS, wipes),
-            (_WIPE_EVENTS, wipes),
-            (_DELETE_STEP, deleted_steps),
-            (_DELETE_EVENT, deleted_events),
-            (UPSERT_INSTANCE, instances),
-            (UPSERT_STEP, steps),
-            (UPSERT_EVENT, events),
-        ):
-            if rows:
-                await connection.executemany(sql, rows)
+                rows.add_history(write)
+        for sql, values in rows.in_order(_STATEMENTS):
+            await connection.executemany(sql, values)
         self.commits += 1
-        self.rows_written += created + len(instances) + len(steps) + len(events)
+        self.rows_written += rows.rows_written
         return skipped
 
     # -- reads -----------------------------------------------------------------------------
 
-    async def _fetch(self, sql: str, *params: Any) -> list[Any]:
+    async def _fetch(self, sql: str, params: tuple[Any, ...] = ()) -> list[Any]:
         if self.pool is None:
             raise StoreUnavailable("the store is not open")
         try:
@@ -456,7 +433,7 @@ class PostgresStore:
 
     async def exists(self, ref: InstanceRef) -> bool:
         rows = await self._fetch(
-            "SELECT 1 FROM instances WHERE workflow = $1 AND id = $2", ref.workflow, ref.id
+            "SELECT 1 FROM instances WHERE workflow = $1 AND id = $2", (ref.workflow, ref.id)
         )
         return bool(rows)
 
@@ -468,10 +445,7 @@ class PostgresStore:
             "SELECT workflow, id, next_wake FROM instances WHERE next_wake IS NOT NULL "
             "AND next_wake < $1 AND (next_wake, workflow, id) > ($2, $3, $4) AND owner = $6 "
             "ORDER BY next_wake, workflow, id LIMIT $5",
-            before_ms,
-            *start,
-            limit,
-            self.node,
+            (before_ms, *start, limit, self.node),
         )
         return [(InstanceRef(r["workflow"], r["id"]), r["next_wake"]) for r in rows]
 
@@ -480,9 +454,7 @@ class PostgresStore:
         rows = await self._fetch(
             "SELECT workflow, id FROM instances WHERE runnable = 1 AND (workflow, id) > ($1, $2) "
             "AND owner = $4 ORDER BY workflow, id LIMIT $3",
-            *start,
-            limit,
-            self.node,
+            (*start, limit, self.node),
         )
         return [InstanceRef(r["workflow"], r["id"]) for r in rows]
 
@@ -490,77 +462,12 @@ class PostgresStore:
         rows = await self._fetch(
             "SELECT workflow, id FROM instances WHERE expires_at IS NOT NULL "
             "AND expires_at <= $1 ORDER BY expires_at LIMIT $2",
-            now_ms,
-            limit,
+            (now_ms, limit),
         )
         return [InstanceRef(r["workflow"], r["id"]) for r in rows]
 
-    async def counts(self) -> dict[str, int]:
-        rows = await self._fetch("SELECT status, COUNT(*) AS n FROM instances GROUP BY status")
-        return {row["status"]: row["n"] for row in rows}
-
-    # -- operator reads --------------------------------------------------------------------
-
-    @staticmethod
-    def _listing_filter(
-        workflow: str, status: str | None, created_from: int | None, created_to: int | None
-    ) -> tuple[str, list[Any]]:
-        where = ["workflow = $1"]
-        params: list[Any] = [workflow]
-        for clause, value in (
-            ("status = ${}", status),
-            ("created_at >= ${}", created_from),
-            ("created_at <= ${}", created_to),
-        ):
-            if value is not None:
-                params.append(value)
-                where.append(clause.format(len(params)))
-        return " AND ".join(where), params
-
-    async def list_instances(
-        self,
-        workflow: str,
-        *,
-        offset: int = 0,
-        limit: int = 25,
-        status: str | None = None,
-        created_from: int | None = None,
-        created_to: int | None = None,
-    ) -> list[InstanceSummary]:
-        where, params = self._listing_filter(workflow, status, created_from, created_to)
-        n = len(params)
-        rows = await self._fetch(
-            "SELECT id, status, created_at, started_at, finished_at FROM instances "
-            f"WHERE {where} ORDER BY created_at DESC, id DESC LIMIT ${n + 1} OFFSET ${n + 2}",
-            *params,
-            limit,
-            offset,
-        )
-        return [
-            InstanceSummary(
-                r["id"], r["status"], r["created_at"], r["started_at"], r["finished_at"]
-            )
-            for r in rows
-        ]
-
-    async def count_instances(
-        self,
-        workflow: str,
-        *,
-        status: str | None = None,
-        created_from: int | None = None,
-        created_to: int | None = None,
-    ) -> int:
-        where, params = self._listing_filter(workflow, status, created_from, created_to)
-        rows = await self._fetch(f"SELECT COUNT(*) AS n FROM instances WHERE {where}", *params)
-        return int(rows[0]["n"])
-
-    async def workflow_counts(self, workflow: str) -> dict[str, int]:
-        rows = await self._fetch(
-            "SELECT status, COUNT(*) AS n FROM instances WHERE workflow = $1 GROUP BY status",
-            workflow,
-        )
-        return {row["status"]: row["n"] for row in rows}
+    def _mark(self, n: int) -> str:
+        return f"${n}"
 
 
 def redact(dsn: str) -> str:

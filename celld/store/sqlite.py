@@ -32,7 +32,6 @@ import sqlite3
 import threading
 from collections.abc import Callable
 from concurrent.futures import Future
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -41,14 +40,15 @@ import aiosqlite
 from celld.store.base import (
     DuplicateInstance,
     InstanceRef,
-    InstanceSummary,
     Loaded,
     LogRow,
     NodeEvents,
     StoreUnavailable,
     Write,
 )
+from celld.store.batch import Gathered, Pending, Statements, settle
 from celld.store.health import StoreHealth
+from celld.store.listing import OperatorReads
 from celld.store.rows import (
     ADDED_INSTANCE_COLUMNS,
     INSERT_INSTANCE,
@@ -57,11 +57,9 @@ from celld.store.rows import (
     UPSERT_INSTANCE,
     UPSERT_STEP,
     event_from_row,
-    event_row,
     instance_from_row,
     instance_row,
     step_from_row,
-    step_row,
 )
 
 log = logging.getLogger("celld.store")
@@ -90,22 +88,21 @@ _RECORD_TICK = (
     "INSERT INTO schedule_ticks (workflow, expression, tick) VALUES (?, ?, ?) "
     "ON CONFLICT (workflow, expression) DO UPDATE SET tick = max(tick, excluded.tick)"
 )
+_STATEMENTS = Statements(
+    _WIPE_STEPS,
+    _WIPE_EVENTS,
+    _DELETE_STEP,
+    _DELETE_EVENT,
+    INSERT_INSTANCE,
+    UPSERT_INSTANCE,
+    UPSERT_STEP,
+    UPSERT_EVENT,
+    _INSERT_LOG,
+)
 _PROBE = "INSERT OR REPLACE INTO celld_probe (id, at) VALUES (1, strftime('%s','now'))"
 
 
-@dataclass
-class _Pending:
-    """One caller's share of a group commit."""
-
-    writes: list[Write] = field(default_factory=list)
-    expired: list[InstanceRef] = field(default_factory=list)  # delete if retention is over
-    now: int = 0
-    probe: bool = False
-    ticks: list[tuple[str, str, int]] = field(default_factory=list)  # (workflow, cron, ms)
-    future: asyncio.Future[set[InstanceRef]] | None = None
-
-
-class SqliteStore:
+class SqliteStore(OperatorReads):
     """The embedded default store: one file, one writer thread, one reader connection."""
 
     def __init__(self, path: Path, *, synchronous: str = "FULL") -> None:
@@ -119,7 +116,7 @@ class SqliteStore:
         self.fault: Callable[[], None] | None = None
         self._reader: aiosqlite.Connection | None = None
         #: Pending writes for the writer thread; None tells it to stop.
-        self._jobs: queue.SimpleQueue[_Pending | None] = queue.SimpleQueue()
+        self._jobs: queue.SimpleQueue[Pending | None] = queue.SimpleQueue()
         self._writer_thread: threading.Thread | None = None
         self._writer_lock = threading.Lock()  # orders "queue a job" against "writer died"
         self._writer_dead = False
@@ -151,24 +148,24 @@ class SqliteStore:
     # -- writes ----------------------------------------------------------------------
 
     async def write(self, write: Write) -> None:
-        if await self._submit(_Pending(writes=[write])):
+        if await self._submit(Pending(writes=[write])):
             raise DuplicateInstance(write.ref)
 
     async def write_many(self, writes: list[Write]) -> set[InstanceRef]:
         """Commit several instances' changes in one transaction (createBatch); returns the
         refs whose creation was skipped because their id is taken."""
-        return await self._submit(_Pending(writes=writes))
+        return await self._submit(Pending(writes=writes))
 
     async def probe(self) -> None:
-        await self._submit(_Pending(probe=True))
+        await self._submit(Pending(probe=True))
 
     async def delete_expired(self, refs: list[InstanceRef], now_ms: int) -> None:
-        await self._submit(_Pending(expired=list(refs), now=now_ms))
+        await self._submit(Pending(expired=list(refs), now=now_ms))
 
     async def record_tick(self, workflow: str, expression: str, tick_ms: int) -> None:
-        await self._submit(_Pending(ticks=[(workflow, expression, tick_ms)]))
+        await self._submit(Pending(ticks=[(workflow, expression, tick_ms)]))
 
-    async def _submit(self, pending: _Pending) -> set[InstanceRef]:
+    async def _submit(self, pending: Pending) -> set[InstanceRef]:
         if not self._open and self._writer_thread is None:
             raise StoreUnavailable("the store is not open")
         pending.future = asyncio.get_running_loop().create_future()
@@ -214,7 +211,7 @@ class SqliteStore:
         connection.commit()
         return connection
 
-    def _writer_main(self, ready: Future[None], jobs: queue.SimpleQueue[_Pending | None]) -> None:
+    def _writer_main(self, ready: Future[None], jobs: queue.SimpleQueue[Pending | None]) -> None:
         """Open the write connection, then commit batches until told to stop."""
         try:
             connection = self._connect()
@@ -233,7 +230,7 @@ class SqliteStore:
                 connection.close()
 
     def _commit_loop(
-        self, connection: sqlite3.Connection, jobs: queue.SimpleQueue[_Pending | None]
+        self, connection: sqlite3.Connection, jobs: queue.SimpleQueue[Pending | None]
     ) -> None:
         while True:
             first = jobs.get()
@@ -269,14 +266,14 @@ class SqliteStore:
                 return
 
     def _writer_stopped(
-        self, error: BaseException, jobs: queue.SimpleQueue[_Pending | None]
+        self, error: BaseException, jobs: queue.SimpleQueue[Pending | None]
     ) -> None:
         """The writer thread is ending abnormally: fail every writer queued for it now (a
         write queued later starts a new thread with a queue of its own; see `_submit`)."""
         with self._writer_lock:
             if self._jobs is jobs:
                 self._writer_dead = True
-            queued: list[_Pending] = []
+            queued: list[Pending] = []
             while True:
                 try:
                     item = jobs.get_nowait()
@@ -293,24 +290,8 @@ class SqliteStore:
         with contextlib.suppress(RuntimeError):
             self._loop.call_soon_threadsafe(callback, *args)
 
-    def _settle(
-        self, batch: list[_Pending], outcome: dict[int, set[InstanceRef]] | Exception
-    ) -> None:
-        """On the event loop: tell every writer of `batch` how its commit went."""
-        if not batch:
-            return
-        if isinstance(outcome, Exception):
-            self.health.record_failure(outcome)
-        else:
-            self.health.record_success()
-        for index, pending in enumerate(batch):
-            future = pending.future
-            if future is None or future.done():
-                continue
-            if isinstance(outcome, Exception):
-                future.set_exception(outcome)
-            else:
-                future.set_result(outcome.get(index, set()))
+    def _settle(self, batch: list[Pending], outcome: dict[int, Any] | Exception) -> None:
+        settle(batch, outcome, self.health)
 
     @staticmethod
     def _rollback(connection: sqlite3.Connection) -> None:
@@ -340,7 +321,7 @@ class SqliteStore:
         connection.execute(_DELETE_INSTANCE, key)
 
     def _commit(
-        self, connection: sqlite3.Connection, batch: list[_Pending]
+        self, connection: sqlite3.Connection, batch: list[Pending]
     ) -> dict[int, set[InstanceRef]]:
         """Commit `batch` in one transaction; returns, by position in the batch, the creates
         left out because their id is taken."""
@@ -348,14 +329,7 @@ class SqliteStore:
             self.fault()
         skipped: dict[int, set[InstanceRef]] = {}
         created_here: set[InstanceRef] = set()
-        wipes: list[tuple[str, str]] = []
-        deleted_steps: list[tuple[Any, ...]] = []
-        deleted_events: list[tuple[Any, ...]] = []
-        created: list[tuple[Any, ...]] = []
-        instances: list[tuple[Any, ...]] = []
-        steps: list[tuple[Any, ...]] = []
-        events: list[tuple[Any, ...]] = []
-        logged: list[tuple[Any, ...]] = []
+        rows = Gathered()
         for index, pending in enumerate(batch):
             if pending.probe:
                 connection.execute(_PROBE)
@@ -366,7 +340,6 @@ class SqliteStore:
                     created_here.discard(ref)
             for write in pending.writes:
                 changes = write.changes
-                workflow, instance_id = write.ref.workflow, write.ref.id
                 if write.delete:
                     self._delete_instance(connection, write.ref)
                     created_here.discard(write.ref)
@@ -378,34 +351,15 @@ class SqliteStore:
                         skipped.setdefault(index, set()).add(write.ref)
                         continue
                     created_here.add(write.ref)
-                if changes.wiped:
-                    wipes.append((workflow, instance_id))
-                for key in changes.deleted_steps:
-                    deleted_steps.append((workflow, instance_id, key.type, key.name, key.count))
-                for seq in changes.deleted_events:
-                    deleted_events.append((workflow, instance_id, seq))
                 if changes.instance is not None:
                     row = instance_row(changes.instance, write.next_wake, write.runnable)
-                    (created if changes.created else instances).append(row)
-                steps.extend(step_row(workflow, instance_id, s) for s in changes.steps)
-                events.extend(event_row(workflow, instance_id, e) for e in changes.events)
-                logged.extend((workflow, instance_id, *entry) for entry in write.log)
-        for sql, rows in (
-            (_WIPE_STEPS, wipes),
-            (_WIPE_EVENTS, wipes),
-            (_DELETE_STEP, deleted_steps),
-            (_DELETE_EVENT, deleted_events),
-            (INSERT_INSTANCE, created),
-            (UPSERT_INSTANCE, instances),
-            (UPSERT_STEP, steps),
-            (UPSERT_EVENT, events),
-            (_INSERT_LOG, logged),
-        ):
-            if rows:
-                connection.executemany(sql, rows)
+                    (rows.created if changes.created else rows.instances).append(row)
+                rows.add_history(write)
+        for sql, values in rows.in_order(_STATEMENTS):
+            connection.executemany(sql, values)
         connection.commit()
         self.commits += 1
-        self.rows_written += len(created) + len(instances) + len(steps) + len(events)
+        self.rows_written += rows.rows_written
         return skipped
 
     # -- reads -----------------------------------------------------------------------
@@ -506,73 +460,5 @@ class SqliteStore:
         )
         return [InstanceRef(r["workflow"], r["id"]) for r in rows]
 
-    async def counts(self) -> dict[str, int]:
-        rows = await self._fetch("SELECT status, COUNT(*) AS n FROM instances GROUP BY status")
-        return {row["status"]: row["n"] for row in rows}
-
-    # -- operator reads (listing and counts for the explorer API, CLI and page) ----------
-    # Read-only queries added for the operator surface. They scan one workflow's rows
-    # (the primary key starts with the workflow); no index is added for created_at, so
-    # a page of a workflow with N instances costs a sort of N rows.
-
-    @staticmethod
-    def _listing_filter(
-        workflow: str, status: str | None, created_from: int | None, created_to: int | None
-    ) -> tuple[str, tuple[Any, ...]]:
-        where = ["workflow = ?"]
-        params: list[Any] = [workflow]
-        if status is not None:
-            where.append("status = ?")
-            params.append(status)
-        if created_from is not None:
-            where.append("created_at >= ?")
-            params.append(created_from)
-        if created_to is not None:
-            where.append("created_at <= ?")
-            params.append(created_to)
-        return " AND ".join(where), tuple(params)
-
-    async def list_instances(
-        self,
-        workflow: str,
-        *,
-        offset: int = 0,
-        limit: int = 25,
-        status: str | None = None,
-        created_from: int | None = None,
-        created_to: int | None = None,
-    ) -> list[InstanceSummary]:
-        """One page of a workflow's instances, newest first (ties broken by id)."""
-        where, params = self._listing_filter(workflow, status, created_from, created_to)
-        rows = await self._fetch(
-            "SELECT id, status, created_at, started_at, finished_at FROM instances "
-            f"WHERE {where} ORDER BY created_at DESC, id DESC LIMIT ? OFFSET ?",
-            (*params, limit, offset),
-        )
-        return [
-            InstanceSummary(
-                r["id"], r["status"], r["created_at"], r["started_at"], r["finished_at"]
-            )
-            for r in rows
-        ]
-
-    async def count_instances(
-        self,
-        workflow: str,
-        *,
-        status: str | None = None,
-        created_from: int | None = None,
-        created_to: int | None = None,
-    ) -> int:
-        """How many instances `list_instances` with these filters pages through."""
-        where, params = self._listing_filter(workflow, status, created_from, created_to)
-        rows = await self._fetch(f"SELECT COUNT(*) AS n FROM instances WHERE {where}", params)
-        return int(rows[0]["n"])
-
-    async def workflow_counts(self, workflow: str) -> dict[str, int]:
-        """Instances of one workflow by status."""
-        rows = await self._fetch(
-            "SELECT status, COUNT(*) AS n FROM instances WHERE workflow = ? GROUP BY status",
-            (workflow,),
-        )
-        return {row["status"]: row["n"] for row in rows}
+    def _mark(self, n: int) -> str:
+        return "?"

@@ -4,33 +4,32 @@ the right result (the checks of tests/nodes_harness.py and tests/crash_harness.p
 
 from __future__ import annotations
 
+import asyncio
 import subprocess
 import sys
-from collections.abc import AsyncIterator
+import time
+from functools import partial
 from pathlib import Path
 
-import pytest
-
+from tests import pgcluster
+from tests.celld_server import CelldServer
+from tests.crash_harness import PROJECT
+from tests.e2e.counter import counter_server
 from tests.nodes_harness import run_nodes_harness
-from tests.postgres_fixtures import create_database, drop_database
 
 PROJECTS = Path(__file__).resolve().parent.parent / "projects"
 
 
-@pytest.fixture
-async def database(postgres_server: str) -> AsyncIterator[str]:
-    dsn = await create_database(postgres_server)
-    try:
-        yield dsn
-    finally:
-        await drop_database(postgres_server, dsn)
-
-
-async def test_a_node_killed_mid_run_loses_nothing(database: str) -> None:
-    import asyncio
-
+async def test_a_node_killed_mid_run_loses_nothing(postgres_dsn: str) -> None:
     report = await asyncio.to_thread(
-        run_nodes_harness, database, nodes=2, instances=20, late=10, kills=1, seed=5, timeout=120
+        run_nodes_harness,
+        postgres_dsn,
+        nodes=2,
+        instances=20,
+        late=10,
+        kills=1,
+        seed=5,
+        timeout=120,
     )
     assert report.problems == []
     assert report.instances == 30
@@ -48,29 +47,14 @@ def test_storage_bindings_with_a_shared_store_are_refused_at_start(tmp_path: Pat
     assert "cannot be combined with KV (KV), D1 (DB), R2 (BUCKET) bindings" in result.stderr
 
 
-def test_a_database_crash_mid_run_is_waited_out(tmp_path: Path) -> None:
+def test_a_database_crash_mid_run_is_waited_out(tmp_path: Path, own_cluster: Path) -> None:
     """PostgreSQL crashes (immediate stop) while 20 workflows run on two nodes and comes back
     a few seconds later: nothing fails, every instance completes, and the instances created
     and events sent before the crash are all there."""
-    import os
-    import shutil
-    import time
-    from functools import partial
-
-    from tests import pgcluster
-    from tests.celld_server import CelldServer
-    from tests.crash_harness import PROJECT
-    from tests.e2e.counter import counter_server
-
-    why = pgcluster.available()
-    if why:
-        if os.environ.get("CI") == "true":
-            pytest.fail(f"PostgreSQL is required in CI: {why}")
-        pytest.skip(f"PostgreSQL is not available: {why}")
-    folder = pgcluster.new_folder()
+    folder = own_cluster
     nodes: list[CelldServer] = []
     try:
-        dsn = pgcluster.start(folder)
+        dsn = (folder / "dsn").read_text()
         env = {"CELLD_NODE_LEASE_MS": "2000"}
         for index in range(2):
             node = CelldServer(PROJECT, tmp_path / f"node{index}", args=("--store", dsn), env=env)
@@ -110,5 +94,3 @@ def test_a_database_crash_mid_run_is_waited_out(tmp_path: Path) -> None:
     finally:
         for node in nodes:
             node.kill()
-        pgcluster.stop(folder, "immediate")
-        shutil.rmtree(folder, ignore_errors=True)

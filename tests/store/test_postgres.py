@@ -5,9 +5,6 @@ StoreUnavailable and working again once it is back."""
 from __future__ import annotations
 
 import asyncio
-import os
-import shutil
-from collections.abc import Iterator
 from pathlib import Path
 
 import asyncpg
@@ -53,23 +50,6 @@ async def test_an_unreachable_database_fails_open_with_its_address() -> None:
     store = PostgresStore("postgresql://celld:secret@127.0.0.1:1/none")
     with pytest.raises(StoreUnavailable, match=r"postgresql://celld@127\.0\.0\.1:1/none"):
         await store.open()
-
-
-@pytest.fixture
-def own_cluster() -> Iterator[Path]:
-    """A cluster of this test's own, which it may crash and restart."""
-    why = pgcluster.available()
-    if why:
-        if os.environ.get("CI") == "true":
-            pytest.fail(f"PostgreSQL is required in CI: {why}")
-        pytest.skip(f"PostgreSQL is not available: {why}")
-    folder = pgcluster.new_folder()
-    try:
-        pgcluster.start(folder)
-        yield folder
-    finally:
-        pgcluster.stop(folder, "immediate")
-        shutil.rmtree(folder, ignore_errors=True)
 
 
 async def test_a_database_crash_is_unavailable_until_it_is_back(own_cluster: Path) -> None:

@@ -1,0 +1,93 @@
+"""The operator's reads (listings and counts), written once for every SQL backend.
+
+They are plain read-only queries over the `instances` table; the backends differ only in
+how a query is run and how its parameters are marked (`?` for SQLite, `$n` for
+PostgreSQL). No index serves created_at: a page of a workflow with N instances costs a
+sort of N rows (the primary key starts with the workflow, so only its rows are read).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from celld.store.base import InstanceSummary
+
+
+class OperatorReads:
+    """Mixed into a store that provides `_fetch(sql, params)` and `_mark(n)`."""
+
+    async def _fetch(self, sql: str, params: tuple[Any, ...] = ()) -> list[Any]:
+        raise NotImplementedError
+
+    def _mark(self, n: int) -> str:
+        """The placeholder of the n-th parameter (from 1)."""
+        raise NotImplementedError
+
+    def _listing_filter(
+        self, workflow: str, status: str | None, created_from: int | None, created_to: int | None
+    ) -> tuple[str, list[Any]]:
+        where = [f"workflow = {self._mark(1)}"]
+        params: list[Any] = [workflow]
+        for clause, value in (
+            ("status = ", status),
+            ("created_at >= ", created_from),
+            ("created_at <= ", created_to),
+        ):
+            if value is not None:
+                params.append(value)
+                where.append(clause + self._mark(len(params)))
+        return " AND ".join(where), params
+
+    async def counts(self) -> dict[str, int]:
+        rows = await self._fetch("SELECT status, COUNT(*) AS n FROM instances GROUP BY status")
+        return {row["status"]: row["n"] for row in rows}
+
+    async def list_instances(
+        self,
+        workflow: str,
+        *,
+        offset: int = 0,
+        limit: int = 25,
+        status: str | None = None,
+        created_from: int | None = None,
+        created_to: int | None = None,
+    ) -> list[InstanceSummary]:
+        """One page of a workflow's instances, newest first (ties broken by id)."""
+        where, params = self._listing_filter(workflow, status, created_from, created_to)
+        n = len(params)
+        rows = await self._fetch(
+            "SELECT id, status, created_at, started_at, finished_at FROM instances "
+            f"WHERE {where} ORDER BY created_at DESC, id DESC "
+            f"LIMIT {self._mark(n + 1)} OFFSET {self._mark(n + 2)}",
+            (*params, limit, offset),
+        )
+        return [
+            InstanceSummary(
+                r["id"], r["status"], r["created_at"], r["started_at"], r["finished_at"]
+            )
+            for r in rows
+        ]
+
+    async def count_instances(
+        self,
+        workflow: str,
+        *,
+        status: str | None = None,
+        created_from: int | None = None,
+        created_to: int | None = None,
+    ) -> int:
+        """How many instances `list_instances` with these filters pages through."""
+        where, params = self._listing_filter(workflow, status, created_from, created_to)
+        rows = await self._fetch(
+            f"SELECT COUNT(*) AS n FROM instances WHERE {where}", tuple(params)
+        )
+        return int(rows[0]["n"])
+
+    async def workflow_counts(self, workflow: str) -> dict[str, int]:
+        """Instances of one workflow by status."""
+        rows = await self._fetch(
+            "SELECT status, COUNT(*) AS n FROM instances WHERE workflow = "
+            f"{self._mark(1)} GROUP BY status",
+            (workflow,),
+        )
+        return {row["status"]: row["n"] for row in rows}
