@@ -7,7 +7,7 @@ import asyncio
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
-from celld.store.base import InstanceRef, Write
+from celld.store.base import DuplicateInstance, InstanceRef, Write
 from celld.store.health import StoreHealth
 from celld.store.rows import event_row, step_row
 
@@ -108,3 +108,30 @@ def settle(batch: list[Pending], outcome: dict[int, Any] | Exception, health: St
             future.set_exception(result)
         else:
             future.set_result(result)
+
+
+class GroupCommitWrites:
+    """The write side of the Store interface, for a store whose `_submit` queues a
+    caller's share for its group commit and returns that caller's outcome."""
+
+    async def _submit(self, pending: Pending) -> set[InstanceRef]:
+        raise NotImplementedError
+
+    async def write(self, write: Write) -> None:
+        if await self._submit(Pending(writes=[write])):
+            raise DuplicateInstance(write.ref)
+
+    async def write_many(self, writes: list[Write]) -> set[InstanceRef]:
+        """Commit several instances' changes in one transaction (createBatch); returns the
+        refs whose creation was skipped because their id is taken."""
+        return await self._submit(Pending(writes=writes))
+
+    async def probe(self) -> None:
+        await self._submit(Pending(probe=True))
+
+    async def delete_expired(self, refs: list[InstanceRef], now_ms: int) -> None:
+        await self._submit(Pending(expired=list(refs), now=now_ms))
+
+    async def record_tick(self, workflow: str, expression: str, tick_ms: int) -> None:
+        """Commit that `expression`'s tick at `tick_ms` is handled (never moves back)."""
+        await self._submit(Pending(ticks=[(workflow, expression, tick_ms)]))

@@ -1,6 +1,7 @@
-"""The operator's reads (listings and counts), written once for every SQL backend.
+"""Plain reads written once for every SQL backend: existence, expired instances, and the
+operator's listings and counts.
 
-They are plain read-only queries over the `instances` table; the backends differ only in
+They are read-only queries over the `instances` table; the backends differ only in
 how a query is run and how its parameters are marked (`?` for SQLite, `$n` for
 PostgreSQL). No index serves created_at: a page of a workflow with N instances costs a
 sort of N rows (the primary key starts with the workflow, so only its rows are read).
@@ -10,10 +11,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from celld.store.base import InstanceSummary
+from celld.store.base import InstanceRef, InstanceSummary
 
 
-class OperatorReads:
+class SharedReads:
     """Mixed into a store that provides `_fetch(sql, params)` and `_mark(n)`."""
 
     async def _fetch(self, sql: str, params: tuple[Any, ...] = ()) -> list[Any]:
@@ -37,6 +38,22 @@ class OperatorReads:
                 params.append(value)
                 where.append(clause + self._mark(len(params)))
         return " AND ".join(where), params
+
+    async def exists(self, ref: InstanceRef) -> bool:
+        rows = await self._fetch(
+            f"SELECT 1 FROM instances WHERE workflow = {self._mark(1)} AND id = {self._mark(2)}",
+            (ref.workflow, ref.id),
+        )
+        return bool(rows)
+
+    async def expired(self, now_ms: int, limit: int) -> list[InstanceRef]:
+        """Finished instances whose retention is over (any node may delete them)."""
+        rows = await self._fetch(
+            "SELECT workflow, id FROM instances WHERE expires_at IS NOT NULL "
+            f"AND expires_at <= {self._mark(1)} ORDER BY expires_at LIMIT {self._mark(2)}",
+            (now_ms, limit),
+        )
+        return [InstanceRef(r["workflow"], r["id"]) for r in rows]
 
     async def counts(self) -> dict[str, int]:
         rows = await self._fetch("SELECT status, COUNT(*) AS n FROM instances GROUP BY status")

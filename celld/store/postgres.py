@@ -24,7 +24,6 @@ from typing import Any
 import asyncpg
 
 from celld.store.base import (
-    DuplicateInstance,
     Fenced,
     InstanceRef,
     Loaded,
@@ -33,9 +32,9 @@ from celld.store.base import (
     StoreUnavailable,
     Write,
 )
-from celld.store.batch import Gathered, Pending, Statements, settle
+from celld.store.batch import Gathered, GroupCommitWrites, Pending, Statements, settle
 from celld.store.health import StoreHealth
-from celld.store.listing import OperatorReads
+from celld.store.listing import SharedReads
 from celld.store.pgnodes import DEFAULT_LEASE_MS, NodeMembership
 from celld.store.pgschema import migrate
 from celld.store.rows import (
@@ -121,7 +120,7 @@ _PROBE = (
 )
 
 
-class PostgresStore(OperatorReads):
+class PostgresStore(GroupCommitWrites, SharedReads):
     """Shared store: a pool of connections, one writer task doing group commits."""
 
     def __init__(self, dsn: str, *, pool_size: int = 4, lease_ms: int = DEFAULT_LEASE_MS) -> None:
@@ -180,19 +179,6 @@ class PostgresStore(OperatorReads):
         self.pool = None
 
     # -- writes --------------------------------------------------------------------------
-
-    async def write(self, write: Write) -> None:
-        if await self._submit(Pending(writes=[write])):
-            raise DuplicateInstance(write.ref)
-
-    async def write_many(self, writes: list[Write]) -> set[InstanceRef]:
-        return await self._submit(Pending(writes=writes))
-
-    async def probe(self) -> None:
-        await self._submit(Pending(probe=True))
-
-    async def delete_expired(self, refs: list[InstanceRef], now_ms: int) -> None:
-        await self._submit(Pending(expired=list(refs), now=now_ms))
 
     async def _submit(self, pending: Pending) -> set[InstanceRef]:
         if not self._open:
@@ -431,12 +417,6 @@ class PostgresStore(OperatorReads):
     async def forward(self, owner: int, message: dict[str, Any]) -> Any:
         return await self.nodes.forward(owner, message)
 
-    async def exists(self, ref: InstanceRef) -> bool:
-        rows = await self._fetch(
-            "SELECT 1 FROM instances WHERE workflow = $1 AND id = $2", (ref.workflow, ref.id)
-        )
-        return bool(rows)
-
     async def due(
         self, before_ms: int, limit: int, after: tuple[int, str, str] | None = None
     ) -> list[tuple[InstanceRef, int]]:
@@ -455,14 +435,6 @@ class PostgresStore(OperatorReads):
             "SELECT workflow, id FROM instances WHERE runnable = 1 AND (workflow, id) > ($1, $2) "
             "AND owner = $4 ORDER BY workflow, id LIMIT $3",
             (*start, limit, self.node),
-        )
-        return [InstanceRef(r["workflow"], r["id"]) for r in rows]
-
-    async def expired(self, now_ms: int, limit: int) -> list[InstanceRef]:
-        rows = await self._fetch(
-            "SELECT workflow, id FROM instances WHERE expires_at IS NOT NULL "
-            "AND expires_at <= $1 ORDER BY expires_at LIMIT $2",
-            (now_ms, limit),
         )
         return [InstanceRef(r["workflow"], r["id"]) for r in rows]
 

@@ -38,17 +38,15 @@ from typing import Any
 import aiosqlite
 
 from celld.store.base import (
-    DuplicateInstance,
     InstanceRef,
     Loaded,
     LogRow,
     NodeEvents,
     StoreUnavailable,
-    Write,
 )
-from celld.store.batch import Gathered, Pending, Statements, settle
+from celld.store.batch import Gathered, GroupCommitWrites, Pending, Statements, settle
 from celld.store.health import StoreHealth
-from celld.store.listing import OperatorReads
+from celld.store.listing import SharedReads
 from celld.store.rows import (
     ADDED_INSTANCE_COLUMNS,
     INSERT_INSTANCE,
@@ -102,7 +100,7 @@ _STATEMENTS = Statements(
 _PROBE = "INSERT OR REPLACE INTO celld_probe (id, at) VALUES (1, strftime('%s','now'))"
 
 
-class SqliteStore(OperatorReads):
+class SqliteStore(GroupCommitWrites, SharedReads):
     """The embedded default store: one file, one writer thread, one reader connection."""
 
     def __init__(self, path: Path, *, synchronous: str = "FULL") -> None:
@@ -146,24 +144,6 @@ class SqliteStore(OperatorReads):
         self._reader = None
 
     # -- writes ----------------------------------------------------------------------
-
-    async def write(self, write: Write) -> None:
-        if await self._submit(Pending(writes=[write])):
-            raise DuplicateInstance(write.ref)
-
-    async def write_many(self, writes: list[Write]) -> set[InstanceRef]:
-        """Commit several instances' changes in one transaction (createBatch); returns the
-        refs whose creation was skipped because their id is taken."""
-        return await self._submit(Pending(writes=writes))
-
-    async def probe(self) -> None:
-        await self._submit(Pending(probe=True))
-
-    async def delete_expired(self, refs: list[InstanceRef], now_ms: int) -> None:
-        await self._submit(Pending(expired=list(refs), now=now_ms))
-
-    async def record_tick(self, workflow: str, expression: str, tick_ms: int) -> None:
-        await self._submit(Pending(ticks=[(workflow, expression, tick_ms)]))
 
     async def _submit(self, pending: Pending) -> set[InstanceRef]:
         if not self._open and self._writer_thread is None:
@@ -423,12 +403,6 @@ class SqliteStore(OperatorReads):
     async def forward(self, owner: int, message: dict[str, Any]) -> Any:
         raise RuntimeError("a SQLite store has one node: nothing is owned elsewhere")
 
-    async def exists(self, ref: InstanceRef) -> bool:
-        rows = await self._fetch(
-            "SELECT 1 FROM instances WHERE workflow = ? AND id = ?", (ref.workflow, ref.id)
-        )
-        return bool(rows)
-
     async def due(
         self, before_ms: int, limit: int, after: tuple[int, str, str] | None = None
     ) -> list[tuple[InstanceRef, int]]:
@@ -449,14 +423,6 @@ class SqliteStore(OperatorReads):
             "SELECT workflow, id FROM instances WHERE runnable = 1 AND (workflow, id) > (?, ?) "
             "ORDER BY workflow, id LIMIT ?",
             (*start, limit),
-        )
-        return [InstanceRef(r["workflow"], r["id"]) for r in rows]
-
-    async def expired(self, now_ms: int, limit: int) -> list[InstanceRef]:
-        rows = await self._fetch(
-            "SELECT workflow, id FROM instances WHERE expires_at IS NOT NULL AND expires_at <= ? "
-            "ORDER BY expires_at LIMIT ?",
-            (now_ms, limit),
         )
         return [InstanceRef(r["workflow"], r["id"]) for r in rows]
 

@@ -21,9 +21,9 @@ from celld.store.base import (
     NotDone,
     OwnedElsewhere,
     StoreUnavailable,
-    Write,
 )
 from celld.store.postgres import PostgresStore
+from tests.store.test_postgres import write_of
 
 T0 = 1_700_000_000_000
 LEASE_MS = 1_000
@@ -44,15 +44,6 @@ class Events:
         if message.get("fail"):
             raise ValueError("refused by the owner")
         return {"done": message["id"]}
-
-
-def write_of(machine: Machine) -> Write:
-    return Write(
-        InstanceRef("wf", machine.state.id),
-        machine.take_changes(),
-        machine.next_wake(),
-        machine.status in (Status.QUEUED, Status.RUNNING),
-    )
 
 
 @pytest.fixture
