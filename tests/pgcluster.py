@@ -53,8 +53,9 @@ def _as_owner() -> list[str]:
     return ["runuser", "-u", PG_USER, "--"]
 
 
-def start(folder: Path) -> str:
-    """initdb and start a cluster under `folder` (created); returns its DSN."""
+def start(folder: Path, *, durable: bool = False) -> str:
+    """initdb and start a cluster under `folder` (created); returns its DSN. `durable`:
+    fsync as a production server does (benchmarks); tests do without."""
     folder.mkdir(parents=True, exist_ok=True)
     prefix = _as_owner()
     if prefix:
@@ -74,8 +75,8 @@ def start(folder: Path) -> str:
         "unix_socket_directories": f"'{folder}'",
         # A throwaway cluster: a crash of the machine itself is not under test (no fsync),
         # a crash of the server is (commits reach the OS before they are acknowledged).
-        "fsync": "off",
-        "full_page_writes": "off",
+        "fsync": "on" if durable else "off",
+        "full_page_writes": "on" if durable else "off",
         "max_connections": "200",
     }
     with open(data / "postgresql.conf", "a") as conf:
