@@ -15,6 +15,7 @@ celld/store/postgres.py):
 * A store shared by several nodes (PostgreSQL) has each instance owned by one node at a
   time: only the owner's writes commit (`Fenced` otherwise), `claim` takes over instances
   whose owner is gone, and `forward` hands operations to the owner.
+* A read sees every write acknowledged before the read began, however reads overlap.
 * Reads never hold a transaction open while JS runs; wake-ups are found through an index on
   each instance's next deadline, runnable instances through an index on a flag, both paged
   by key so that a million rows stream in pages.

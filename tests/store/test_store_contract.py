@@ -178,7 +178,7 @@ async def test_delete_expired_spares_an_id_reused_meanwhile(store: AnyStore) -> 
 
 
 async def test_an_acknowledged_write_is_seen_by_the_next_read_while_others_read(
-    store: SqliteStore,
+    store: AnyStore,
 ) -> None:
     """Reads in flight never pin an old snapshot for the reads that follow a commit: a
     create that was acknowledged is found by the next load, however reads interleave."""
