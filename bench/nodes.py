@@ -7,7 +7,7 @@
 One workload, the same for every configuration: N BenchWorkflow instances of K trivial
 steps, created one by one by C concurrent clients spread over the nodes (round robin).
 Latency is create sent → the `Date.now()` the workflow records after its last step.
-Server CPU counts every celld node and, for PostgreSQL, the database's processes too.
+CPU is counted apart for the celld nodes (all of them) and the database's processes.
 
 The PostgreSQL cluster is a throwaway one (tests/pgcluster.py) on this machine, with
 fsync on, so that a commit there is as durable as SQLite's synchronous=FULL.
@@ -33,13 +33,29 @@ from tests import pgcluster  # noqa: E402
 from tests.celld_server import CelldServer  # noqa: E402
 
 
-def postmaster_group(folder: Path) -> int:
-    """The PostgreSQL server's process group (its postmaster leads it)."""
+def postmaster(folder: Path) -> int:
     return int((folder / "data" / "postmaster.pid").read_text().split()[0])
 
 
+def tree_cpu_seconds(root: int) -> float:
+    """user+system seconds of `root` and its live children (the postmaster and its
+    backends; they do not share a process group)."""
+    total = 0
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat") as f:
+                fields = f.read().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        if int(entry) == root or int(fields[1]) == root:  # fields[1]: the parent
+            total += int(fields[11]) + int(fields[12])
+    return total / os.sysconf("SC_CLK_TCK")
+
+
 def run_config(
-    name: str, nodes: int, store: str | None, work: Path, n: int, k: int, c: int, db_group: int
+    name: str, nodes: int, store: str | None, work: Path, n: int, k: int, c: int, db_pid: int
 ) -> dict[str, Any]:
     servers = []
     for index in range(nodes):
@@ -49,8 +65,13 @@ def run_config(
     try:
         ids = [f"b{i}" for i in range(n)]
         sent: dict[str, float] = {}
-        groups = [s.process.pid for s in servers if s.process] + ([db_group] if db_group else [])
-        cpu0 = sum(group_cpu_seconds(g) for g in groups)
+        groups = [s.process.pid for s in servers if s.process]
+
+        def cpu() -> tuple[float, float]:
+            nodes_cpu = sum(group_cpu_seconds(g) for g in groups)
+            return nodes_cpu, tree_cpu_seconds(db_pid) if db_pid else 0.0
+
+        cpu0 = cpu()
         first = now_ms()
 
         def create(item: tuple[int, str]) -> None:
@@ -61,7 +82,7 @@ def run_config(
         with concurrent.futures.ThreadPoolExecutor(c) as pool:
             list(pool.map(create, enumerate(ids)))
         done = apis[0].wait_all("BENCH", ids, lambda s: s.get("status") == "complete", 600)
-        cpu = sum(group_cpu_seconds(g) for g in groups) - cpu0
+        cpu1 = cpu()
         finished = {i: done[i]["output"]["finished_at"] for i in ids}
         span = (max(finished.values()) - first) / 1000
         latencies = [(finished[i] - sent[i]) / 1000 for i in ids]
@@ -71,7 +92,8 @@ def run_config(
             "inst_s": n / span,
             "p50_s": pct(latencies, 50),
             "p99_s": pct(latencies, 99),
-            "cpu_ms_step": cpu * 1000 / (n * k),
+            "node_ms_step": (cpu1[0] - cpu0[0]) * 1000 / (n * k),
+            "db_ms_step": (cpu1[1] - cpu0[1]) * 1000 / (n * k),
         }
     finally:
         for api in apis:
@@ -87,6 +109,7 @@ def main() -> None:
     parser.add_argument("--clients", type=int, default=20)
     parser.add_argument("--out", type=Path)
     args = parser.parse_args()
+    load = os.getloadavg()[0]
     why = pgcluster.available()
     if why:
         raise SystemExit(why)
@@ -108,7 +131,7 @@ def main() -> None:
                         n,
                         k,
                         c,
-                        postmaster_group(folder),
+                        postmaster(folder),
                     )  # fmt: skip
                 )
             finally:
@@ -116,16 +139,18 @@ def main() -> None:
                 shutil.rmtree(folder, ignore_errors=True)
     cores = len(os.sched_getaffinity(0))
     lines = [
+        f"Load average before: {load:.1f} (the machine is shared). "
         f"{n} instances x {k} steps, {c} concurrent creators, on {platform.node()} "
         f"({platform.machine()}, {cores} cores)",
         "",
-        "| store | steps/s | instances/s | latency p50 (s) | latency p99 (s) | CPU ms/step |",
-        "|---|---|---|---|---|---|",
+        "| store | steps/s | instances/s | latency p50 (s) | latency p99 (s) "
+        "| celld CPU ms/step | database CPU ms/step |",
+        "|---|---|---|---|---|---|---|",
     ]
     for r in results:
         lines.append(
             f"| {r['config']} | {r['steps_s']:.0f} | {r['inst_s']:.1f} | {r['p50_s']:.2f} | "
-            f"{r['p99_s']:.2f} | {r['cpu_ms_step']:.2f} |"
+            f"{r['p99_s']:.2f} | {r['node_ms_step']:.2f} | {r['db_ms_step']:.2f} |"
         )
     text = "\n".join(lines)
     print(text)
