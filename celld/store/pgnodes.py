@@ -48,6 +48,7 @@ log = logging.getLogger("celld.nodes")
 DEFAULT_LEASE_MS = 10_000
 CLAIM_PAGE = 200
 CHANNEL = "celld"
+UNREACHABLE = (asyncpg.PostgresError, asyncpg.InterfaceError, OSError, asyncio.TimeoutError)
 #: Seconds a forwarded operation may wait for its owner's answer before giving up.
 FORWARD_TIMEOUT_S = 60.0
 
@@ -295,42 +296,57 @@ class NodeMembership:
                     orjson.dumps(message).decode(),
                 )
                 await connection.execute("SELECT pg_notify($1, $2)", CHANNEL, f"inbox:{owner}")
-        except (asyncpg.PostgresError, asyncpg.InterfaceError, OSError) as error:
+        except UNREACHABLE as error:
             raise StoreUnavailable(
                 f"could not hand the operation to node {owner}: {error}"
             ) from error
         waiter = self._replies[seq] = asyncio.Event()
+        try:
+            return await self._await_reply(seq, owner, waiter)
+        except UNREACHABLE as error:
+            raise OutcomeUnknown(
+                f"lost the database while node {owner} was asked to do the operation "
+                f"({error}): it may or may not have been done; read the instance's status "
+                "before retrying"
+            ) from error
+        finally:
+            self._replies.pop(seq, None)
+
+    async def _await_reply(self, seq: int, owner: int, waiter: asyncio.Event) -> dict[str, Any]:
+        """Wait (woken by NOTIFY, polling every 0.5 s) for the owner's answer to `seq`."""
         loop = asyncio.get_running_loop()
         deadline = loop.time() + FORWARD_TIMEOUT_S
-        try:
-            while True:
-                with contextlib.suppress(asyncio.TimeoutError):
-                    await asyncio.wait_for(waiter.wait(), 0.5)
-                waiter.clear()
+        while True:
+            with contextlib.suppress(asyncio.TimeoutError):
+                await asyncio.wait_for(waiter.wait(), 0.5)
+            waiter.clear()
+            try:
                 row = await self.pool.fetchrow(
                     "SELECT taken, reply, EXISTS (SELECT 1 FROM celld_nodes WHERE token = $2) "
                     "AS alive FROM celld_inbox WHERE seq = $1",
                     seq,
                     owner,
                 )
-                if row is not None and row["reply"] is not None:
-                    await self.pool.execute("DELETE FROM celld_inbox WHERE seq = $1", seq)
-                    reply: dict[str, Any] = orjson.loads(row["reply"])
-                    if reply.get("moved"):
-                        raise Moved()
-                    return reply
-                if row is not None and row["alive"] and loop.time() < deadline:
-                    continue
-                withdrawn = await self.pool.fetchval(
-                    "DELETE FROM celld_inbox WHERE seq = $1 AND NOT taken RETURNING seq", seq
-                )
-                if withdrawn is not None:
-                    raise OwnerGone()
+            except UNREACHABLE:
+                if loop.time() < deadline:
+                    continue  # the database is away: the answer waits there for us
+                raise
+            if row is not None and row["reply"] is not None:
                 await self.pool.execute("DELETE FROM celld_inbox WHERE seq = $1", seq)
-                raise OutcomeUnknown(
-                    f"node {owner}, which runs this instance, took the operation but did not "
-                    "answer (it died or is cut off): it may or may not have been done; read the "
-                    "instance's status before retrying"
-                )
-        finally:
-            self._replies.pop(seq, None)
+                reply: dict[str, Any] = orjson.loads(row["reply"])
+                if reply.get("moved"):
+                    raise Moved()
+                return reply
+            if row is not None and row["alive"] and loop.time() < deadline:
+                continue
+            withdrawn = await self.pool.fetchval(
+                "DELETE FROM celld_inbox WHERE seq = $1 AND NOT taken RETURNING seq", seq
+            )
+            if withdrawn is not None:
+                raise OwnerGone()
+            await self.pool.execute("DELETE FROM celld_inbox WHERE seq = $1", seq)
+            raise OutcomeUnknown(
+                f"node {owner}, which runs this instance, took the operation but did not "
+                "answer (it died or is cut off): it may or may not have been done; read the "
+                "instance's status before retrying"
+            )
