@@ -16,6 +16,7 @@ from tests.celld_server import CelldServer
 from tests.crash_harness import PROJECT
 from tests.e2e.counter import counter_server
 from tests.nodes_harness import run_nodes_harness
+from tests.postgres_fixtures import create_database, drop_database
 
 PROJECTS = Path(__file__).resolve().parent.parent / "projects"
 
@@ -94,3 +95,51 @@ def test_a_database_crash_mid_run_is_waited_out(tmp_path: Path, own_cluster: Pat
     finally:
         for node in nodes:
             node.kill()
+
+
+def test_any_node_operates_any_instance(tmp_path: Path, postgres_server: str) -> None:
+    """Lifecycle operations, events and status reads sent to the node that does not own an
+    instance are done by its owner (forwarded through the database)."""
+    dsn = asyncio.run(create_database(postgres_server))
+    nodes: list[CelldServer] = []
+    try:
+        for index in range(2):
+            node = CelldServer(PROJECT, tmp_path / f"node{index}", args=("--store", dsn))
+            nodes.append(node.start())
+        owner, other = nodes
+        with counter_server() as counter:
+            owner.post(
+                "/create", params={"wf": "HARNESS", "id": "x"}, json={"upstream": counter.url}
+            ).raise_for_status()
+
+            def status(node: CelldServer) -> str:
+                response = node.post("/status", params={"wf": "HARNESS", "id": "x"})
+                return str(response.json().get("status"))
+
+            def op(name: str, **kwargs: object) -> None:
+                response = other.post(f"/{name}", params={"wf": "HARNESS", "id": "x"}, **kwargs)
+                assert response.status_code == 200, response.text
+
+            other.wait_for(lambda: status(other) == "waiting", timeout=30)
+            op("pause")
+            assert status(owner) == "paused" and status(other) == "paused"
+            op("resume")
+            other.wait_for(lambda: status(other) == "waiting", timeout=30)
+            op("terminate")
+            assert status(owner) == "terminated"
+            for again in ("pause", "terminate", "resume"):  # as the owner answers them
+                here = owner.post(f"/{again}", params={"wf": "HARNESS", "id": "x"})
+                there = other.post(f"/{again}", params={"wf": "HARNESS", "id": "x"})
+                assert (there.status_code, there.json()) == (here.status_code, here.json())
+            op("restart")
+            other.wait_for(lambda: status(other) == "waiting", timeout=30)
+            response = other.post(
+                "/event", params={"wf": "HARNESS", "id": "x", "type": "go"}, json={"via": "other"}
+            )
+            assert response.status_code == 200, response.text
+            other.wait_for(lambda: status(other) == "complete", timeout=30)
+            assert "node 0" not in owner.log()  # never forwarded to a node that does not exist
+    finally:
+        for node in nodes:
+            node.kill()
+        asyncio.run(drop_database(postgres_server, dsn))
