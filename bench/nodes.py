@@ -28,7 +28,7 @@ from typing import Any
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent))
 
-from bench.run import PROJECT, Api, group_cpu_seconds, now_ms, pct  # noqa: E402
+from bench.run import PROJECT, Api, group_cpu_seconds, now_ms, pct, proc_stats  # noqa: E402
 from tests import pgcluster  # noqa: E402
 from tests.celld_server import CelldServer  # noqa: E402
 
@@ -40,17 +40,11 @@ def postmaster(folder: Path) -> int:
 def tree_cpu_seconds(root: int) -> float:
     """user+system seconds of `root` and its live children (the postmaster and its
     backends; they do not share a process group)."""
-    total = 0
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit():
-            continue
-        try:
-            with open(f"/proc/{entry}/stat") as f:
-                fields = f.read().rsplit(")", 1)[1].split()
-        except OSError:
-            continue
-        if int(entry) == root or int(fields[1]) == root:  # fields[1]: the parent
-            total += int(fields[11]) + int(fields[12])
+    total = sum(
+        int(fields[11]) + int(fields[12])
+        for pid, fields in proc_stats()
+        if pid == root or int(fields[1]) == root
+    )
     return total / os.sysconf("SC_CLK_TCK")
 
 
