@@ -125,10 +125,10 @@ class NodeMembership:
                     await task
         if self._listener is not None:
             with contextlib.suppress(Exception):
-                await self._listener.close()
+                await self._listener.close(timeout=5)
         if self.token and self.store.pool is not None:
             try:
-                async with self.pool.acquire() as connection, connection.transaction():
+                async with self.pool.acquire(timeout=10) as connection, connection.transaction():
                     await connection.execute(
                         "UPDATE instances SET owner = NULL WHERE owner = $1", self.token
                     )

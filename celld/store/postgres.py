@@ -175,7 +175,11 @@ class PostgresStore(GroupCommitWrites, SharedReads):
                 await writer
         await self.nodes.leave()
         if self.pool is not None:
-            await self.pool.close()
+            try:
+                # graceful: waits for connections in use to come back, but not forever
+                await asyncio.wait_for(self.pool.close(), COMMAND_TIMEOUT_S)
+            except (TimeoutError, *UNAVAILABLE):
+                self.pool.terminate()
         self.pool = None
 
     # -- writes --------------------------------------------------------------------------
