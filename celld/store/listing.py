@@ -1,5 +1,5 @@
-"""Plain reads written once for every SQL backend: existence, expired instances, and the
-operator's listings and counts.
+"""Plain reads written once for every SQL backend: existence, expired instances, the
+instance event log, cron ticks, and the operator's listings and counts.
 
 They are read-only queries over the `instances` table; the backends differ only in
 how a query is run and how its parameters are marked (`?` for SQLite, `$n` for
@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from celld.store.base import InstanceRef, InstanceSummary
+from celld.store.base import InstanceRef, InstanceSummary, LogRow
 
 
 class SharedReads:
@@ -54,6 +54,35 @@ class SharedReads:
             (now_ms, limit),
         )
         return [InstanceRef(r["workflow"], r["id"]) for r in rows]
+
+    async def log_after(self, ref: InstanceRef, after: int, limit: int) -> list[LogRow]:
+        m = self._mark
+        rows = await self._fetch(
+            "SELECT event_id, timestamp, type, body FROM instance_log WHERE workflow = "
+            f"{m(1)} AND instance_id = {m(2)} AND event_id > {m(3)} ORDER BY event_id "
+            f"LIMIT {m(4)}",
+            (ref.workflow, ref.id, after, limit),
+        )
+        return [LogRow(r["event_id"], r["timestamp"], r["type"], r["body"]) for r in rows]
+
+    async def log_ended(self, ref: InstanceRef, upto: int) -> bool:
+        """Whether a final event (completed, errored, terminated) is logged at or before
+        `upto`."""
+        m = self._mark
+        rows = await self._fetch(
+            f"SELECT 1 FROM instance_log WHERE workflow = {m(1)} AND instance_id = {m(2)} "
+            f"AND event_id <= {m(3)} AND type IN "
+            "('workflow_completed', 'workflow_errored', 'workflow_terminated') LIMIT 1",
+            (ref.workflow, ref.id, upto),
+        )
+        return bool(rows)
+
+    async def schedule_ticks(self, workflow: str) -> dict[str, int]:
+        rows = await self._fetch(
+            f"SELECT expression, tick FROM schedule_ticks WHERE workflow = {self._mark(1)}",
+            (workflow,),
+        )
+        return {row["expression"]: row["tick"] for row in rows}
 
     async def counts(self) -> dict[str, int]:
         rows = await self._fetch("SELECT status, COUNT(*) AS n FROM instances GROUP BY status")

@@ -103,6 +103,29 @@ CREATE TABLE celld_inbox (
 CREATE INDEX celld_inbox_by_target ON celld_inbox (target) WHERE NOT taken;
 """,
     ),
+    (
+        3,
+        """
+-- The Worker version an instance started on; each instance's event log (subscribe);
+-- the last cron tick handled per schedule.
+ALTER TABLE instances ADD COLUMN version TEXT;
+CREATE TABLE instance_log (
+    event_id BIGSERIAL PRIMARY KEY,
+    workflow TEXT NOT NULL,
+    instance_id TEXT NOT NULL,
+    timestamp BIGINT NOT NULL,
+    type TEXT NOT NULL,
+    body TEXT NOT NULL
+);
+CREATE INDEX instance_log_by_instance ON instance_log (workflow, instance_id, event_id);
+CREATE TABLE schedule_ticks (
+    workflow TEXT NOT NULL,
+    expression TEXT NOT NULL,
+    tick BIGINT NOT NULL,
+    PRIMARY KEY (workflow, expression)
+);
+""",
+    ),
 ]
 
 LATEST = MIGRATIONS[-1][0]

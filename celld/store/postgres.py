@@ -77,6 +77,12 @@ UPSERT_EVENT = _upsert("events", EVENT_COLUMNS, ("workflow", "instance_id", "seq
 
 _WIPE_STEPS = "DELETE FROM steps WHERE workflow = $1 AND instance_id = $2"
 _WIPE_EVENTS = "DELETE FROM events WHERE workflow = $1 AND instance_id = $2"
+_DELETE_LOG = "DELETE FROM instance_log WHERE workflow = $1 AND instance_id = $2"
+_RECORD_TICK = (
+    "INSERT INTO schedule_ticks (workflow, expression, tick) VALUES ($1, $2, $3) "
+    "ON CONFLICT (workflow, expression) DO UPDATE SET tick = "
+    "GREATEST(schedule_ticks.tick, EXCLUDED.tick)"
+)
 _DELETE_INSTANCE = "DELETE FROM instances WHERE workflow = $1 AND id = $2"
 _DELETE_STEP = (
     "DELETE FROM steps WHERE workflow = $1 AND instance_id = $2 AND type = $3 AND name = $4 "
@@ -266,7 +272,7 @@ class PostgresStore(GroupCommitWrites, SharedReads):
 
     @staticmethod
     async def _delete_instance(connection: asyncpg.Connection, ref: InstanceRef) -> None:
-        for sql in (_WIPE_STEPS, _WIPE_EVENTS, _DELETE_INSTANCE):
+        for sql in (_WIPE_STEPS, _WIPE_EVENTS, _DELETE_LOG, _DELETE_INSTANCE):
             await connection.execute(sql, ref.workflow, ref.id)
 
     async def _fence(
@@ -310,6 +316,8 @@ class PostgresStore(GroupCommitWrites, SharedReads):
         for index, pending in enumerate(batch):
             if pending.probe:
                 await connection.execute(_PROBE)
+            if pending.ticks:
+                await connection.executemany(_RECORD_TICK, pending.ticks)
             for ref in pending.expired:
                 await self._claim_id(connection, ref, pending.now)
             moved = [w.ref for w in pending.writes if w.ref in not_owned]

@@ -40,7 +40,6 @@ import aiosqlite
 from celld.store.base import (
     InstanceRef,
     Loaded,
-    LogRow,
     NodeEvents,
     StoreUnavailable,
 )
@@ -71,10 +70,6 @@ _DELETE_INSTANCE = "DELETE FROM instances WHERE workflow = ? AND id = ?"
 _DELETE_LOG = "DELETE FROM instance_log WHERE workflow = ? AND instance_id = ?"
 _INSERT_LOG = (
     "INSERT INTO instance_log (workflow, instance_id, timestamp, type, body) VALUES (?, ?, ?, ?, ?)"
-)
-_TERMINAL_LOGGED = (
-    "SELECT 1 FROM instance_log WHERE workflow = ? AND instance_id = ? AND event_id <= ? "
-    "AND type IN ('workflow_completed', 'workflow_errored', 'workflow_terminated') LIMIT 1"
 )
 _DELETE_STEP = (
     "DELETE FROM steps WHERE workflow = ? AND instance_id = ? AND type = ? AND name = ? "
@@ -375,23 +370,6 @@ class SqliteStore(GroupCommitWrites, SharedReads):
             [step_from_row(r) for r in steps],
             [event_from_row(r) for r in events],
         )
-
-    async def log_after(self, ref: InstanceRef, after: int, limit: int) -> list[LogRow]:
-        rows = await self._fetch(
-            "SELECT event_id, timestamp, type, body FROM instance_log WHERE workflow = ? "
-            "AND instance_id = ? AND event_id > ? ORDER BY event_id LIMIT ?",
-            (ref.workflow, ref.id, after, limit),
-        )
-        return [LogRow(r["event_id"], r["timestamp"], r["type"], r["body"]) for r in rows]
-
-    async def log_ended(self, ref: InstanceRef, upto: int) -> bool:
-        return bool(await self._fetch(_TERMINAL_LOGGED, (ref.workflow, ref.id, upto)))
-
-    async def schedule_ticks(self, workflow: str) -> dict[str, int]:
-        rows = await self._fetch(
-            "SELECT expression, tick FROM schedule_ticks WHERE workflow = ?", (workflow,)
-        )
-        return {row["expression"]: row["tick"] for row in rows}
 
     async def claim(self, ref: InstanceRef) -> Loaded | None:
         """One node owns everything in its own file."""

@@ -207,7 +207,7 @@ async def test_an_acknowledged_write_is_seen_by_the_next_read_while_others_read(
 
 
 async def test_schedule_ticks_are_per_expression_and_never_move_back(
-    store: SqliteStore, tmp_path: Path
+    store: AnyStore, tmp_path: Path
 ) -> None:
     assert await store.schedule_ticks("wf") == {}
     await store.record_tick("wf", "0 * * * *", T0)
@@ -216,7 +216,11 @@ async def test_schedule_ticks_are_per_expression_and_never_move_back(
     await store.record_tick("wf", "0 * * * *", T0 - 1)  # an older tick does not win
     assert await store.schedule_ticks("wf") == {"0 * * * *": T0, "*/5 * * * *": T0 + 5}
     await store.close()
-    reopened = SqliteStore(tmp_path / "state.sqlite3")
+    reopened: AnyStore = (
+        SqliteStore(tmp_path / "state.sqlite3")
+        if isinstance(store, SqliteStore)
+        else PostgresStore(store.dsn)
+    )
     await reopened.open()
     try:
         assert await reopened.schedule_ticks("other") == {"0 * * * *": T0 + 9}
