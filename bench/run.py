@@ -64,19 +64,22 @@ def find_oracle() -> Path:
 # -- measuring a server from outside ------------------------------------------------------
 
 
-def group_pids(pgid: int) -> list[int]:
-    pids = []
+def proc_stats() -> Iterator[tuple[int, list[str]]]:
+    """(pid, the fields of /proc/pid/stat after the command name) of every live process:
+    fields[1] is the parent, fields[2] the process group, fields[11:13] user and system
+    ticks."""
     for entry in os.listdir("/proc"):
         if not entry.isdigit():
             continue
         try:
             with open(f"/proc/{entry}/stat") as f:
-                fields = f.read().rsplit(")", 1)[1].split()
+                yield int(entry), f.read().rsplit(")", 1)[1].split()
         except OSError:
             continue
-        if int(fields[2]) == pgid:  # fields[2] is the process group (stat field 5)
-            pids.append(int(entry))
-    return pids
+
+
+def group_pids(pgid: int) -> list[int]:
+    return [pid for pid, fields in proc_stats() if int(fields[2]) == pgid]
 
 
 def group_cpu_seconds(pgid: int) -> float:

@@ -57,9 +57,16 @@ class Report:
 
 class Harness:
     def __init__(
-        self, state: Path, instances: int, kills: int, seed: int, disk_full: int = 0
+        self,
+        state: Path,
+        instances: int,
+        kills: int,
+        seed: int,
+        disk_full: int = 0,
+        store: str | None = None,
     ) -> None:
         self.state = state
+        self.store = store
         self.ids = [f"h{i}" for i in range(instances)]
         self.kills = kills
         self.disk_full = disk_full
@@ -73,7 +80,8 @@ class Harness:
     # -- server ----------------------------------------------------------------------
 
     def start(self) -> CelldServer:
-        server = CelldServer(PROJECT, self.state)
+        args = ("--store", self.store) if self.store else ()
+        server = CelldServer(PROJECT, self.state, args=args)
         server.log_path = self.log_path
         server.start()
         self.server = server
@@ -201,7 +209,12 @@ class Harness:
 
 
 def run_harness(
-    instances: int, kills: int, seed: int = 1, timeout: float = 120, disk_full: int = 0
+    instances: int,
+    kills: int,
+    seed: int = 1,
+    timeout: float = 120,
+    disk_full: int = 0,
+    store: str | None = None,
 ) -> Report:
     """Raises CannotMount when `disk_full` is asked for on a machine that cannot mount."""
     with (
@@ -209,7 +222,7 @@ def run_harness(
         counter_server() as counter,
     ):
         if not disk_full:
-            harness = Harness(Path(folder) / "state", instances, kills, seed)
+            harness = Harness(Path(folder) / "state", instances, kills, seed, store=store)
             return harness.run(counter, timeout)
         with small_disk(Path(folder) / "disk", size_mb=48) as disk:
             harness = Harness(disk / "state", instances, kills, seed, disk_full)
@@ -226,9 +239,12 @@ def main() -> None:
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--timeout", type=float, default=300)
     parser.add_argument("--disk-full", type=int, default=0, help="windows of a full disk")
+    parser.add_argument("--store", help="postgresql://... (default: SQLite under the state)")
     args = parser.parse_args()
     started = time.monotonic()
-    report = run_harness(args.instances, args.kills, args.seed, args.timeout, args.disk_full)
+    report = run_harness(
+        args.instances, args.kills, args.seed, args.timeout, args.disk_full, args.store
+    )
     print(
         f"{report.instances} instances, {report.kills} SIGKILLs, "
         f"{report.executions} step executions, "

@@ -3,7 +3,9 @@
 Every method arrives as one `wf.binding` host request from an isolate (the Worker's or a
 workflow's). Creation validates, commits the new instances (create returns once they are
 durably queued; the store judges id uniqueness) and queues their first runs; the
-lifecycle methods go to the instance's cell, loading it if it is hibernated.
+lifecycle methods go to the instance's cell, loading it if it is hibernated. With a store
+several nodes share, an instance another live node owns has its operations forwarded to
+that node (status reads are answered here, from the store).
 
 A store failure reaches the caller as a clear error that says to retry; the operation
 changed nothing.
@@ -34,7 +36,14 @@ from celld.engine import (
 from celld.engine.errors import DeleteBatchTooLargeError, EmptyDeleteBatchError
 from celld.isolate.host import HostError
 from celld.project.cron import ADDRESSABLE_ID_RE
-from celld.store.base import InstanceRef, LogRow, StoreUnavailable
+from celld.store.base import (
+    InstanceRef,
+    LogRow,
+    NotDone,
+    OutcomeUnknown,
+    OwnedElsewhere,
+    StoreUnavailable,
+)
 
 if TYPE_CHECKING:
     from celld.cells.manager import CellManager
@@ -71,11 +80,42 @@ class WorkflowBindings:
         if handler is None:
             raise HostError(f"Workflow bindings have no method {method!r}")
         try:
-            return await handler(workflow, message)
+            try:
+                return await handler(workflow, message)
+            except OwnedElsewhere as elsewhere:
+                if message.get("forwarded"):
+                    raise  # the sender asks again where the instance is now
+                return await self._forward(handler, workflow, message, elsewhere)
         except WorkflowError as error:
             raise binding_error(error) from None
         except StoreUnavailable as error:
             raise store_error(error) from None
+        except OutcomeUnknown as error:
+            raise HostError(str(error)) from None
+
+    async def _forward(
+        self, handler: Any, workflow: str, message: dict[str, Any], elsewhere: OwnedElsewhere
+    ) -> Any:
+        """Have the owning node do the operation; if it was not done there (the owner died
+        before taking it, or the instance moved), dispatch it again from here."""
+        for _ in range(10):
+            try:
+                reply = await self.manager.store.forward(
+                    elsewhere.owner, {**message, "forwarded": True}
+                )
+            except NotDone:
+                try:
+                    return await handler(workflow, message)
+                except OwnedElsewhere as moved:
+                    elsewhere = moved
+                    continue
+            if "error" in reply:
+                raise HostError(reply["error"], reply.get("name") or "Error")
+            return reply.get("ok")
+        raise HostError(
+            f"instance {elsewhere.ref.id} kept moving between nodes; retry the call "
+            "(nothing was changed)"
+        )
 
     def _retention(self, options: dict[str, Any]) -> dict[str, Any] | None:
         retention = options.get("retention")
@@ -163,10 +203,16 @@ class WorkflowBindings:
         cell = self.manager.loaded(ref)
         if cell is not None and not cell.broken:
             return cell.snapshot
-        async with self.manager.using(ref) as loaded:
-            if loaded is None:
-                raise NotFoundError()
-            return loaded.snapshot
+        try:
+            async with self.manager.using(ref) as loaded:
+                if loaded is None:
+                    raise NotFoundError()
+                return loaded.snapshot
+        except OwnedElsewhere:
+            view = await self.manager.view(ref)  # what its owner committed last
+            if view is None:
+                raise NotFoundError() from None
+            return view.snapshot
 
     @asynccontextmanager
     async def _existing(self, workflow: str, message: dict[str, Any]) -> AsyncIterator[Cell]:
@@ -211,11 +257,7 @@ class WorkflowBindings:
             key = instance_id if isinstance(instance_id, str) else repr(instance_id)
             if key in outcome:
                 continue
-            try:
-                await self._op_delete(workflow, {"id": instance_id})
-                outcome[key] = True
-            except NotFoundError:
-                outcome[key] = False
+            outcome[key] = await self._delete_one(workflow, instance_id)
         deleted: list[dict[str, Any]] = []
         errors: list[dict[str, Any]] = []
         for instance_id in ids:
@@ -272,6 +314,25 @@ class WorkflowBindings:
             "type": row.type,
             **body,
         }
+
+    async def _delete_one(self, workflow: str, instance_id: Any) -> bool:
+        """Delete one instance of a batch, here or on the node that owns it; False if there
+        is no such instance."""
+        message = {"workflow": workflow, "method": "delete", "id": instance_id}
+        try:
+            await self._op_delete(workflow, message)
+        except NotFoundError:
+            return False
+        except OwnedElsewhere as elsewhere:
+            try:
+                await self._forward(self._op_delete, workflow, message, elsewhere)
+            except HostError as error:
+                if str(error) != str(binding_error(NotFoundError())):
+                    raise
+                return False
+            except NotFoundError:
+                return False
+        return True
 
     async def _op_sendEvent(self, workflow: str, message: dict[str, Any]) -> None:  # noqa: N802
         event_type: Any = message.get("type")  # validated by the engine

@@ -9,6 +9,11 @@ port every cell talks to (:class:`celld.cells.port.CellPort`).
   paged in from the store's runnable index as the queue drains.
 * A store failure never fails an instance: the cells that hit it are forgotten and their
   instances loaded again once the store commits (the store's health probe says when).
+* With a store several nodes share, a cell is loaded only on the node that owns its
+  instance (`Store.claim`); the store tells the manager what this node took over from nodes
+  that died (:meth:`instances_claimed`) and hands it operations other nodes received for
+  its instances (:meth:`run_forwarded`). An instance owned elsewhere is never loaded here:
+  reads of it are views of its committed rows (:meth:`view`).
 """
 
 from __future__ import annotations
@@ -39,7 +44,15 @@ from celld.isolate.host import OpHandler
 from celld.isolate.isolate import Isolate, Limits
 from celld.isolate.program import Program
 from celld.isolate.threads import JsThreadPool
-from celld.store.base import InstanceRef, Loaded, Store, StoreUnavailable, Write
+from celld.store.base import (
+    Claimed,
+    InstanceRef,
+    Loaded,
+    OwnedElsewhere,
+    Store,
+    StoreUnavailable,
+    Write,
+)
 
 __all__ = ["CellManager", "CellSettings", "WorkflowSpec"]
 
@@ -169,6 +182,7 @@ class CellManager:
         self.residency.queue.overflowed = True  # everything runnable on disk needs a run
         self._refill.set()
         await self._scan_horizon()
+        await self.store.serve(self)
         self.tasks.spawn(self._refill_loop(), "paging runnable instances in")
         self.tasks.spawn(self._horizon_loop(), "scanning for due instances")
         self.tasks.spawn(self._sweep_loop(), "deleting expired instances")
@@ -258,11 +272,36 @@ class CellManager:
         spec = self.specs.get(ref.workflow)
         if spec is None:
             return None
-        loaded = await self.store.load(ref)
+        loaded = await self.store.claim(ref)  # OwnedElsewhere: another node runs it
         if loaded is None:
             return None
         machine = Machine(loaded.state, loaded.steps, loaded.events, step_limit=spec.step_limit)
         return Cell(self, ref, spec, machine)
+
+    async def view(self, ref: InstanceRef) -> Cell | None:
+        """A read-only cell of what the instance's owner committed last (for reads on a node
+        that does not own it). It is never registered, run or committed."""
+        spec = self.specs.get(ref.workflow)
+        loaded = await self.store.load(ref) if spec is not None else None
+        if spec is None or loaded is None:
+            return None
+        machine = Machine(loaded.state, loaded.steps, loaded.events, step_limit=spec.step_limit)
+        return Cell(self, ref, spec, machine)
+
+    # -- a store shared by several nodes (NodeEvents) ------------------------------------------
+
+    def instances_claimed(self, claimed: list[Claimed]) -> None:
+        """This node took these instances over: arm their deadlines and queue their runs."""
+        for ref, next_wake, runnable in claimed:
+            if ref.workflow not in self.specs:
+                continue
+            self.schedule(ref, next_wake)
+            if runnable:
+                self.request_run(ref, Priority.WAKE)
+
+    async def run_forwarded(self, message: dict[str, Any]) -> Any:
+        """An operation another node received for an instance this node owns."""
+        return await self.ops["wf.binding"](message)
 
     async def _start_cell(self, cell: Cell, priority: Priority) -> None:
         """A slot is held for `cell` (`starting` is set): start its run if it needs one."""
@@ -348,6 +387,8 @@ class CellManager:
                         if cell.run is None and not cell.starting and await cell.prepare_run():
                             self.request_run(ref, Priority.WAKE)
                     return
+                except OwnedElsewhere:
+                    return  # taken over by another node meanwhile: it runs there
                 except StoreUnavailable:
                     continue
         finally:
@@ -414,9 +455,12 @@ class CellManager:
         return handle
 
     async def _wake(self, ref: InstanceRef) -> None:
-        async with self.residency.using(ref) as cell:
-            if cell is not None:
-                await cell.on_alarm()
+        try:
+            async with self.residency.using(ref) as cell:
+                if cell is not None:
+                    await cell.on_alarm()
+        except OwnedElsewhere:
+            self.alarms.cancel(ref)  # another node took it over: its deadline is armed there
 
     async def _scan_horizon(self) -> None:
         """Load alarms for every deadline inside the window, and bring the earliest of those
@@ -487,62 +531,68 @@ class CellManager:
     async def describe(self, workflow: str, instance_id: str) -> dict[str, Any] | None:
         """An operator's view of one instance: status, deadlines and every step row."""
         ref = InstanceRef(workflow, instance_id)
-        async with self.using(ref) as cell:
-            if cell is None:
-                return None
-            machine = cell.machine
-            state = machine.state
-            steps, events = await cell.history()
-            rollback_rows = [row for row in steps if row.type == rollback.ROLLBACK]
-            steps = [row for row in steps if row.type != rollback.ROLLBACK]
-            return {
-                "id": state.id,
-                "workflow": state.workflow,
-                **cell.snapshot,
-                "version": state.version,  # the Worker version it started on
-                "created_at": state.created_at,
-                "started_at": state.started_at,
-                "finished_at": state.finished_at,
-                "next_wake": machine.next_wake(),
-                "stall_deadline": machine.stall_deadline(),
-                "resident": cell.run is not None,
-                # what the live run is doing (test helpers wait for it to settle)
-                "starting": cell.starting,
-                "attempts_in_flight": machine.in_flight(),
-                "calls_pending": len(machine.pending()),
-                # params, output and step values are the serializer's text
-                "params": state.params,
-                "output": state.output,
-                "steps": [
-                    {
-                        "type": row.type,
-                        "name": row.name,
-                        "count": row.count,
-                        "state": row.state,
-                        "failed_attempts": row.attempts,
-                        "wake_at": row.wake_at,
-                        "error": row.error.to_dict() if row.error else None,
-                        "started_at": row.started_at,
-                        "finished_at": row.finished_at,
-                        "config": row.config,
-                        # a `sensitive: "output"` step's value is never shown (replay
-                        # still returns it)
-                        "value": SENSITIVE_VALUE if _sensitive(row.config) else row.value,
-                        "event_type": row.event_type,
-                    }
-                    for row in steps
-                ],
-                "events": [
-                    {
-                        "type": e.type,
-                        "timestamp": e.timestamp,
-                        "consumed": e.consumed_by is not None,
-                        "payload": e.payload,
-                    }
-                    for e in events
-                ],
-                "rollback": rollback.progress(machine.rollback_phase, rollback_rows),
-            }
+        try:
+            async with self.using(ref) as cell:
+                return await self._describe(cell)
+        except OwnedElsewhere:
+            return await self._describe(await self.view(ref))
+
+    async def _describe(self, cell: Cell | None) -> dict[str, Any] | None:
+        if cell is None:
+            return None
+        machine = cell.machine
+        state = machine.state
+        steps, events = await cell.history()
+        rollback_rows = [row for row in steps if row.type == rollback.ROLLBACK]
+        steps = [row for row in steps if row.type != rollback.ROLLBACK]
+        return {
+            "id": state.id,
+            "workflow": state.workflow,
+            **cell.snapshot,
+            "version": state.version,  # the Worker version it started on
+            "created_at": state.created_at,
+            "started_at": state.started_at,
+            "finished_at": state.finished_at,
+            "next_wake": machine.next_wake(),
+            "stall_deadline": machine.stall_deadline(),
+            "resident": cell.run is not None,
+            # what the live run is doing (test helpers wait for it to settle)
+            "starting": cell.starting,
+            "attempts_in_flight": machine.in_flight(),
+            "calls_pending": len(machine.pending()),
+            # params, output and step values are the serializer's text
+            "params": state.params,
+            "output": state.output,
+            "steps": [
+                {
+                    "type": row.type,
+                    "name": row.name,
+                    "count": row.count,
+                    "state": row.state,
+                    "failed_attempts": row.attempts,
+                    "wake_at": row.wake_at,
+                    "error": row.error.to_dict() if row.error else None,
+                    "started_at": row.started_at,
+                    "finished_at": row.finished_at,
+                    "config": row.config,
+                    # a `sensitive: "output"` step's value is never shown (replay
+                    # still returns it)
+                    "value": SENSITIVE_VALUE if _sensitive(row.config) else row.value,
+                    "event_type": row.event_type,
+                }
+                for row in steps
+            ],
+            "events": [
+                {
+                    "type": e.type,
+                    "timestamp": e.timestamp,
+                    "consumed": e.consumed_by is not None,
+                    "payload": e.payload,
+                }
+                for e in events
+            ],
+            "rollback": rollback.progress(machine.rollback_phase, rollback_rows),
+        }
 
     async def isolate_memory(self) -> int:
         """Bytes used by every resident workflow isolate (asked on each one's thread)."""

@@ -13,6 +13,8 @@ Rules:
   only when its run gets a slot.
 * A cell whose memory can no longer be trusted (a failed commit) is forgotten at once; the
   next load reads the instance from the store.
+* With a store several nodes share, only instances this node owns load (the store
+  decides); a run of one owned elsewhere is dropped here, as its owner runs it.
 """
 
 from __future__ import annotations
@@ -25,7 +27,7 @@ from typing import Any
 
 from celld.cells.cell import Cell
 from celld.cells.runqueue import Priority, RunQueue
-from celld.store.base import InstanceRef, StoreUnavailable
+from celld.store.base import InstanceRef, OwnedElsewhere, StoreUnavailable
 
 Loader = Callable[[InstanceRef], Awaitable[Cell | None]]
 Starter = Callable[[Cell, Priority], Awaitable[None]]
@@ -210,6 +212,8 @@ class Residency:
                 await self._start_cell(cell, priority)
         except StoreUnavailable:
             self._on_unavailable(ref)  # its run is requested again once the store works
+        except OwnedElsewhere:
+            pass  # another node took the instance over: it runs there
         finally:
             if reserved:
                 self._reserved -= 1

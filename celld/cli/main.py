@@ -53,6 +53,12 @@ def cli() -> None:
     help="Folder for durable state (default: PROJECT/.celld).",
 )
 @click.option(
+    "--store",
+    envvar="CELLD_STORE",
+    help="Where workflow state lives: 'sqlite' (default, under --persist-to) or a "
+    "postgresql://USER@HOST:PORT/DB URL shared by several celld nodes [env CELLD_STORE].",
+)
+@click.option(
     "--var",
     "var_options",
     multiple=True,
@@ -93,6 +99,7 @@ def run(
     port: int,
     ip: str,
     persist_to: Path | None,
+    store: str | None,
     var_options: tuple[str, ...],
     threads: int | None,
     max_connections: int,
@@ -115,6 +122,7 @@ def run(
             persist_to=(persist_to or config.root / ".celld").resolve(),
             js_threads=threads,
             synchronous=os.environ.get("CELLD_SQLITE_SYNC", "FULL"),
+            store=store,
         )
         memory_mb = os.environ.get("CELLD_ISOLATE_MEMORY_MB")
         if memory_mb:

@@ -153,9 +153,7 @@ async def render_metrics(service: Service) -> str:
     text.add(
         "celld_isolate_memory_bytes", "gauge", "Memory used by resident workflow isolates.", memory
     )
-    text.add(
-        "celld_store_commits_total", "counter", "SQLite transactions committed.", store.commits
-    )
+    text.add("celld_store_commits_total", "counter", "Store transactions committed.", store.commits)
     text.add(
         "celld_store_rows_written_total",
         "counter",

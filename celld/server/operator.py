@@ -21,7 +21,7 @@ from celld.cells.manager import CellManager
 from celld.isolate.host import HostError
 from celld.project.cron import parse_scheduled_id
 from celld.server.values import REDACTED, decode, encode, iso, parse_iso
-from celld.store.sqlite import SqliteStore
+from celld.store.base import Store
 
 STATUSES = (
     "queued", "running", "paused", "errored", "terminated", "complete", "waitingForPause",
@@ -65,7 +65,7 @@ class Operator:
 
     def __init__(
         self,
-        get_parts: Callable[[], tuple[CellManager | None, SqliteStore | None]],
+        get_parts: Callable[[], tuple[CellManager | None, Store | None]],
         workflows: list[dict[str, str]],
     ) -> None:
         self._get_parts = get_parts
@@ -74,7 +74,7 @@ class Operator:
 
     # -- plumbing ------------------------------------------------------------------------
 
-    def _parts(self) -> tuple[CellManager, SqliteStore]:
+    def _parts(self) -> tuple[CellManager, Store]:
         cells, store = self._get_parts()
         if cells is None or store is None:
             raise OperatorError(404, "this project has no workflows", CODE_NOT_FOUND)

@@ -32,8 +32,8 @@ from celld.server.metrics import render_metrics
 from celld.server.operator import Operator
 from celld.server.testing import testing_routes
 from celld.server.ui import ui_routes
-from celld.store.base import StoreUnavailable
-from celld.store.sqlite import SqliteStore
+from celld.store.base import Store, StoreUnavailable
+from celld.store.choice import check_store, open_store
 
 log = logging.getLogger("celld")
 ALL = ["GET", "HEAD", "POST", "PUT", "DELETE", "PATCH", "OPTIONS"]
@@ -50,6 +50,8 @@ class ServiceOptions:
     cells: CellSettings = field(default_factory=CellSettings.from_environment)
     #: required on operator routes when set (always set when bound beyond loopback)
     operator_token: str | None = None
+    #: None or "sqlite": SQLite under persist_to; "postgresql://...": a shared database
+    store: str | None = None
 
 
 @dataclass
@@ -61,7 +63,7 @@ class Service:
     program: Program = field(init=False)
     threads: JsThreadPool = field(init=False)
     pool: WorkerPool | None = field(default=None, init=False)
-    store: SqliteStore | None = field(default=None, init=False)
+    store: Store | None = field(default=None, init=False)
     cells: CellManager | None = field(default=None, init=False)
     objects: ObjectManager | None = field(default=None, init=False)
     #: Per-workflow step limits beyond the config's cap (benchmarks of very long runs).
@@ -70,7 +72,9 @@ class Service:
 
     def __post_init__(self) -> None:
         # Bundling happens before the server listens, so a broken project fails
-        # `celld run` at once with the file and line at fault.
+        # `celld run` at once with the file and line at fault; so does a store that
+        # cannot serve this project's bindings.
+        check_store(self.options.store, self.project.bindings)
         objects = self.project.bindings.objects
         self.program = build_program(
             self.project.main,
@@ -132,8 +136,8 @@ class Service:
             # Before the cells take their copy: workflow steps may call objects too.
             ops["do"] = self.objects.op_do
         if self.project.workflows:
-            self.store = SqliteStore(
-                self.options.persist_to / "celld.sqlite3", synchronous=self.options.synchronous
+            self.store = open_store(
+                self.options.store, self.options.persist_to, self.options.synchronous
             )
             await self.store.open()
             specs = {

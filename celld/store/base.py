@@ -1,6 +1,7 @@
 """The store interface the cells use.
 
-Rules every store keeps (the SQLite one, and a PostgreSQL one later):
+Rules every store keeps (SQLite in celld/store/sqlite.py, PostgreSQL in
+celld/store/postgres.py):
 
 * A write is one instance's changes, committed atomically; `write_many` commits several
   instances' changes in one transaction (all of them or none).
@@ -11,6 +12,10 @@ Rules every store keeps (the SQLite one, and a PostgreSQL one later):
 * Any other failure to commit (full disk, I/O error, a lock held past its timeout, a dead
   writer) raises :class:`StoreUnavailable`, and the transaction changed nothing. Callers
   treat it as transient: nothing that depended on the write may be acknowledged.
+* A store shared by several nodes (PostgreSQL) has each instance owned by one node at a
+  time: only the owner's writes commit (`Fenced` otherwise), `claim` takes over instances
+  whose owner is gone, and `forward` hands operations to the owner.
+* A read sees every write acknowledged before the read began, however reads overlap.
 * Reads never hold a transaction open while JS runs; wake-ups are found through an index on
   each instance's next deadline, runnable instances through an index on a flag, both paged
   by key so that a million rows stream in pages.
@@ -19,7 +24,7 @@ Rules every store keeps (the SQLite one, and a PostgreSQL one later):
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Protocol
+from typing import Any, Protocol
 
 from celld.engine.state import Changes, EventRecord, InstanceState, StepRecord
 from celld.store.health import StoreHealth
@@ -88,8 +93,51 @@ class StoreUnavailable(Exception):  # noqa: N818 - named for what the caller mus
     the caller backs off and tries again, and acknowledges nothing meanwhile."""
 
 
+class Fenced(StoreUnavailable):
+    """This node may not commit that write: the instance is owned by another node now (its
+    lease was taken over), or this node's own lease ran out. Nothing was changed."""
+
+
+class OwnedElsewhere(Exception):  # noqa: N818 - a verdict: another node runs this instance
+    """Another live node owns the instance: operations on it go to that node."""
+
+    def __init__(self, ref: InstanceRef, owner: int) -> None:
+        super().__init__(f"instance {ref.workflow}/{ref.id} is run by node {owner}")
+        self.ref = ref
+        self.owner = owner
+
+
+class NotDone(Exception):  # noqa: N818 - a verdict: send the operation again
+    """A forwarded operation was not done where it was sent (its owner died before taking
+    it, or no longer owns the instance); nothing was changed: dispatch it again."""
+
+
+class OutcomeUnknown(Exception):  # noqa: N818 - what the caller must be told
+    """The node owning the instance took a forwarded operation and died (or was cut off)
+    before answering: it may or may not have been done."""
+
+
+#: (instance, its next deadline, whether it needs a run): what a node took over.
+Claimed = tuple[InstanceRef, int | None, bool]
+
+
+class NodeEvents(Protocol):
+    """What a store shared by several nodes tells the node using it."""
+
+    def instances_claimed(self, claimed: list[Claimed]) -> None:
+        """This node now owns these instances (taken over from a node that died or left)."""
+        ...
+
+    async def run_forwarded(self, message: dict[str, Any]) -> Any:
+        """Do an operation another node received for an instance this node owns."""
+        ...
+
+
 class Store(Protocol):
     health: StoreHealth
+    commits: int  # transactions committed (metrics, benchmarks)
+    rows_written: int
+    writer_restarts: int  # times the writer died and was replaced
 
     async def open(self) -> None: ...
     async def close(self) -> None: ...
@@ -106,7 +154,24 @@ class Store(Protocol):
         """A tiny real commit: raises StoreUnavailable while the store cannot write."""
         ...
 
-    async def load(self, ref: InstanceRef) -> Loaded | None: ...
+    async def load(self, ref: InstanceRef) -> Loaded | None:
+        """The instance's committed rows (any node may read any instance)."""
+        ...
+
+    async def claim(self, ref: InstanceRef) -> Loaded | None:
+        """Load the instance to run it or change it: this node must own it. A store shared
+        by several nodes takes it over if its owner is gone, and raises OwnedElsewhere if
+        a live node owns it; a single-node store just loads it."""
+        ...
+
+    async def serve(self, events: NodeEvents) -> None:
+        """Start the node's part in a shared store (takeovers, forwarded operations)."""
+        ...
+
+    async def forward(self, owner: int, message: dict[str, Any]) -> Any:
+        """Have the node `owner` do an operation (see OwnedElsewhere) and return its answer."""
+        ...
+
     async def exists(self, ref: InstanceRef) -> bool: ...
     async def due(
         self, before_ms: int, limit: int, after: tuple[int, str, str] | None = None

@@ -32,22 +32,20 @@ import sqlite3
 import threading
 from collections.abc import Callable
 from concurrent.futures import Future
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import aiosqlite
 
 from celld.store.base import (
-    DuplicateInstance,
     InstanceRef,
-    InstanceSummary,
     Loaded,
-    LogRow,
+    NodeEvents,
     StoreUnavailable,
-    Write,
 )
+from celld.store.batch import Gathered, GroupCommitWrites, Pending, Statements, settle
 from celld.store.health import StoreHealth
+from celld.store.listing import SharedReads
 from celld.store.rows import (
     ADDED_INSTANCE_COLUMNS,
     INSERT_INSTANCE,
@@ -56,11 +54,9 @@ from celld.store.rows import (
     UPSERT_INSTANCE,
     UPSERT_STEP,
     event_from_row,
-    event_row,
     instance_from_row,
     instance_row,
     step_from_row,
-    step_row,
 )
 
 log = logging.getLogger("celld.store")
@@ -75,10 +71,6 @@ _DELETE_LOG = "DELETE FROM instance_log WHERE workflow = ? AND instance_id = ?"
 _INSERT_LOG = (
     "INSERT INTO instance_log (workflow, instance_id, timestamp, type, body) VALUES (?, ?, ?, ?, ?)"
 )
-_TERMINAL_LOGGED = (
-    "SELECT 1 FROM instance_log WHERE workflow = ? AND instance_id = ? AND event_id <= ? "
-    "AND type IN ('workflow_completed', 'workflow_errored', 'workflow_terminated') LIMIT 1"
-)
 _DELETE_STEP = (
     "DELETE FROM steps WHERE workflow = ? AND instance_id = ? AND type = ? AND name = ? "
     "AND count = ?"
@@ -89,22 +81,21 @@ _RECORD_TICK = (
     "INSERT INTO schedule_ticks (workflow, expression, tick) VALUES (?, ?, ?) "
     "ON CONFLICT (workflow, expression) DO UPDATE SET tick = max(tick, excluded.tick)"
 )
+_STATEMENTS = Statements(
+    _WIPE_STEPS,
+    _WIPE_EVENTS,
+    _DELETE_STEP,
+    _DELETE_EVENT,
+    INSERT_INSTANCE,
+    UPSERT_INSTANCE,
+    UPSERT_STEP,
+    UPSERT_EVENT,
+    _INSERT_LOG,
+)
 _PROBE = "INSERT OR REPLACE INTO celld_probe (id, at) VALUES (1, strftime('%s','now'))"
 
 
-@dataclass
-class _Pending:
-    """One caller's share of a group commit."""
-
-    writes: list[Write] = field(default_factory=list)
-    expired: list[InstanceRef] = field(default_factory=list)  # delete if retention is over
-    now: int = 0
-    probe: bool = False
-    ticks: list[tuple[str, str, int]] = field(default_factory=list)  # (workflow, cron, ms)
-    future: asyncio.Future[set[InstanceRef]] | None = None
-
-
-class SqliteStore:
+class SqliteStore(GroupCommitWrites, SharedReads):
     """The embedded default store: one file, one writer thread, one reader connection."""
 
     def __init__(self, path: Path, *, synchronous: str = "FULL") -> None:
@@ -118,7 +109,7 @@ class SqliteStore:
         self.fault: Callable[[], None] | None = None
         self._reader: aiosqlite.Connection | None = None
         #: Pending writes for the writer thread; None tells it to stop.
-        self._jobs: queue.SimpleQueue[_Pending | None] = queue.SimpleQueue()
+        self._jobs: queue.SimpleQueue[Pending | None] = queue.SimpleQueue()
         self._writer_thread: threading.Thread | None = None
         self._writer_lock = threading.Lock()  # orders "queue a job" against "writer died"
         self._writer_dead = False
@@ -149,25 +140,7 @@ class SqliteStore:
 
     # -- writes ----------------------------------------------------------------------
 
-    async def write(self, write: Write) -> None:
-        if await self._submit(_Pending(writes=[write])):
-            raise DuplicateInstance(write.ref)
-
-    async def write_many(self, writes: list[Write]) -> set[InstanceRef]:
-        """Commit several instances' changes in one transaction (createBatch); returns the
-        refs whose creation was skipped because their id is taken."""
-        return await self._submit(_Pending(writes=writes))
-
-    async def probe(self) -> None:
-        await self._submit(_Pending(probe=True))
-
-    async def delete_expired(self, refs: list[InstanceRef], now_ms: int) -> None:
-        await self._submit(_Pending(expired=list(refs), now=now_ms))
-
-    async def record_tick(self, workflow: str, expression: str, tick_ms: int) -> None:
-        await self._submit(_Pending(ticks=[(workflow, expression, tick_ms)]))
-
-    async def _submit(self, pending: _Pending) -> set[InstanceRef]:
+    async def _submit(self, pending: Pending) -> set[InstanceRef]:
         if not self._open and self._writer_thread is None:
             raise StoreUnavailable("the store is not open")
         pending.future = asyncio.get_running_loop().create_future()
@@ -213,7 +186,7 @@ class SqliteStore:
         connection.commit()
         return connection
 
-    def _writer_main(self, ready: Future[None], jobs: queue.SimpleQueue[_Pending | None]) -> None:
+    def _writer_main(self, ready: Future[None], jobs: queue.SimpleQueue[Pending | None]) -> None:
         """Open the write connection, then commit batches until told to stop."""
         try:
             connection = self._connect()
@@ -232,7 +205,7 @@ class SqliteStore:
                 connection.close()
 
     def _commit_loop(
-        self, connection: sqlite3.Connection, jobs: queue.SimpleQueue[_Pending | None]
+        self, connection: sqlite3.Connection, jobs: queue.SimpleQueue[Pending | None]
     ) -> None:
         while True:
             first = jobs.get()
@@ -268,14 +241,14 @@ class SqliteStore:
                 return
 
     def _writer_stopped(
-        self, error: BaseException, jobs: queue.SimpleQueue[_Pending | None]
+        self, error: BaseException, jobs: queue.SimpleQueue[Pending | None]
     ) -> None:
         """The writer thread is ending abnormally: fail every writer queued for it now (a
         write queued later starts a new thread with a queue of its own; see `_submit`)."""
         with self._writer_lock:
             if self._jobs is jobs:
                 self._writer_dead = True
-            queued: list[_Pending] = []
+            queued: list[Pending] = []
             while True:
                 try:
                     item = jobs.get_nowait()
@@ -292,24 +265,8 @@ class SqliteStore:
         with contextlib.suppress(RuntimeError):
             self._loop.call_soon_threadsafe(callback, *args)
 
-    def _settle(
-        self, batch: list[_Pending], outcome: dict[int, set[InstanceRef]] | Exception
-    ) -> None:
-        """On the event loop: tell every writer of `batch` how its commit went."""
-        if not batch:
-            return
-        if isinstance(outcome, Exception):
-            self.health.record_failure(outcome)
-        else:
-            self.health.record_success()
-        for index, pending in enumerate(batch):
-            future = pending.future
-            if future is None or future.done():
-                continue
-            if isinstance(outcome, Exception):
-                future.set_exception(outcome)
-            else:
-                future.set_result(outcome.get(index, set()))
+    def _settle(self, batch: list[Pending], outcome: dict[int, Any] | Exception) -> None:
+        settle(batch, outcome, self.health)
 
     @staticmethod
     def _rollback(connection: sqlite3.Connection) -> None:
@@ -339,7 +296,7 @@ class SqliteStore:
         connection.execute(_DELETE_INSTANCE, key)
 
     def _commit(
-        self, connection: sqlite3.Connection, batch: list[_Pending]
+        self, connection: sqlite3.Connection, batch: list[Pending]
     ) -> dict[int, set[InstanceRef]]:
         """Commit `batch` in one transaction; returns, by position in the batch, the creates
         left out because their id is taken."""
@@ -347,14 +304,7 @@ class SqliteStore:
             self.fault()
         skipped: dict[int, set[InstanceRef]] = {}
         created_here: set[InstanceRef] = set()
-        wipes: list[tuple[str, str]] = []
-        deleted_steps: list[tuple[Any, ...]] = []
-        deleted_events: list[tuple[Any, ...]] = []
-        created: list[tuple[Any, ...]] = []
-        instances: list[tuple[Any, ...]] = []
-        steps: list[tuple[Any, ...]] = []
-        events: list[tuple[Any, ...]] = []
-        logged: list[tuple[Any, ...]] = []
+        rows = Gathered()
         for index, pending in enumerate(batch):
             if pending.probe:
                 connection.execute(_PROBE)
@@ -365,7 +315,6 @@ class SqliteStore:
                     created_here.discard(ref)
             for write in pending.writes:
                 changes = write.changes
-                workflow, instance_id = write.ref.workflow, write.ref.id
                 if write.delete:
                     self._delete_instance(connection, write.ref)
                     created_here.discard(write.ref)
@@ -377,34 +326,15 @@ class SqliteStore:
                         skipped.setdefault(index, set()).add(write.ref)
                         continue
                     created_here.add(write.ref)
-                if changes.wiped:
-                    wipes.append((workflow, instance_id))
-                for key in changes.deleted_steps:
-                    deleted_steps.append((workflow, instance_id, key.type, key.name, key.count))
-                for seq in changes.deleted_events:
-                    deleted_events.append((workflow, instance_id, seq))
                 if changes.instance is not None:
                     row = instance_row(changes.instance, write.next_wake, write.runnable)
-                    (created if changes.created else instances).append(row)
-                steps.extend(step_row(workflow, instance_id, s) for s in changes.steps)
-                events.extend(event_row(workflow, instance_id, e) for e in changes.events)
-                logged.extend((workflow, instance_id, *entry) for entry in write.log)
-        for sql, rows in (
-            (_WIPE_STEPS, wipes),
-            (_WIPE_EVENTS, wipes),
-            (_DELETE_STEP, deleted_steps),
-            (_DELETE_EVENT, deleted_events),
-            (INSERT_INSTANCE, created),
-            (UPSERT_INSTANCE, instances),
-            (UPSERT_STEP, steps),
-            (UPSERT_EVENT, events),
-            (_INSERT_LOG, logged),
-        ):
-            if rows:
-                connection.executemany(sql, rows)
+                    (rows.created if changes.created else rows.instances).append(row)
+                rows.add_history(write)
+        for sql, values in rows.in_order(_STATEMENTS):
+            connection.executemany(sql, values)
         connection.commit()
         self.commits += 1
-        self.rows_written += len(created) + len(instances) + len(steps) + len(events)
+        self.rows_written += rows.rows_written
         return skipped
 
     # -- reads -----------------------------------------------------------------------
@@ -441,28 +371,15 @@ class SqliteStore:
             [event_from_row(r) for r in events],
         )
 
-    async def log_after(self, ref: InstanceRef, after: int, limit: int) -> list[LogRow]:
-        rows = await self._fetch(
-            "SELECT event_id, timestamp, type, body FROM instance_log WHERE workflow = ? "
-            "AND instance_id = ? AND event_id > ? ORDER BY event_id LIMIT ?",
-            (ref.workflow, ref.id, after, limit),
-        )
-        return [LogRow(r["event_id"], r["timestamp"], r["type"], r["body"]) for r in rows]
+    async def claim(self, ref: InstanceRef) -> Loaded | None:
+        """One node owns everything in its own file."""
+        return await self.load(ref)
 
-    async def log_ended(self, ref: InstanceRef, upto: int) -> bool:
-        return bool(await self._fetch(_TERMINAL_LOGGED, (ref.workflow, ref.id, upto)))
+    async def serve(self, events: NodeEvents) -> None:
+        """Nothing to do: no other node shares this file."""
 
-    async def schedule_ticks(self, workflow: str) -> dict[str, int]:
-        rows = await self._fetch(
-            "SELECT expression, tick FROM schedule_ticks WHERE workflow = ?", (workflow,)
-        )
-        return {row["expression"]: row["tick"] for row in rows}
-
-    async def exists(self, ref: InstanceRef) -> bool:
-        rows = await self._fetch(
-            "SELECT 1 FROM instances WHERE workflow = ? AND id = ?", (ref.workflow, ref.id)
-        )
-        return bool(rows)
+    async def forward(self, owner: int, message: dict[str, Any]) -> Any:
+        raise RuntimeError("a SQLite store has one node: nothing is owned elsewhere")
 
     async def due(
         self, before_ms: int, limit: int, after: tuple[int, str, str] | None = None
@@ -487,81 +404,5 @@ class SqliteStore:
         )
         return [InstanceRef(r["workflow"], r["id"]) for r in rows]
 
-    async def expired(self, now_ms: int, limit: int) -> list[InstanceRef]:
-        rows = await self._fetch(
-            "SELECT workflow, id FROM instances WHERE expires_at IS NOT NULL AND expires_at <= ? "
-            "ORDER BY expires_at LIMIT ?",
-            (now_ms, limit),
-        )
-        return [InstanceRef(r["workflow"], r["id"]) for r in rows]
-
-    async def counts(self) -> dict[str, int]:
-        rows = await self._fetch("SELECT status, COUNT(*) AS n FROM instances GROUP BY status")
-        return {row["status"]: row["n"] for row in rows}
-
-    # -- operator reads (listing and counts for the explorer API, CLI and page) ----------
-    # Read-only queries added for the operator surface. They scan one workflow's rows
-    # (the primary key starts with the workflow); no index is added for created_at, so
-    # a page of a workflow with N instances costs a sort of N rows.
-
-    @staticmethod
-    def _listing_filter(
-        workflow: str, status: str | None, created_from: int | None, created_to: int | None
-    ) -> tuple[str, tuple[Any, ...]]:
-        where = ["workflow = ?"]
-        params: list[Any] = [workflow]
-        if status is not None:
-            where.append("status = ?")
-            params.append(status)
-        if created_from is not None:
-            where.append("created_at >= ?")
-            params.append(created_from)
-        if created_to is not None:
-            where.append("created_at <= ?")
-            params.append(created_to)
-        return " AND ".join(where), tuple(params)
-
-    async def list_instances(
-        self,
-        workflow: str,
-        *,
-        offset: int = 0,
-        limit: int = 25,
-        status: str | None = None,
-        created_from: int | None = None,
-        created_to: int | None = None,
-    ) -> list[InstanceSummary]:
-        """One page of a workflow's instances, newest first (ties broken by id)."""
-        where, params = self._listing_filter(workflow, status, created_from, created_to)
-        rows = await self._fetch(
-            "SELECT id, status, created_at, started_at, finished_at FROM instances "
-            f"WHERE {where} ORDER BY created_at DESC, id DESC LIMIT ? OFFSET ?",
-            (*params, limit, offset),
-        )
-        return [
-            InstanceSummary(
-                r["id"], r["status"], r["created_at"], r["started_at"], r["finished_at"]
-            )
-            for r in rows
-        ]
-
-    async def count_instances(
-        self,
-        workflow: str,
-        *,
-        status: str | None = None,
-        created_from: int | None = None,
-        created_to: int | None = None,
-    ) -> int:
-        """How many instances `list_instances` with these filters pages through."""
-        where, params = self._listing_filter(workflow, status, created_from, created_to)
-        rows = await self._fetch(f"SELECT COUNT(*) AS n FROM instances WHERE {where}", params)
-        return int(rows[0]["n"])
-
-    async def workflow_counts(self, workflow: str) -> dict[str, int]:
-        """Instances of one workflow by status."""
-        rows = await self._fetch(
-            "SELECT status, COUNT(*) AS n FROM instances WHERE workflow = ? GROUP BY status",
-            (workflow,),
-        )
-        return {row["status"]: row["n"] for row in rows}
+    def _mark(self, n: int) -> str:
+        return "?"

@@ -1,6 +1,5 @@
-"""The store contract (celld/store/base.py), on the real SQLite store in a temp folder.
-
-Written against the `Store` interface so that every backend passes the same tests.
+"""The store contract (celld/store/base.py), on every backend: the real SQLite store in a
+temp folder and the real PostgreSQL store on a fresh database (tests/postgres_fixtures.py).
 """
 
 from __future__ import annotations
@@ -13,19 +12,31 @@ import pytest
 
 from celld.engine import Machine, Status
 from celld.store.base import DuplicateInstance, InstanceRef, StoreUnavailable, Write
+from celld.store.postgres import PostgresStore
 from celld.store.sqlite import SqliteStore
+from tests.postgres_fixtures import create_database, drop_database
 
 T0 = 1_700_000_000_000
+AnyStore = SqliteStore | PostgresStore
 
 
-@pytest.fixture
-async def store(tmp_path: Path) -> AsyncIterator[SqliteStore]:
-    opened = SqliteStore(tmp_path / "state.sqlite3")
+@pytest.fixture(params=["sqlite", "postgresql"])
+async def store(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[AnyStore]:
+    opened: AnyStore
+    server = dsn = None
+    if request.param == "sqlite":
+        opened = SqliteStore(tmp_path / "state.sqlite3")
+    else:
+        server = request.getfixturevalue("postgres_server")
+        dsn = await create_database(server)
+        opened = PostgresStore(dsn)
     await opened.open()
     try:
         yield opened
     finally:
         await opened.close()
+        if server and dsn:
+            await drop_database(server, dsn)
 
 
 def new(instance_id: str, now: int = T0, **kw: object) -> Machine:
@@ -46,7 +57,7 @@ def disk_full() -> None:
     raise sqlite3.OperationalError("database or disk is full")
 
 
-async def test_create_twice_is_a_duplicate_and_keeps_the_first(store: SqliteStore) -> None:
+async def test_create_twice_is_a_duplicate_and_keeps_the_first(store: AnyStore) -> None:
     first = new("a")
     first.start_run(T0)
     await store.write(write_of(first))
@@ -56,7 +67,7 @@ async def test_create_twice_is_a_duplicate_and_keeps_the_first(store: SqliteStor
     assert loaded is not None and loaded.state.status is Status.RUNNING
 
 
-async def test_batch_skips_taken_ids_and_commits_the_rest(store: SqliteStore) -> None:
+async def test_batch_skips_taken_ids_and_commits_the_rest(store: AnyStore) -> None:
     await store.write(write_of(new("a")))
     skipped = await store.write_many([write_of(new(i)) for i in ("a", "b", "c")])
     assert skipped == {InstanceRef("wf", "a")}
@@ -64,7 +75,7 @@ async def test_batch_skips_taken_ids_and_commits_the_rest(store: SqliteStore) ->
         assert await store.exists(InstanceRef("wf", instance_id))
 
 
-async def test_two_creates_of_one_id_in_one_group_commit(store: SqliteStore) -> None:
+async def test_two_creates_of_one_id_in_one_group_commit(store: AnyStore) -> None:
     import asyncio
 
     results = await asyncio.gather(
@@ -79,7 +90,7 @@ async def test_two_creates_of_one_id_in_one_group_commit(store: SqliteStore) -> 
     assert await store.exists(InstanceRef("wf", "y"))
 
 
-async def test_an_expired_instance_gives_its_id_back(store: SqliteStore) -> None:
+async def test_an_expired_instance_gives_its_id_back(store: AnyStore) -> None:
     old = new("a", retention={"successRetention": "1 second"})
     await store.write(write_of(old))
     old.start_run(T0)
@@ -95,7 +106,7 @@ async def test_an_expired_instance_gives_its_id_back(store: SqliteStore) -> None
     assert loaded.state.status is Status.QUEUED and loaded.steps == []
 
 
-async def test_a_failed_commit_changes_nothing_and_is_reported(store: SqliteStore) -> None:
+async def test_a_failed_commit_changes_nothing_and_is_reported(store: AnyStore) -> None:
     await store.write(write_of(new("a")))
     store.fault = disk_full
     with pytest.raises(StoreUnavailable, match="database or disk is full"):
@@ -109,7 +120,7 @@ async def test_a_failed_commit_changes_nothing_and_is_reported(store: SqliteStor
     assert await store.exists(InstanceRef("wf", "b"))
 
 
-async def test_every_writer_of_a_failed_group_learns_it(store: SqliteStore) -> None:
+async def test_every_writer_of_a_failed_group_learns_it(store: AnyStore) -> None:
     import asyncio
 
     store.fault = disk_full
@@ -121,7 +132,7 @@ async def test_every_writer_of_a_failed_group_learns_it(store: SqliteStore) -> N
     assert await store.counts() == {}
 
 
-async def test_a_dead_writer_fails_its_writers_and_is_replaced(store: SqliteStore) -> None:
+async def test_a_dead_writer_fails_its_writers_and_is_replaced(store: AnyStore) -> None:
     class WriterKilled(BaseException):
         pass
 
@@ -138,7 +149,7 @@ async def test_a_dead_writer_fails_its_writers_and_is_replaced(store: SqliteStor
     assert not await store.exists(InstanceRef("wf", "a"))
 
 
-async def test_runnable_instances_page_by_key(store: SqliteStore) -> None:
+async def test_runnable_instances_page_by_key(store: AnyStore) -> None:
     await store.write_many([write_of(new(f"i{n:03}")) for n in range(25)])
     done = new("zz")
     done.terminate(T0)
@@ -154,7 +165,7 @@ async def test_runnable_instances_page_by_key(store: SqliteStore) -> None:
     assert [r.id for r in seen] == [f"i{n:03}" for n in range(25)]
 
 
-async def test_delete_expired_spares_an_id_reused_meanwhile(store: SqliteStore) -> None:
+async def test_delete_expired_spares_an_id_reused_meanwhile(store: AnyStore) -> None:
     old = new("a", retention={"errorRetention": "1 second"})
     old.terminate(T0)
     await store.write(write_of(old))
@@ -167,7 +178,7 @@ async def test_delete_expired_spares_an_id_reused_meanwhile(store: SqliteStore) 
 
 
 async def test_an_acknowledged_write_is_seen_by_the_next_read_while_others_read(
-    store: SqliteStore,
+    store: AnyStore,
 ) -> None:
     """Reads in flight never pin an old snapshot for the reads that follow a commit: a
     create that was acknowledged is found by the next load, however reads interleave."""
@@ -196,7 +207,7 @@ async def test_an_acknowledged_write_is_seen_by_the_next_read_while_others_read(
 
 
 async def test_schedule_ticks_are_per_expression_and_never_move_back(
-    store: SqliteStore, tmp_path: Path
+    store: AnyStore, tmp_path: Path
 ) -> None:
     assert await store.schedule_ticks("wf") == {}
     await store.record_tick("wf", "0 * * * *", T0)
@@ -205,7 +216,11 @@ async def test_schedule_ticks_are_per_expression_and_never_move_back(
     await store.record_tick("wf", "0 * * * *", T0 - 1)  # an older tick does not win
     assert await store.schedule_ticks("wf") == {"0 * * * *": T0, "*/5 * * * *": T0 + 5}
     await store.close()
-    reopened = SqliteStore(tmp_path / "state.sqlite3")
+    reopened: AnyStore = (
+        SqliteStore(tmp_path / "state.sqlite3")
+        if isinstance(store, SqliteStore)
+        else PostgresStore(store.dsn)
+    )
     await reopened.open()
     try:
         assert await reopened.schedule_ticks("other") == {"0 * * * *": T0 + 9}
