@@ -42,8 +42,9 @@ def check_store(spec: str | None, bindings: BindingsConfig) -> None:
             f"--store {redact(spec)} (several nodes on one database) cannot be combined with "
             f"{', '.join(kinds)} bindings: celld keeps KV, D1, R2 and Durable Object data in "
             "files under --persist-to on each node, so nodes sharing workflows would each see "
-            "different data (and run the same object twice). Run this project on the default SQLite store (one node), or move its "
-            "storage bindings to a service every node reaches and remove them from the config."
+            "different data (and run the same object twice). Run this project on the default "
+            "SQLite store (one node), or move its storage bindings to a service every node "
+            "reaches and remove them from the config."
         )
 
 
