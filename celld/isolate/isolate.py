@@ -40,6 +40,7 @@ import quickjs
 from celld.isolate.entropy import entropy_script
 from celld.isolate.runtime import Script
 from celld.isolate.threads import JS_STACK_LIMIT_BYTES, JsThread
+from celld.isolate.watchdog import WATCHDOG
 
 log = logging.getLogger("celld.isolate")
 
@@ -106,10 +107,10 @@ class Isolate:
         self.thread = thread
         self.limits = limits or Limits()
         #: Host functions JS calls in place (Durable Object storage). QuickJS refuses them
-        #: while a time limit is armed, so an isolate that has any runs without one: a
-        #: turn past the CPU limit still faults it when it ends, but a loop that never
-        #: ends holds its thread (see README, Durable Objects).
+        #: while a time limit is armed, so an isolate that has any runs without one; the
+        #: CPU watchdog (celld/isolate/watchdog.py) stops its turns at the limit instead.
         self.callables = dict(callables or {})
+        self._runtime: int | None = None  # the watchdog's handle, for isolates with callables
         #: Run on the isolate's thread after each turn, before its outbox is returned
         #: (an object commits its writes there: the output gate). Raising faults it.
         self.turn_end = turn_end
@@ -148,13 +149,21 @@ class Isolate:
         for name, function in self.callables.items():
             context.add_callable(name, function)
         context.set_time_limit(-1 if self.callables else self.limits.cpu_ms / 1000)
+        if self.callables:
+            self._runtime = WATCHDOG.runtime_of(context)
         # A fresh random key for this isolate alone, before any user code can draw on it.
         context.eval(entropy_script().source)
-        for script in scripts:
-            try:
-                context.eval(script.source)
-            except quickjs.JSException as error:
-                raise ScriptError(script.name, str(error)) from None
+        self._arm(self.limits.cpu_ms)
+        try:
+            for script in scripts:
+                try:
+                    context.eval(script.source)
+                except quickjs.JSException as error:
+                    if self._disarm():
+                        raise IsolateFault(CPU_LIMIT_REASON, "loading took too long") from None
+                    raise ScriptError(script.name, str(error)) from None
+        finally:
+            self._disarm()
         self._context = context
         self._deliver = context.get("__celld_deliver")
         self._take = context.get("__celld_take")
@@ -245,6 +254,7 @@ class Isolate:
         cpu_start = time.thread_time()
         slice_end = time.perf_counter() + TURN_SLICE_MS / 1000
         drained = False
+        self._arm(allowed)
         try:
             if payload != "[]":
                 self._deliver(payload)
@@ -268,6 +278,7 @@ class Isolate:
                 except Exception as error:  # noqa: BLE001 - the owner's commit failed
                     raise IsolateFault("its storage could not commit", str(error)) from None
         finally:
+            self._disarm()
             spent = (time.thread_time() - cpu_start) * 1000
             self.last_turn_cpu_ms = spent
             self.cpu_used_ms += spent
@@ -278,6 +289,14 @@ class Isolate:
         if self._allowance_ms() <= 0:
             raise IsolateFault(CPU_LIMIT_REASON, "its jobs kept running past the CPU limit")
         return outbox
+
+    def _arm(self, allowed_ms: float) -> None:
+        if self._runtime is not None:
+            WATCHDOG.arm(self._runtime, allowed_ms / 1000)
+
+    def _disarm(self) -> bool:
+        """End the watchdog's watch of this turn; True if it stopped the turn."""
+        return self._runtime is not None and WATCHDOG.disarm(self._runtime)
 
     def eval_sync(self, source: str) -> Any:
         """Evaluate `source` on the isolate's thread (call only from that thread)."""

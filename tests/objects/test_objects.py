@@ -42,6 +42,24 @@ async def test_a_turn_past_the_cpu_limit_resets_the_object(tmp_path: Path) -> No
         assert await rpc(service, "cpu", "increment") == {"value": 2}
 
 
+async def test_a_loop_that_never_ends_is_stopped_at_the_cpu_limit(tmp_path: Path) -> None:
+    """Object isolates run without QuickJS's time limit (their storage calls need that);
+    the CPU watchdog stops an endless turn, and other objects on the same JS threads
+    go on answering."""
+    async with objects_service(tmp_path / "state") as service:
+        assert service.objects is not None
+        service.objects.limits = Limits(
+            cpu_ms=300, memory_bytes=service.objects.limits.memory_bytes
+        )
+        assert await rpc(service, "forever", "increment") == {"value": 1}
+        stuck = [rpc(service, f"forever-{n}", "spinForever") for n in range(3)]
+        for outcome in await asyncio.wait_for(asyncio.gather(*stuck), timeout=60):
+            message = outcome["error"]["message"]
+            assert message == "Durable Object exceeded its CPU time limit and was reset."
+        assert await rpc(service, "other", "increment") == {"value": 1}
+        assert await rpc(service, "forever", "increment") == {"value": 2}
+
+
 async def test_synchronous_kv_and_cursor_iteration(tmp_path: Path) -> None:
     async with objects_service(tmp_path / "state") as service:
         assert await rpc(service, "n", "notes.add", "x") == {"value": {"written": 1}}

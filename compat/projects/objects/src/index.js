@@ -25,6 +25,9 @@ export class Counter extends DurableObject {
     while (Date.now() < end);
     return "done";
   }
+  spinForever() {
+    for (;;);
+  }
   echo(value) {
     return value;
   }
