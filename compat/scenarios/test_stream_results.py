@@ -65,8 +65,9 @@ def test_stream_result_over_the_limit(sc: Scenario) -> None:
 @pytest.mark.xfail(
     os.environ.get("CELLD_COMPAT_TARGET", "celld") == "celld",
     strict=True,
-    reason="celld checks the 1 MiB limit against the recorded form of a stream's bytes, which "
-    "is larger than the bytes: 800,000 bytes are refused as too large, 600,000 accepted",
+    reason="celld checks the 1 MiB limit against the recorded form of a step's value, where "
+    "bytes are base64 (js/web/serialize.js), 4/3 of their length: a stream of more than "
+    "786,432 bytes is refused as too large (800,000 refused, 600,000 accepted)",
 )
 def test_stream_result_just_under_1_mib(sc: Scenario) -> None:
     """A stream of 1,000,000 bytes (under 1 MiB) is accepted and read back whole."""
