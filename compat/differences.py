@@ -73,6 +73,13 @@ ROLLBACK_STATUS = (
     "but its status() has no rollback field"
 )
 
+STREAM_RESULT_LIMIT = (
+    "ReadableStream step results over 1 MiB: production allows a stream beyond the 1 MiB "
+    "result limit (it counts toward instance storage), and so does wrangler dev; celld keeps "
+    "the 1 MiB step output limit for streams too (celld/engine/DECISIONS.md) and fails the "
+    "attempt as too large"
+)
+
 
 def difference(*, wrangler: str) -> pytest.MarkDecorator:
     """Declare that `wrangler dev` differs from celld in this scenario, and why."""

@@ -269,3 +269,73 @@ def test_statuses_over_time(sc: Scenario) -> None:
     seen.append(sc.finished(i)["status"])
     assert seen[1:] == ["paused", seen[0], "complete"]
     assert seen[0] in ("running", "waiting")
+
+
+def test_create_batch_count_form(sc: Scenario) -> None:
+    """createBatch({count, params}) creates `count` instances with ids of their own, each
+    given the same params, and answers {created, errors}."""
+    body = sc.ok("/create-batch", body={"count": 3, "params": {"ops": [{"do": "c", "value": 7}]}})
+    assert body["errors"] == []
+    created = body["created"]
+    assert len(created) == len(set(created)) == 3
+    for x in created:
+        sc.created.append(("SCRIPT", x))
+        assert sc.results(x) == [7]
+
+
+def test_create_batch_count_without_params(sc: Scenario) -> None:
+    """createBatch({count}) without params gives each run an empty payload."""
+    body = sc.ok("/create-batch", body={"count": 2})
+    assert len(body["created"]) == 2 and body["errors"] == []
+    for x in body["created"]:
+        assert sc.results(x) == []
+
+
+def test_create_batch_count_of_100(sc: Scenario) -> None:
+    """createBatch({count: 100}) is accepted."""
+    body = sc.ok("/create-batch", body={"count": 100, "params": {"ops": []}})
+    assert len(set(body["created"])) == 100 and body["errors"] == []
+
+
+def test_create_batch_bad_count_throws(sc: Scenario) -> None:
+    """A count that is not a whole number >= 1 throws."""
+    for count in (0, -1, 1.5, "2"):
+        err = sc.error("/create-batch", body={"count": count, "params": {}})
+        assert err == {
+            "name": "Error",
+            "message": "WorkflowError: (body) count must be a positive integer",
+        }
+
+
+@difference(wrangler=ERROR_STRINGS)
+def test_create_batch_count_over_100_throws(sc: Scenario) -> None:
+    """createBatch({count: 101}) throws."""
+    err = sc.error("/create-batch", body={"count": 101, "params": {}})
+    assert err == {
+        "name": "Error",
+        "message": sc.pick(
+            celld="WorkflowError: batchCreate only supports 100 instances at a time",
+            wrangler="WorkflowError: (body) batchCreate only supports 100 instances at a time",
+        ),
+    }
+
+
+def test_create_batch_object_form_creates_in_order(sc: Scenario) -> None:
+    """createBatch({instances}) without errors creates them all, in order, with their params."""
+    ids = [sc.new_id() for _ in range(3)]
+    instances = [{"id": x, "params": {"ops": [{"do": "b", "value": n}]}} for n, x in enumerate(ids)]
+    assert sc.ok("/create-batch", body={"instances": instances}) == {"created": ids, "errors": []}
+    assert [sc.results(x) for x in ids] == [[0], [1], [2]]
+
+
+@difference(wrangler=ERROR_STRINGS)
+def test_create_batch_object_form_empty_throws(sc: Scenario) -> None:
+    """createBatch({instances: []}) throws."""
+    err = sc.error("/create-batch", body={"instances": []})
+    assert err == {
+        "name": "Error",
+        "message": sc.pick(
+            celld="WorkflowError: batchCreate should have at least 1 instance",
+            wrangler="WorkflowError: (body) Batch size exceeds maximum allowed",
+        ),
+    }

@@ -170,7 +170,8 @@
       if (batch && typeof batch === "object" && batch.instances === undefined && "count" in batch) {
         const { count, ...each } = batch;
         if (!Number.isInteger(count) || count < 1) {
-          throw new TypeError("createBatch({count}) takes a whole number of instances >= 1");
+          // Cloudflare's local engine's words for this (production's are not documented)
+          throw new Error("WorkflowError: (body) count must be a positive integer");
         }
         if (each.id !== undefined) throw new TypeError("createBatch({count}) creates instances with ids of their own: give no id");
         batch = { instances: Array.from({ length: count }, () => Object.assign({}, each)) };

@@ -84,7 +84,10 @@ async def test_create_batch_with_a_count(tmp_path: Path) -> None:
         assert len(set(body["created"])) == 3
         refused = server.post("/create-batch", params={"wf": "LONG"},
                               json={"count": 0, "params": {}})  # fmt: skip
-        assert refused.status_code == 500 and "count" in refused.json()["error"]["message"]
+        assert refused.status_code == 500
+        assert refused.json()["error"]["message"] == (
+            "WorkflowError: (body) count must be a positive integer"
+        )
 
         def done() -> bool:
             statuses = server.post("/statuses", params={"wf": "LONG"}, json=body["created"])

@@ -62,6 +62,9 @@ export default {
           if (Array.isArray(result)) return json({ ids: result.map((i) => i.id) });
           return json({ created: result.created.map((i) => i.id), errors: result.errors });
         }
+        case "/delete-batch":
+          // body: the ids given to deleteBatch(); its {deleted, errors} as they come
+          return json(await wf.deleteBatch(await readJson(request, [])));
         case "/get":
           return json({ id: (await wf.get(id)).id });
         case "/status":
@@ -122,7 +125,8 @@ export default {
         case "/pause":
         case "/resume":
         case "/terminate":
-        case "/restart": {
+        case "/restart":
+        case "/delete": {
           const instance = await wf.get(id);
           const op = url.pathname.slice(1);
           const options = op === "restart" || op === "terminate" ? await readJson(request, undefined) : undefined;

@@ -81,6 +81,48 @@ function rollbackOptions(op, event) {
   return op.rollbackConfig ? { rollback, rollbackConfig: op.rollbackConfig } : { rollback };
 }
 
+/** A fresh ReadableStream of the bytes of `text` (or of `size` bytes "s"), in `chunks` parts. */
+function byteStream(text, size, chunks = 1) {
+  const bytes = new TextEncoder().encode(size !== undefined ? "s".repeat(size) : text);
+  const step = Math.ceil(bytes.byteLength / chunks) || 1;
+  return new ReadableStream({
+    start(controller) {
+      for (let at = 0; at < bytes.byteLength; at += step) controller.enqueue(bytes.slice(at, at + step));
+      controller.close();
+    },
+  });
+}
+
+/** What a step's ReadableStream holds: its text (or only its length when `lengthOnly`). */
+async function readStream(stream, lengthOnly) {
+  const reader = stream.getReader();
+  const decoder = new TextDecoder();
+  let text = "";
+  let length = 0;
+  for (;;) {
+    const { done, value } = await reader.read();
+    if (done) break;
+    if (!(value instanceof Uint8Array)) return { isStream: true, chunk: describe(value) };
+    length += value.byteLength;
+    if (!lengthOnly) text += decoder.decode(value, { stream: true });
+  }
+  return lengthOnly ? { isStream: true, length } : { isStream: true, text: text + decoder.decode() };
+}
+
+/** `selfDelete` op: the instance deletes itself through `binding`, logging to KV
+ * (`del:<instanceId>`) what it reached: "before" the call and "after" it (never, if it stops). */
+async function deleteSelf(binding, event) {
+  const key = `del:${event.instanceId}`;
+  const log = async (mark) => {
+    const seen = JSON.parse((await workflowEnv.KV.get(key)) || "[]");
+    seen.push(mark);
+    await workflowEnv.KV.put(key, JSON.stringify(seen));
+  };
+  await log("before");
+  await (await workflowEnv[binding].get(event.instanceId)).delete();
+  await log("after");
+}
+
 // Step callbacks this isolate has run, by instance and step: a replayed run must not run a
 // finished step's callback again (`once` ops check it).
 const executed = new Set();
@@ -131,6 +173,7 @@ async function runOp(op, step, event, results) {
           return { nested: inner };
         }
         if (op.ctx) return { ctx, attempt: ctx.attempt };
+        if (op.returns === "stream") return byteStream(op.text, op.size, op.chunks);
         if (op.returns !== undefined) return produce(op.returns, op.size);
         return op.value === undefined ? { step: op.do, attempt: ctx.attempt } : op.value;
       };
@@ -140,7 +183,8 @@ async function runOp(op, step, event, results) {
         : op.config
           ? await step.do(op.do, withDelay(op.config), callback, ...undo)
           : await step.do(op.do, callback, ...undo);
-      results.push(op.returns !== undefined ? describe(value) : value);
+      if (value instanceof ReadableStream) results.push(await readStream(value, op.size !== undefined));
+      else results.push(op.returns !== undefined ? describe(value) : value);
     } else if (op.sleep !== undefined) {
       await step.sleep(op.sleep, op.duration);
       results.push({ slept: op.sleep });
@@ -157,6 +201,9 @@ async function runOp(op, step, event, results) {
         payload: got.payload,
         timestampIsDate: got.timestamp instanceof Date,
       });
+    } else if (op.selfDelete !== undefined) {
+      await deleteSelf(op.selfDelete, event);
+      results.push({ deleted: false });
     } else if (op.event) {
       results.push({
         instanceId: event.instanceId,
