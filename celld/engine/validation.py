@@ -7,6 +7,7 @@ not an exception to the caller but a fatal decision of the machine.
 
 from __future__ import annotations
 
+import json
 import re
 from typing import Any
 
@@ -71,14 +72,49 @@ def step_name_ok(name: object) -> bool:
     )
 
 
+#: Serializer tags whose "v" is base64 of raw bytes (js/web/serialize.js).
+_BINARY_TAGS = frozenset(
+    {"ArrayBuffer", "DataView", "Int8Array", "Uint8Array", "Uint8ClampedArray", "Int16Array",
+     "Uint16Array", "Int32Array", "Uint32Array", "Float16Array", "Float32Array",
+     "Float64Array", "BigInt64Array", "BigUint64Array"}
+)  # fmt: skip
+
+
 def too_large(text: str, limit: int = MAX_PAYLOAD_BYTES) -> bool:
-    """True when ``text`` exceeds ``limit`` bytes of UTF-8."""
+    """True when the value serialized as ``text`` exceeds ``limit`` bytes: its UTF-8 size,
+    with binary data counted by its bytes rather than by the base64 that stores it (so a
+    1,000,000-byte stream fits the 1 MiB limit, as in production)."""
     n = len(text)
-    if n > limit:
-        return True
     if n * 4 <= limit:
         return False
-    return len(text.encode("utf-8", "surrogatepass")) > limit
+    size = len(text.encode("utf-8", "surrogatepass"))
+    if size <= limit:
+        return False
+    if '"v":' not in text:
+        return True  # no binary data: the text is the value
+    return size - _base64_overhead(text) > limit
+
+
+def _base64_overhead(text: str) -> int:
+    """Bytes the base64 of binary payloads adds over the bytes themselves."""
+    try:
+        value = json.loads(text)
+    except ValueError:
+        return 0
+    overhead = 0
+    stack = [value]
+    while stack:
+        node = stack.pop()
+        if isinstance(node, dict):
+            payload = node.get("v")
+            if node.get("$") in _BINARY_TAGS and isinstance(payload, str):
+                decoded = len(payload) * 3 // 4 - payload[-2:].count("=")
+                overhead += len(payload) - decoded
+            else:
+                stack.extend(node.values())
+        elif isinstance(node, list):
+            stack.extend(node)
+    return overhead
 
 
 def check_payload_size(what: str, text: str, limit: int = MAX_PAYLOAD_BYTES) -> None:

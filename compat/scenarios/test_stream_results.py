@@ -3,10 +3,6 @@ bytes back, a replay gets a new stream of them, and an oversized one is refused.
 
 from __future__ import annotations
 
-import os
-
-import pytest
-
 from compat.differences import STREAM_RESULT_LIMIT, difference
 from compat.scenario import Scenario
 
@@ -62,13 +58,6 @@ def test_stream_result_over_the_limit(sc: Scenario) -> None:
         )
 
 
-@pytest.mark.xfail(
-    os.environ.get("CELLD_COMPAT_TARGET", "celld") == "celld",
-    strict=True,
-    reason="celld checks the 1 MiB limit against the recorded form of a step's value, where "
-    "bytes are base64 (js/web/serialize.js), 4/3 of their length: a stream of more than "
-    "786,432 bytes is refused as too large (800,000 refused, 600,000 accepted)",
-)
 def test_stream_result_just_under_1_mib(sc: Scenario) -> None:
     """A stream of 1,000,000 bytes (under 1 MiB) is accepted and read back whole."""
     size = 1_000_000

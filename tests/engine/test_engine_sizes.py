@@ -44,3 +44,31 @@ def test_a_full_buffer_still_accepts_an_event_a_wait_takes_at_once():
     # Receiving one frees a place in the buffer.
     m.step_wait("w2", 1, "t", None, T0 + 2)
     m.send_event("t", '"fits again"', T0 + 3)
+
+
+def _bytes_value(size: int, tag: str = "Uint8Array") -> str:
+    """A value holding `size` bytes as the serializer records it (base64 under "v")."""
+    import base64
+    import json
+
+    payload = base64.b64encode(b"\x07" * size).decode()
+    return json.dumps({"__celld_readable_stream__": {"$": tag, "v": payload}})
+
+
+def test_binary_data_counts_by_its_bytes_not_by_its_base64():
+    from celld.engine.validation import too_large
+
+    assert not too_large(_bytes_value(1_000_000))  # 1.33 MB of base64, under 1 MiB of bytes
+    assert not too_large(_bytes_value(MAX_PAYLOAD_BYTES - 100, "ArrayBuffer"))
+    assert too_large(_bytes_value(MAX_PAYLOAD_BYTES + 1))
+    # text is counted as it is, even next to a tag-like key that is not binary
+    assert too_large('{"$":"BigInt","v":"' + "1" * MAX_PAYLOAD_BYTES + '"}')
+    assert too_large('"' + "x" * MAX_PAYLOAD_BYTES + '"')
+
+
+def test_a_step_returning_a_million_bytes_is_recorded():
+    m = new_machine()
+    m.step_do("s", 1, None, None, T0)
+    m.attempt_succeeded(("do", "s", 1), 1, _bytes_value(1_000_000), T0)  # type: ignore[arg-type]
+    (row,) = [r for r in m.steps() if r.name == "s"]
+    assert row.state == "done"
