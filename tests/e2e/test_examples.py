@@ -59,8 +59,10 @@ def start_signup(server: CelldServer, email: str) -> str:
     response = server.post("/signup", json={"email": email})
     assert response.status_code == 200, response.text
     instance = str(response.json()["id"])
-    # account and welcome mail are done once the default 10 s sleep has begun
+    # account and welcome mail are done once the default 10 s sleep has begun; the status
+    # reads `waiting` once the run has settled (a commit after the sleep's own row)
     wait_step(server, "signup", instance, "give the mail time to arrive", "sleeping")
+    wait_status(server, f"/signup/{instance}", "waiting")
     return instance
 
 
@@ -102,6 +104,7 @@ def test_signup_not_confirmed_sends_a_reminder(signup: CelldServer) -> None:
     instance = start_signup(signup, "eve@example.com")
     signup.advance(10 * SECOND)
     wait_step(signup, "signup", instance, "confirm email", "waiting")
+    wait_status(signup, f"/signup/{instance}", "waiting")
     signup.advance(MINUTE - 1)  # default confirmTimeout: 1 minute
     assert status(signup, f"/signup/{instance}")["status"] == "waiting"
     signup.advance(1)
@@ -160,7 +163,7 @@ def test_fetch_is_retried_with_exponential_backoff(retry_fetch: CelldServer) -> 
     assert url == f"{retry_fetch.url}/flaky?key={instance}&fail=2"
 
     retry_fetch.wait_for(lambda: failed_attempts(retry_fetch, instance) == 1)
-    assert status(retry_fetch, f"/fetch/{instance}")["status"] == "waiting"
+    wait_status(retry_fetch, f"/fetch/{instance}", "waiting")  # settles after the row
     retry_fetch.advance(SECOND - 1)  # first retry after delay: 1 s
     assert failed_attempts(retry_fetch, instance) == 1
     retry_fetch.advance(1)
@@ -208,6 +211,7 @@ def file_request(server: CelldServer, **params: Any) -> str:
     assert response.status_code == 200, response.text
     instance = str(response.json()["id"])
     wait_step(server, "approval", instance, "manager approval", "waiting")
+    wait_status(server, f"/requests/{instance}", "waiting")
     return instance
 
 
