@@ -12,6 +12,7 @@ import pytest
 
 from celld.engine import Machine, Status
 from celld.project.bindings import BindingsConfig, KvNamespaceConfig
+from celld.project.objects import DurableObjectBinding, DurableObjectsConfig
 from celld.store.base import InstanceRef, StoreUnavailable, Write
 from celld.store.choice import check_store
 from celld.store.pgschema import LATEST
@@ -82,3 +83,9 @@ def test_storage_bindings_are_refused_with_a_shared_database() -> None:
     check_store("postgresql://celld@db:5432/celld", BindingsConfig())
     with pytest.raises(ValueError, match="must be 'sqlite' or a postgresql://"):
         check_store("mysql://x", BindingsConfig())
+
+
+def test_durable_object_bindings_are_refused_with_a_shared_database() -> None:
+    objects = DurableObjectsConfig(bindings=(DurableObjectBinding("COUNTER", "Counter"),))
+    with pytest.raises(ValueError, match=r"Durable Object \(COUNTER\).*run the same object"):
+        check_store("postgresql://celld@db:5432/celld", BindingsConfig(objects=objects))
