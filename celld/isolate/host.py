@@ -169,9 +169,11 @@ class IsolateHost:
                 self._in_turn = False
                 self._run_boundary()
                 if self.faulted:  # an owner's callback condemned the isolate
-                    self._inbox.clear()
-                    if self.on_fault is not None and self.isolate.fault is not None:
-                        self.on_fault(self.isolate.fault)
+                    try:
+                        if self.on_fault is not None and self.isolate.fault is not None:
+                            self.on_fault(self.isolate.fault)
+                    finally:
+                        self._inbox.clear()
                     return
                 # A turn that ended its slice with jobs left runs again, after the other
                 # isolates queued on the same thread have had theirs.
@@ -186,11 +188,15 @@ class IsolateHost:
                 self.idle_callback()
 
     def _fail(self, fault: IsolateFault) -> None:
-        self._inbox.clear()
+        """The owner hears of the fault while what JS never saw is still queued (it may
+        take such messages back, see `take_undelivered`); the rest is dropped."""
         self._in_turn = False
         self._run_boundary()
-        if self.on_fault is not None:
-            self.on_fault(fault)
+        try:
+            if self.on_fault is not None:
+                self.on_fault(fault)
+        finally:
+            self._inbox.clear()
 
     def _dispatch(self, message: dict[str, Any]) -> None:
         op = message.get("op")

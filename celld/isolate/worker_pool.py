@@ -3,8 +3,8 @@
 Requests go to the isolate with the fewest requests in flight; an isolate serves
 many requests at once (they interleave at awaits, as in workerd). When an isolate
 faults (CPU or memory limit, stack overflow, a broken bridge), every request it was
-serving fails with a 500 and a fresh isolate takes its place; other isolates are
-untouched.
+serving fails with a 500 and a fresh isolate takes its place (requests queued for it
+that it never saw go to another isolate); other isolates are untouched.
 
 CPU: every turn's CPU time is shared out among the requests the isolate is serving
 (a request is served until its response is sent and its waitUntil() work settled).
@@ -333,6 +333,16 @@ class WorkerPool:
         log.error("Worker isolate stopped (%s); replacing it\n%s", fault.reason, detail)
         if slot in self._slots:
             self._slots.remove(slot)
+        # Requests the isolate never saw are not its to fail: they go to another one.
+        moved: list[tuple[int, asyncio.Future[WireResponse], dict[str, Any]]] = []
+        for message in slot.host.take_undelivered("fetch"):
+            request_id = int(message["id"])
+            future = slot.pending.pop(request_id, None)
+            slot.live.pop(request_id, None)
+            if future is not None and not future.done():
+                moved.append((request_id, future, message))
+        if moved:
+            self._in_background(self._redispatch(moved), "moving requests off a failed isolate")
         for future in slot.pending.values():
             if not future.done():
                 future.set_exception(fault_error(fault, detail))
@@ -343,6 +353,13 @@ class WorkerPool:
             self._in_background(slot.host.close(), "closing a failed spare isolate")
             return
         self._in_background(self._replace(slot), "replacing a failed isolate")
+
+    async def _redispatch(
+        self, moved: list[tuple[int, asyncio.Future[WireResponse], dict[str, Any]]]
+    ) -> None:
+        for request_id, future, message in moved:
+            if not future.done():
+                self._dispatch(await self._pick(), request_id, future, message)
 
     def _in_background(self, work: Coroutine[Any, Any, None], what: str) -> None:
         task = asyncio.get_running_loop().create_task(work)
