@@ -54,6 +54,20 @@ class Report:
     problems: list[str] = field(default_factory=list)
     dropped: int = 0  # instances dropped from memory after store failures (and reloaded)
 
+    def exit_with_summary(self, prefix: str, started: float) -> None:
+        """Print the figures and every problem; exit 1 if there was one (the harnesses'
+        command line)."""
+        print(
+            f"{prefix}{self.instances} instances, {self.kills} SIGKILLs, "
+            f"{self.executions} step executions, "
+            f"at most {self.max_runs_per_attempt} runs of one (step, attempt), "
+            f"{self.dropped} drops after store failures, "
+            f"{time.monotonic() - started:.1f} s"
+        )
+        for problem in self.problems:
+            print("PROBLEM:", problem)
+        raise SystemExit(1 if self.problems else 0)
+
 
 class Harness:
     def __init__(
@@ -245,16 +259,7 @@ def main() -> None:
     report = run_harness(
         args.instances, args.kills, args.seed, args.timeout, args.disk_full, args.store
     )
-    print(
-        f"{report.instances} instances, {report.kills} SIGKILLs, "
-        f"{report.executions} step executions, "
-        f"at most {report.max_runs_per_attempt} runs of one (step, attempt), "
-        f"{report.dropped} drops after store failures, "
-        f"{time.monotonic() - started:.1f} s"
-    )
-    for problem in report.problems:
-        print("PROBLEM:", problem)
-    raise SystemExit(1 if report.problems else 0)
+    report.exit_with_summary("", started)
 
 
 if __name__ == "__main__":

@@ -186,15 +186,7 @@ def main() -> None:
         lease_ms=args.lease_ms,
         late=args.late,
     )
-    print(
-        f"{args.nodes} nodes, {report.instances} instances, {report.kills} SIGKILLs, "
-        f"{report.executions} step executions, "
-        f"at most {report.max_runs_per_attempt} runs of one (step, attempt), "
-        f"{time.monotonic() - started:.1f} s"
-    )
-    for problem in report.problems:
-        print("PROBLEM:", problem)
-    raise SystemExit(1 if report.problems else 0)
+    report.exit_with_summary(f"{args.nodes} nodes, ", started)
 
 
 if __name__ == "__main__":
