@@ -43,10 +43,13 @@ async def run_js_async(
     extra: tuple[Script, ...] = (),
     ops: dict[str, Any] | None = None,
     env: dict[str, Any] | None = None,
+    inline: bool = False,
 ) -> Any:
     """Run `body`; `extra` scripts load after the runtime, `ops` adds host operations and
-    `env` is posted as the env message first (the snippet reads it as `env`)."""
+    `env` is posted as the env message first (the snippet reads it as `env`). `inline`
+    runs the turns on the calling event-loop thread."""
     isolate = Isolate(pool().pick(), limits)
+    isolate.inline = inline
     source = (
         "const { PromisePrototypeThen: __then, stringify: __stringify } ="
         " __celld_primordials;\n"

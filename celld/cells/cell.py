@@ -213,6 +213,7 @@ class Cell:
         except BaseException:
             await self.port.give_isolate(isolate)
             raise
+        isolate.inline = self.port.runs_inline(self.ref)
         host = IsolateHost(isolate, self.port.settings.ops)
         run = CellRun(self, host)
         host.on_fault = run.on_fault

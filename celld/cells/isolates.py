@@ -9,6 +9,25 @@ from celld.cells.warm import WarmIsolates
 from celld.isolate.isolate import Isolate, Limits
 from celld.isolate.program import Program
 from celld.isolate.threads import JsThreadPool
+from celld.store.base import InstanceRef
+
+
+class LongTurns:
+    """Instances one of whose turns ran too long for the event loop: their runs go on JS
+    threads. Kept in memory (a restart gives each one more inline try) and bounded: past
+    `capacity` the oldest entries are forgotten, which costs them one stopped turn."""
+
+    def __init__(self, capacity: int = 10_000) -> None:
+        self.capacity = capacity
+        self._refs: dict[InstanceRef, None] = {}
+
+    def __contains__(self, ref: InstanceRef) -> bool:
+        return ref in self._refs
+
+    def add(self, ref: InstanceRef) -> None:
+        self._refs[ref] = None
+        while len(self._refs) > self.capacity:
+            del self._refs[next(iter(self._refs))]
 
 
 class IsolateSource:

@@ -32,7 +32,7 @@ from celld.cells.cell import Cell
 from celld.cells.clock import Clock
 from celld.cells.instance_log import LogHub
 from celld.cells.introspection import Introspection
-from celld.cells.isolates import IsolateSource
+from celld.cells.isolates import IsolateSource, LongTurns
 from celld.cells.port import RunSettings, WorkflowSpec
 from celld.cells.residency import Residency
 from celld.cells.runqueue import Priority
@@ -97,6 +97,8 @@ class CellSettings:
     residency_ms: int = DEFAULT_RESIDENCY_MS
     max_resident: int = 0  # 0: default_max_resident()
     replay_every_step: bool = False
+    #: turns of workflow runs on the event-loop thread (CELLD_INLINE_TURNS=0: JS threads)
+    inline_turns: bool = True
     queue_capacity: int = 0  # 0: 4 x max_resident, at least 1,000
     #: test mode: instances accept test modifiers (celld.cells.introspection)
     test_mode: bool = False
@@ -104,13 +106,14 @@ class CellSettings:
     @classmethod
     def from_environment(cls) -> CellSettings:
         """CELLD_ALARM_RESIDENT_MS, CELLD_MAX_RESIDENT, CELLD_REPLAY_EVERY_STEP,
-        CELLD_RUN_QUEUE; test mode with CELLD_TEST_MODE=1 or a manual test clock
+        CELLD_INLINE_TURNS, CELLD_RUN_QUEUE; test mode with CELLD_TEST_MODE=1 or a manual test clock
         (CELLD_TEST_CLOCK=manual)."""
         env = os.environ
         return cls(
             residency_ms=int(env.get("CELLD_ALARM_RESIDENT_MS", DEFAULT_RESIDENCY_MS)),
             max_resident=int(env.get("CELLD_MAX_RESIDENT", 0)),
             replay_every_step=env.get("CELLD_REPLAY_EVERY_STEP", "") not in ("", "0", "false"),
+            inline_turns=env.get("CELLD_INLINE_TURNS", "1") not in ("", "0", "false"),
             queue_capacity=int(env.get("CELLD_RUN_QUEUE", 0)),
             test_mode=env.get("CELLD_TEST_MODE", "") not in ("", "0", "false")
             or env.get("CELLD_TEST_CLOCK", "").startswith("manual"),
@@ -148,12 +151,14 @@ class CellManager:
         self.settings = RunSettings(
             residency_ms=settings.residency_ms,
             replay_every_step=settings.replay_every_step,
+            inline_turns=settings.inline_turns,
             env_message=env_message,
             ops=self.ops,
             lines=program.lines,
             introspection=self.introspection,
         )
         self.isolates = IsolateSource(threads, program, limits or Limits())
+        self.long_turns = LongTurns()
         self.tasks = TaskOwner("cells")
         self.residency = Residency(
             self._load_cell,
@@ -254,6 +259,12 @@ class CellManager:
 
     async def give_isolate(self, isolate: Isolate) -> None:
         await self.isolates.give(isolate)
+
+    def runs_inline(self, ref: InstanceRef) -> bool:
+        return self.settings.inline_turns and ref not in self.long_turns
+
+    def ran_long(self, ref: InstanceRef) -> None:
+        self.long_turns.add(ref)
 
     def spawn(
         self,

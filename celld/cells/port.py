@@ -41,6 +41,8 @@ class RunSettings:
 
     residency_ms: int
     replay_every_step: bool
+    #: runs' turns go on the event-loop thread (celld/isolate/isolate.py, "inline")
+    inline_turns: bool
     env_message: Mapping[str, Any]
     ops: Mapping[str, OpHandler]
     lines: LineMap
@@ -87,6 +89,14 @@ class CellPort(Protocol):
 
     async def take_isolate(self) -> tuple[Isolate, bool]:
         """An isolate for a run: (isolate, fresh); raises what loading the Worker raised."""
+        ...
+
+    def runs_inline(self, ref: InstanceRef) -> bool:
+        """Whether the instance's runs turn on the event-loop thread (celld/isolate/isolate.py)."""
+        ...
+
+    def ran_long(self, ref: InstanceRef) -> None:
+        """A turn of the instance ran too long for the event loop: run it on JS threads."""
         ...
 
     async def give_isolate(self, isolate: Isolate) -> None: ...

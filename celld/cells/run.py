@@ -727,6 +727,19 @@ class CellRun:
         if self.closed:
             return
         ref = self.cell.ref
+        if fault.long_turn:
+            # Nothing the stopped turn did left the isolate (its outbox is dropped), so the
+            # run starts over by replay on a JS thread, where a long turn holds nothing up.
+            log.info(
+                "workflow %s/%s: a turn ran long; its runs move to a JS thread",
+                ref.workflow,
+                ref.id,
+            )
+            self.port.ran_long(ref)
+            self.port.spawn(
+                self.cell.replay(self), "moving a run off the event loop", self.cell.on_task_failure
+            )
+            return
         detail = self.port.settings.lines.rewrite(fault.detail)
         log.error(
             "workflow %s/%s: isolate stopped (%s)\n%s", ref.workflow, ref.id, fault.reason, detail

@@ -19,6 +19,14 @@ loop of short jobs (`for (;;) await null`) is caught as surely as one long job:
 - A single job can only be stopped by QuickJS's interrupt, armed at every turn with
   what is left of the smallest of those budgets.
 
+Turns of an isolate without host callables go through `celld/isolate/native.py`: one
+hold of the GIL for the whole turn instead of a hand-off per call into JS. Such an isolate
+may run its turns `inline`, on the event-loop thread itself, with no thread hop at all.
+There a turn yields after `INLINE_SLICE_MS` between jobs, and a single job still running
+after `INLINE_LIMIT_MS` of CPU is stopped: the isolate faults with `LONG_TURN_REASON` and its
+owner moves the work to a JS thread (a workflow run replays there; see CellRun.on_fault),
+so one CPU-bound run never holds the event loop for longer than that.
+
 The memory limit covers the whole context. A limit hit, or any exception escaping
 the runtime's own error handling (including a bridge message that cannot be read),
 poisons the isolate: `fault` is set and its owner must throw it away (Cloudflare does
@@ -38,6 +46,7 @@ import orjson
 import quickjs
 
 from celld.isolate.entropy import entropy_script
+from celld.isolate.native import NativeBridge, NativeJsError
 from celld.isolate.runtime import Script
 from celld.isolate.threads import JS_STACK_LIMIT_BYTES, JsThread
 from celld.isolate.watchdog import WATCHDOG
@@ -51,6 +60,14 @@ TURN_SLICE_MS = 20
 #: Jobs run between two looks at the clock (reading it costs about as much as a job).
 _JOBS_PER_CLOCK_CHECK = 16
 CPU_LIMIT_REASON = "CPU time limit exceeded"
+#: Inline turns (on the event-loop thread): run jobs for at most this long per turn ...
+INLINE_SLICE_MS = 2
+#: ... and stop a turn that has used this much CPU (its thread's clock, so time the
+#: interpreter gave to other threads is not counted against it).
+INLINE_LIMIT_MS = 10
+#: The fault of an inline turn stopped at INLINE_LIMIT_MS: not the work's failure, only a
+#: sign that it belongs on a JS thread.
+LONG_TURN_REASON = "a turn ran too long for the event loop"
 #: The runtime's note (js/host.js) that user code replaced a built-in it watches.
 INTRINSICS_CHANGED = "intrinsics.changed"
 
@@ -71,6 +88,11 @@ class IsolateFault(Exception):
         self.reason = reason
         self.detail = detail
 
+    @property
+    def long_turn(self) -> bool:
+        """An inline turn stopped for taking too long: the work may run again elsewhere."""
+        return self.reason == LONG_TURN_REASON
+
 
 class ScriptError(Exception):
     """A script failed while loading (syntax error, exception at top level)."""
@@ -85,6 +107,8 @@ def classify_fault(error: BaseException) -> IsolateFault:
     """Name the limit a QuickJS exception stands for, so logs and errors say which."""
     text = str(error)
     if isinstance(error, quickjs.StackOverflow) or "stack overflow" in text:
+        return IsolateFault("stack overflow", text)
+    if "Maximum call stack size exceeded" in text:
         return IsolateFault("stack overflow", text)
     if "interrupted" in text:
         return IsolateFault(CPU_LIMIT_REASON, text)
@@ -118,6 +142,11 @@ class Isolate:
         self._context: quickjs.Context | None = None
         self._deliver: Any = None
         self._take: Any = None
+        #: Direct calls into the context (None: through the binding; see native.py).
+        self._native: NativeBridge | None = None
+        #: Run turns on the calling (event-loop) thread instead of `thread`; only takes
+        #: effect for isolates with the direct path (`native`).
+        self.inline = False
         thread.load += 1
         self._closed = False
         #: Thread CPU time (ms) spent in this isolate's turns, ever.
@@ -167,6 +196,18 @@ class Isolate:
         self._context = context
         self._deliver = context.get("__celld_deliver")
         self._take = context.get("__celld_take")
+        if not self.callables:
+            # From here on the runtime's interrupt handler is the bridge's, which enforces
+            # the same CPU limits per turn (and, inline, the wall-time limit).
+            context.set_time_limit(-1)
+            self._native = NativeBridge.attach(context, "__celld_deliver", "__celld_take")
+            if self._native is None:
+                context.set_time_limit(self.limits.cpu_ms / 1000)
+
+    @property
+    def native(self) -> bool:
+        """Turns go straight to QuickJS (one hold of the GIL each) and may run inline."""
+        return self._native is not None
 
     async def close(self) -> None:
         """Drop the context on its own thread (freeing it elsewhere can crash QuickJS)."""
@@ -177,6 +218,10 @@ class Isolate:
         await self.thread.run(self._close_sync)
 
     def _close_sync(self) -> None:
+        if self._native is not None:
+            self._native.enter(JS_STACK_LIMIT_BYTES)
+            self._native.close()
+            self._native = None
         self._deliver = None
         self._take = None
         self._context = None
@@ -213,11 +258,14 @@ class Isolate:
         payload = _dumps(inbox)
         self.turn_queued_at = time.monotonic()
         try:
-            outbox = await self.thread.run_batched(lambda: self._turn_sync(payload))
+            if self.inline and self._native is not None:
+                outbox = self._turn_sync(payload, inline=True)
+            else:
+                outbox = await self.thread.run_batched(lambda: self._turn_sync(payload))
         except IsolateFault as fault:
             self.fault = fault
             raise
-        except (quickjs.JSException, quickjs.StackOverflow) as error:
+        except (quickjs.JSException, quickjs.StackOverflow, NativeJsError) as error:
             self.fault = classify_fault(error)
             raise self.fault from None
         finally:
@@ -242,13 +290,15 @@ class Isolate:
                 break
         return messages
 
-    def _turn_sync(self, payload: str) -> str:
+    def _turn_sync(self, payload: bytes, inline: bool = False) -> bytes | str:
         context = self._context
         if context is None:
             raise IsolateFault("isolate closed", "")
         allowed = self._allowance_ms()
         if allowed <= 0:
             raise IsolateFault(CPU_LIMIT_REASON, "the CPU budget was already used up")
+        if self._native is not None:
+            return self._native_turn(self._native, payload, allowed, inline)
         # Arms QuickJS's interrupt for each entry into JS below (delivery, each job).
         context.set_time_limit(-1 if self.callables else allowed / 1000)
         cpu_start = time.thread_time()
@@ -256,8 +306,8 @@ class Isolate:
         drained = False
         self._arm(allowed)
         try:
-            if payload != "[]":
-                self._deliver(payload)
+            if payload != b"[]":
+                self._deliver(payload.decode())
             while not drained:
                 for _ in range(_JOBS_PER_CLOCK_CHECK):
                     if not context.execute_pending_job():
@@ -290,6 +340,43 @@ class Isolate:
             raise IsolateFault(CPU_LIMIT_REASON, "its jobs kept running past the CPU limit")
         return outbox
 
+    def _native_turn(
+        self, bridge: NativeBridge, payload: bytes, allowed: float, inline: bool
+    ) -> bytes:
+        """The turn through direct calls: the same rules, one hold of the GIL."""
+        cpu_start = time.thread_time()
+        started = time.perf_counter()
+        slice_end = started + (INLINE_SLICE_MS if inline else TURN_SLICE_MS) / 1000
+        drained = False
+        bridge.enter(JS_STACK_LIMIT_BYTES)
+        bridge.arm(
+            cpu_start + allowed / 1000, cpu_start + INLINE_LIMIT_MS / 1000 if inline else None
+        )
+        try:
+            if payload != b"[]":
+                bridge.deliver(payload)
+            while not drained:
+                drained = bridge.run_jobs(_JOBS_PER_CLOCK_CHECK)
+                if time.perf_counter() >= slice_end:
+                    break
+            outbox = bridge.take()
+        except NativeJsError as error:
+            if bridge.deadlines.fired == "long":
+                raise IsolateFault(
+                    LONG_TURN_REASON, f"stopped after {INLINE_LIMIT_MS} ms"
+                ) from None
+            raise classify_fault(error) from None
+        finally:
+            bridge.disarm()
+            spent = (time.thread_time() - cpu_start) * 1000
+            self.last_turn_cpu_ms = spent
+            self.cpu_used_ms += spent
+            self.streak_ms = 0.0 if drained else self.streak_ms + spent
+            self.runnable = not drained
+        if self._allowance_ms() <= 0:
+            raise IsolateFault(CPU_LIMIT_REASON, "its jobs kept running past the CPU limit")
+        return outbox
+
     def _arm(self, allowed_ms: float) -> None:
         if self._runtime is not None:
             WATCHDOG.arm(self._runtime, allowed_ms / 1000)
@@ -298,17 +385,22 @@ class Isolate:
         """End the watchdog's watch of this turn; True if it stopped the turn."""
         return self._runtime is not None and WATCHDOG.disarm(self._runtime)
 
+    def _enter(self) -> quickjs.Context:
+        """The context, ready for a call from the current thread (see native.py: stack)."""
+        assert self._context is not None
+        if self._native is not None:
+            self._native.enter(JS_STACK_LIMIT_BYTES)
+        return self._context
+
     def eval_sync(self, source: str) -> Any:
         """Evaluate `source` on the isolate's thread (call only from that thread)."""
-        assert self._context is not None
-        return self._context.eval(source)
+        return self._enter().eval(source)
 
     async def eval(self, source: str) -> Any:
         """Evaluate a snippet on the isolate's thread; primitives come back as Python values."""
 
         def run() -> Any:
-            assert self._context is not None
-            return self._context.eval(source)
+            return self._enter().eval(source)
 
         return await self.thread.run(run)
 
@@ -319,8 +411,7 @@ class Isolate:
             return []
 
         def read() -> str:
-            assert self._context is not None
-            return str(self._context.eval("__celld_intrinsics_changed()"))
+            return str(self._enter().eval("__celld_intrinsics_changed()"))
 
         try:
             return list(orjson.loads(await self.thread.run(read)))
@@ -339,22 +430,21 @@ class Isolate:
 
     async def memory(self) -> dict[str, int]:
         def read() -> dict[str, int]:
-            assert self._context is not None
-            return dict(self._context.memory())
+            return dict(self._enter().memory())
 
         return await self.thread.run(read)
 
 
-def _dumps(value: Any) -> str:
+def _dumps(value: Any) -> bytes:
     try:
-        return orjson.dumps(value).decode()
+        return orjson.dumps(value)
     except TypeError:
         # orjson refuses strings holding lone surrogates (JS strings may); the stdlib writes
         # them as \uXXXX escapes, which JSON.parse turns back into the same JS string.
-        return json.dumps(value)
+        return json.dumps(value).encode()
 
 
-def _loads(text: str) -> Any:
+def _loads(text: bytes | str) -> Any:
     try:
         return orjson.loads(text)
     except orjson.JSONDecodeError:

@@ -172,6 +172,22 @@ export class CpuHogWorkflow extends WorkflowEntrypoint {
   }
 }
 
+/** A step that computes for a while in one go (too long for the event loop, well inside
+ * the CPU limit), between two quick ones. */
+export class BusyStepWorkflow extends WorkflowEntrypoint {
+  async run(event, step) {
+    const before = await step.do("before", async () => "quick");
+    const spun = await step.do("spin", { retries: { limit: 0, delay: 1000 } }, async () => {
+      let n = 0;
+      const until = Date.now() + event.payload.ms;
+      while (Date.now() < until) n++;
+      return n >= 0;
+    });
+    const after = await step.do("after", async () => "quick");
+    return { before, spun, after };
+  }
+}
+
 /** Step results that are ReadableStreams of bytes: recorded, and read back as streams. */
 export class StreamWorkflow extends WorkflowEntrypoint {
   async run(event, step) {
