@@ -37,6 +37,7 @@ async def test_a_step_too_long_for_the_event_loop_moves_to_a_js_thread(tmp_path:
         assert rows["busy"] == rows["light"]
         assert rows["busy"][2] is None
 
+
 async def test_with_inline_turns_off_every_run_uses_js_threads(tmp_path: Path) -> None:
     settings = CellSettings(inline_turns=False)
     async with running_service(tmp_path / "state", cells=settings) as service:
