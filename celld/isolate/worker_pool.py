@@ -257,13 +257,17 @@ class WorkerPool:
             for slot in list(self._slots):
                 if not slot.stalled(now):
                     continue
-                moved = slot.host.take_undelivered("fetch")
-                for message in moved:
+                # Every moved request leaves the stuck isolate's books before the first
+                # await below: while a new home is picked, that isolate may go idle, and a
+                # request it still listed but no longer held would be declared hung.
+                moving = []
+                for message in slot.host.take_undelivered("fetch"):
                     request_id = int(message["id"])
                     future = slot.pending.pop(request_id, None)
                     slot.live.pop(request_id, None)
-                    if future is None or future.done():
-                        continue
+                    if future is not None and not future.done():
+                        moving.append((request_id, future, message))
+                for request_id, future, message in moving:
                     target = await self._pick()
                     self._dispatch(target, request_id, future, message)
 
