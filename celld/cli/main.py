@@ -150,6 +150,9 @@ def run(
             f"choose one): {options.operator_token}",
             err=True,
         )
+    switch = os.environ.get("CELLD_SWITCH_INTERVAL_MS")
+    if switch:
+        sys.setswitchinterval(float(switch) / 1000)
     uvicorn.run(
         service.app(),
         host=ip,

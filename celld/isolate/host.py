@@ -145,15 +145,8 @@ class IsolateHost:
         await self._idle.wait()
 
     async def _pump(self) -> None:
-        first = True
         try:
             while True:
-                if not first and self.isolate.inline:
-                    # An inline turn runs on the event-loop thread: between two of them the
-                    # loop serves everything else, or an isolate whose every turn leaves
-                    # work for the next (`for (;;) await null`) would hold it for good.
-                    await asyncio.sleep(0)
-                first = False
                 batch, self._inbox = self._inbox, []
                 self._in_turn = True
                 try:

@@ -21,7 +21,8 @@ loop of short jobs (`for (;;) await null`) is caught as surely as one long job:
 
 Turns of an isolate without host callables go through `celld/isolate/native.py`: one
 hold of the GIL for the whole turn instead of a hand-off per call into JS. Such an isolate
-may run its turns `inline`, on the event-loop thread itself, with no thread hop at all.
+may run its turns `inline`, on the event-loop thread itself, with no thread hop at all
+(in slices shared by every inline isolate: celld/isolate/inline.py).
 There a turn yields after `INLINE_SLICE_MS` between jobs, and a single job still running
 after `INLINE_LIMIT_MS` of CPU is stopped: the isolate faults with `LONG_TURN_REASON` and its
 owner moves the work to a JS thread (a workflow run replays there; see CellRun.on_fault),
@@ -46,6 +47,7 @@ import orjson
 import quickjs
 
 from celld.isolate.entropy import entropy_script
+from celld.isolate.inline import inline_turns
 from celld.isolate.native import NativeBridge, NativeJsError
 from celld.isolate.runtime import Script
 from celld.isolate.threads import JS_STACK_LIMIT_BYTES, JsThread
@@ -259,7 +261,7 @@ class Isolate:
         self.turn_queued_at = time.monotonic()
         try:
             if self.inline and self._native is not None:
-                outbox = self._turn_sync(payload, inline=True)
+                outbox = await inline_turns().run(lambda: self._turn_sync(payload, inline=True))
             else:
                 outbox = await self.thread.run_batched(lambda: self._turn_sync(payload))
         except IsolateFault as fault:

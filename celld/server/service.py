@@ -62,6 +62,9 @@ class Service:
     options: ServiceOptions
     program: Program = field(init=False)
     threads: JsThreadPool = field(init=False)
+    #: Workflow runs turn on the event loop; this thread loads their isolates (and runs
+    #: those moved off the loop), so a burst of loads never queues before Worker requests.
+    workflow_threads: JsThreadPool | None = field(init=False, default=None)
     pool: WorkerPool | None = field(default=None, init=False)
     store: Store | None = field(default=None, init=False)
     cells: CellManager | None = field(default=None, init=False)
@@ -150,11 +153,14 @@ class Service:
                 )
                 for w in self.project.workflows
             }
+            cell_threads = self.threads
+            if self.options.cells.inline_turns:
+                self.workflow_threads = cell_threads = JsThreadPool(1, name="celld-wf")
             self.cells = CellManager(
                 specs,
                 self.store,
                 self.options.clock,
-                self.threads,
+                cell_threads,
                 self.program,
                 ops,
                 self.env_message(),
@@ -189,6 +195,8 @@ class Service:
         await self.bindings.close()
         await close_fetch_client()
         self.threads.shutdown()
+        if self.workflow_threads is not None:
+            self.workflow_threads.shutdown()
 
     def app(self) -> Starlette:
         def get_pool() -> WorkerPool:

@@ -1,0 +1,79 @@
+"""Inline turns share the event loop by the slice, not by the callback.
+
+An inline turn (celld/isolate/isolate.py) runs JS on the event-loop thread. Were each run
+straight from the coroutine that wants it, a thousand busy instances would put a thousand
+turns, and the work each one sets off, into every pass of the loop: a pass would take
+tens of milliseconds, and an HTTP request, whose handling crosses the loop several times,
+would wait for several such passes.
+
+So inline turns are queued here and run by one callback that stops after `BUDGET_S` of
+turns and schedules itself again: the loop polls its sockets and runs everything else
+between two slices. Turns run in the order they were asked for, and a run that needs
+another turn queues behind the others, so the busy instances take turns fairly. What
+the slices add up to is what the loop can spare; the JS work is the same.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections import deque
+from collections.abc import Callable
+from typing import Any, TypeVar
+from weakref import WeakKeyDictionary
+
+T = TypeVar("T")
+
+#: Turns run back to back for at most this long before the loop gets a pass of its own.
+BUDGET_S = 0.001
+
+
+class InlineTurns:
+    """The queue of inline turns of one event loop."""
+
+    def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
+        self._loop = loop
+        self._queue: deque[tuple[Callable[[], Any], asyncio.Future[Any]]] = deque()
+        self._scheduled = False
+
+    def __len__(self) -> int:
+        return len(self._queue)
+
+    async def run(self, turn: Callable[[], T]) -> T:
+        """Run `turn` on this thread in the next slice; its result or exception."""
+        future: asyncio.Future[T] = self._loop.create_future()
+        self._queue.append((turn, future))
+        if not self._scheduled:
+            self._scheduled = True
+            self._loop.call_soon(self._slice)
+        return await future
+
+    def _slice(self) -> None:
+        self._scheduled = False
+        queue = self._queue
+        end = time.perf_counter() + BUDGET_S
+        while queue:
+            turn, future = queue.popleft()
+            if future.done():  # its awaiter was cancelled: the turn is not wanted
+                continue
+            try:
+                future.set_result(turn())
+            except Exception as error:  # noqa: BLE001 - handed to the awaiting pump
+                future.set_exception(error)
+            if time.perf_counter() >= end:
+                break
+        if queue and not self._scheduled:
+            self._scheduled = True
+            self._loop.call_soon(self._slice)
+
+
+_by_loop: WeakKeyDictionary[asyncio.AbstractEventLoop, InlineTurns] = WeakKeyDictionary()
+
+
+def inline_turns() -> InlineTurns:
+    """The inline-turn queue of the running event loop."""
+    loop = asyncio.get_running_loop()
+    turns = _by_loop.get(loop)
+    if turns is None:
+        turns = _by_loop[loop] = InlineTurns(loop)
+    return turns
