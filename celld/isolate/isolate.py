@@ -46,6 +46,7 @@ from typing import Any
 import orjson
 import quickjs
 
+from celld.isolate.bytecode import BYTECODE
 from celld.isolate.entropy import entropy_script
 from celld.isolate.inline import inline_turns
 from celld.isolate.native import NativeBridge, NativeJsError
@@ -188,8 +189,9 @@ class Isolate:
         try:
             for script in scripts:
                 try:
-                    context.eval(script.source)
-                except quickjs.JSException as error:
+                    if not BYTECODE.evaluate(context, script.source):
+                        context.eval(script.source)
+                except (quickjs.JSException, NativeJsError) as error:
                     if self._disarm():
                         raise IsolateFault(CPU_LIMIT_REASON, "loading took too long") from None
                     raise ScriptError(script.name, str(error)) from None

@@ -85,6 +85,19 @@ class _Library:
         self.set_interrupt_handler = self._fn(
             lib.JS_SetInterruptHandler, None, [_P, _INTERRUPT_HANDLER, _P]
         )
+        self.eval = self._fn(
+            lib.JS_Eval,
+            JSValue,
+            [_P, ctypes.c_char_p, ctypes.c_size_t, ctypes.c_char_p, ctypes.c_int],
+        )
+        self.write_object = self._fn(
+            lib.JS_WriteObject, _P, [_P, ctypes.POINTER(ctypes.c_size_t), JSValue, ctypes.c_int]
+        )
+        self.read_object = self._fn(
+            lib.JS_ReadObject, JSValue, [_P, ctypes.c_char_p, ctypes.c_size_t, ctypes.c_int]
+        )
+        self.eval_function = self._fn(lib.JS_EvalFunction, JSValue, [_P, JSValue])
+        self.free = self._fn(lib.js_free, None, [_P, _P])
 
     @staticmethod
     def _fn(function: Any, restype: Any, argtypes: list[Any]) -> Any:
@@ -193,6 +206,54 @@ def stack_limit_for_this_thread(wanted: int) -> int:
 # -- one context ---------------------------------------------------------------------------
 
 
+def library() -> _Library | None:
+    """The binding's library, typed (None where it cannot be loaded)."""
+    return _load_library()
+
+
+def pointers_of(lib: _Library, context: Any) -> tuple[int, int] | None:
+    """(JSRuntime*, JSContext*) of a `quickjs.Context`: the first two fields after the
+    object header, trusted only if `JS_GetRuntime` agrees."""
+    pointer = ctypes.sizeof(_P)
+    base = id(context) + 2 * pointer  # after ob_refcnt and ob_type
+    runtime = _P.from_address(base).value
+    js_context = _P.from_address(base + pointer).value
+    if not runtime or not js_context or lib.get_runtime(js_context) != runtime:
+        log.warning("the quickjs binding's context layout is unknown: no direct calls")
+        return None
+    return runtime, js_context
+
+
+def exception_text(lib: _Library, context: int) -> str:
+    """Take the pending exception of `context` as text (message, then its stack)."""
+    error = lib.get_exception(context)
+    try:
+        text = _value_text(lib, context, error).decode("utf-8", "replace")
+        stack = lib.get_property(context, error, b"stack")
+        try:
+            if stack.tag != _TAG_EXCEPTION:
+                trace = _value_text(lib, context, stack).decode("utf-8", "replace")
+                if trace and trace != "undefined":
+                    text = f"{text}\n{trace}"
+        finally:
+            lib.free_value(context, stack)
+    finally:
+        lib.free_value(context, error)
+    return text
+
+
+def _value_text(lib: _Library, context: int, value: JSValue) -> bytes:
+    length = ctypes.c_size_t()
+    pointer = lib.to_c_string(context, ctypes.byref(length), value, False)
+    if not pointer:
+        lib.free_value(context, lib.get_exception(context))
+        raise NativeJsError("a value could not be turned into text (out of memory?)")
+    try:
+        return ctypes.string_at(pointer, length.value)
+    finally:
+        lib.free_c_string(context, pointer)
+
+
 class NativeBridge:
     """Direct calls into one context: deliver, run jobs, take."""
 
@@ -218,16 +279,10 @@ class NativeBridge:
         """A bridge to `context` (a `quickjs.Context` whose runtime has `deliver` and `take`
         functions), or None when the binding's layout is not the one this module knows."""
         lib = _load_library()
-        if lib is None:
+        pointers = None if lib is None else pointers_of(lib, context)
+        if lib is None or pointers is None:
             return None
-        pointer = ctypes.sizeof(_P)
-        base = id(context) + 2 * pointer  # after ob_refcnt and ob_type
-        runtime = _P.from_address(base).value
-        js_context = _P.from_address(base + pointer).value
-        if not runtime or not js_context or lib.get_runtime(js_context) != runtime:
-            log.warning("turns go through the quickjs binding (unknown context layout)")
-            return None
-        return cls(lib, runtime, js_context, deliver, take)
+        return cls(lib, *pointers, deliver, take)
 
     def enter(self, stack_bytes: int) -> None:
         """Before any use from the calling thread: QuickJS's stack limit, measured here."""
@@ -301,33 +356,10 @@ class NativeBridge:
             self._raise_pending()
 
     def _raise_pending(self) -> None:
-        lib, context = self._lib, self._context
-        error = lib.get_exception(context)
-        try:
-            text = self._text(error).decode("utf-8", "replace")
-            stack = lib.get_property(context, error, b"stack")
-            try:
-                if stack.tag != _TAG_EXCEPTION:
-                    trace = self._text(stack).decode("utf-8", "replace")
-                    if trace and trace != "undefined":
-                        text = f"{text}\n{trace}"
-            finally:
-                lib.free_value(context, stack)
-        finally:
-            lib.free_value(context, error)
-        raise NativeJsError(text)
+        raise NativeJsError(exception_text(self._lib, self._context))
 
     def _text(self, value: JSValue) -> bytes:
-        lib, context = self._lib, self._context
-        length = ctypes.c_size_t()
-        pointer = lib.to_c_string(context, ctypes.byref(length), value, False)
-        if not pointer:
-            lib.free_value(context, lib.get_exception(context))
-            raise NativeJsError("a value could not be turned into text (out of memory?)")
-        try:
-            return ctypes.string_at(pointer, length.value)
-        finally:
-            lib.free_c_string(context, pointer)
+        return _value_text(self._lib, self._context, value)
 
 
 def available() -> bool:
