@@ -150,9 +150,7 @@ def run(
             f"choose one): {options.operator_token}",
             err=True,
         )
-    switch = os.environ.get("CELLD_SWITCH_INTERVAL_MS")
-    if switch:
-        sys.setswitchinterval(float(switch) / 1000)
+    sys.setswitchinterval(switch_interval_s(os.environ.get("CELLD_SWITCH_INTERVAL_MS")))
     uvicorn.run(
         service.app(),
         host=ip,
@@ -164,6 +162,30 @@ def run(
         limit_concurrency=max_connections,
         timeout_graceful_shutdown=grace,
     )
+
+
+#: How long a thread may keep the GIL while another waits for it. The event loop keeps it
+#: through JS turns and Python alike; the SQLite writer (a commit just landed) and the JS
+#: threads (a Worker request's turn) each need it briefly. Python's 5 ms would be added
+#: to their latency whenever the loop is busy; 0.5 ms costs the loop a few more thread
+#: switches under contention (bench/PROFILE.md).
+DEFAULT_SWITCH_INTERVAL_MS = 0.5
+
+
+def switch_interval_s(configured: str | None) -> float:
+    """The interpreter's switch interval for `celld run` (CELLD_SWITCH_INTERVAL_MS)."""
+    if not configured:
+        return DEFAULT_SWITCH_INTERVAL_MS / 1000
+    try:
+        value = float(configured)
+    except ValueError:
+        value = -1.0
+    if not 0.01 <= value <= 100:
+        raise click.ClickException(
+            f"CELLD_SWITCH_INTERVAL_MS must be a number of milliseconds from 0.01 to 100, "
+            f"not {configured!r}"
+        )
+    return value / 1000
 
 
 def operator_token(ip: str, configured: str | None) -> tuple[str | None, bool]:

@@ -6,7 +6,8 @@ bytecode API, but its library exports QuickJS's own: the first load of a script 
 it (`JS_Eval` with COMPILE_ONLY) and serializes the function (`JS_WriteObject`); every
 load after that reads the bytes back (`JS_ReadObject`) and runs them (`JS_EvalFunction`),
 which is what `eval` does after parsing. Compiled with the file name the binding's own
-`eval` uses, so stack traces and line mapping are unchanged.
+`eval` uses, so stack traces and line mapping are unchanged. Reading and running let the
+GIL go, as the binding's `eval` does: loads run on a JS thread beside the event loop.
 
 A script that does not compile is left to the binding's `eval`, which reports the syntax
 error as before. Where the direct path is unavailable (see native.py), every load parses.

@@ -189,7 +189,9 @@ class Isolate:
         try:
             for script in scripts:
                 try:
-                    if not BYTECODE.evaluate(context, script.source):
+                    # (Not with host callables: JS calling Python needs the binding's own
+                    # entry into JS, which knows how it let the GIL go.)
+                    if self.callables or not BYTECODE.evaluate(context, script.source):
                         context.eval(script.source)
                 except (quickjs.JSException, NativeJsError) as error:
                     if self._disarm():

@@ -62,6 +62,9 @@ class _Library:
         import _quickjs
 
         lib = ctypes.PyDLL(_quickjs.__file__)
+        #: The same functions through a handle that lets the GIL go for the call: for
+        #: work on a JS thread that is long and needs no Python (reading bytecode).
+        unlocked = ctypes.CDLL(_quickjs.__file__)
         self.get_runtime = self._fn(lib.JS_GetRuntime, _P, [_P])
         self.update_stack_top = self._fn(lib.JS_UpdateStackTop, None, [_P])
         self.set_max_stack_size = self._fn(lib.JS_SetMaxStackSize, None, [_P, ctypes.c_size_t])
@@ -94,9 +97,9 @@ class _Library:
             lib.JS_WriteObject, _P, [_P, ctypes.POINTER(ctypes.c_size_t), JSValue, ctypes.c_int]
         )
         self.read_object = self._fn(
-            lib.JS_ReadObject, JSValue, [_P, ctypes.c_char_p, ctypes.c_size_t, ctypes.c_int]
+            unlocked.JS_ReadObject, JSValue, [_P, ctypes.c_char_p, ctypes.c_size_t, ctypes.c_int]
         )
-        self.eval_function = self._fn(lib.JS_EvalFunction, JSValue, [_P, JSValue])
+        self.eval_function = self._fn(unlocked.JS_EvalFunction, JSValue, [_P, JSValue])
         self.free = self._fn(lib.js_free, None, [_P, _P])
 
     @staticmethod
