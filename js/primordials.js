@@ -115,7 +115,11 @@
         return this[key];
       });
     }
-    if (depthOf(value, 1) > MAX_DEPTH) throw tooDeep();
+    // Each level of nesting takes an opening and a closing bracket: a text no longer than
+    // 2 * MAX_DEPTH cannot hold more levels than that, so only longer ones are walked.
+    if (text !== undefined && text.length > 2 * MAX_DEPTH && depthOf(value, 1) > MAX_DEPTH) {
+      throw tooDeep();
+    }
     return text;
   }
 
