@@ -98,3 +98,33 @@ async def test_out_of_memory_inline_is_catchable() -> None:
             inline=True,
         )
     assert "out of memory" in caught.value.message
+
+
+async def test_an_inline_isolate_answers_other_calls_on_the_event_loop_thread() -> None:
+    """Calls besides turns (memory, eval, the built-ins audit) go where the turns go: on its
+    JS thread they would let the GIL go while an inline turn could enter the same runtime.
+    Shown with the isolate's JS thread held busy: they answer all the same."""
+    import asyncio
+    import threading
+
+    from celld.isolate.isolate import Isolate
+    from celld.isolate.runtime import runtime_scripts
+    from celld.isolate.threads import JsThread
+
+    thread = JsThread("test-held")
+    isolate = Isolate(thread)
+    await isolate.load(runtime_scripts())
+    isolate.inline = True
+    release = threading.Event()
+    held = thread.submit(lambda: release.wait(10))
+    try:
+        answers = await asyncio.wait_for(
+            asyncio.gather(isolate.memory(), isolate.eval("1 + 1"), isolate.audit()), 5
+        )
+        assert answers[0]["memory_used_size"] > 0
+        assert answers[1:] == [2, True]
+    finally:
+        release.set()
+        held.result(10)
+        await isolate.close()
+        thread.shutdown()

@@ -41,7 +41,7 @@ import logging
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
 import orjson
 import quickjs
@@ -55,6 +55,7 @@ from celld.isolate.threads import JS_STACK_LIMIT_BYTES, JsThread
 from celld.isolate.watchdog import WATCHDOG
 
 log = logging.getLogger("celld.isolate")
+T = TypeVar("T")
 
 DEFAULT_CPU_MS = 30_000
 DEFAULT_MEMORY_BYTES = 128 * 1024 * 1024
@@ -391,6 +392,14 @@ class Isolate:
         """End the watchdog's watch of this turn; True if it stopped the turn."""
         return self._runtime is not None and WATCHDOG.disarm(self._runtime)
 
+    async def _where_it_turns(self, call: Callable[[], T]) -> T:
+        """Run `call` where the isolate's turns run: inline on the event-loop thread (a
+        call on its JS thread would let the GIL go and let an inline turn into the same
+        runtime meanwhile), or on its JS thread, after the turns queued there."""
+        if self.inline and self._native is not None:
+            return call()
+        return await self.thread.run(call)
+
     def _enter(self) -> quickjs.Context:
         """The context, ready for a call from the current thread (see native.py: stack)."""
         assert self._context is not None
@@ -408,7 +417,7 @@ class Isolate:
         def run() -> Any:
             return self._enter().eval(source)
 
-        return await self.thread.run(run)
+        return await self._where_it_turns(run)
 
     async def intrinsics_changed(self) -> list[str]:
         """The built-ins (JSON, Array.prototype, ...) user code changed in this isolate since
@@ -420,7 +429,7 @@ class Isolate:
             return str(self._enter().eval("__celld_intrinsics_changed()"))
 
         try:
-            return list(orjson.loads(await self.thread.run(read)))
+            return list(orjson.loads(await self._where_it_turns(read)))
         except (quickjs.JSException, quickjs.StackOverflow, orjson.JSONDecodeError) as error:
             self.fault = IsolateFault("the isolate's runtime is broken", str(error))
             return []
@@ -438,7 +447,7 @@ class Isolate:
         def read() -> dict[str, int]:
             return dict(self._enter().memory())
 
-        return await self.thread.run(read)
+        return await self._where_it_turns(read)
 
 
 def _dumps(value: Any) -> bytes:
