@@ -273,6 +273,7 @@ class NativeBridge:
         finally:
             lib.free_value(context, global_object)
         self.deadlines = _Deadlines()
+        self._entered_from: int | None = None  # the thread that last set the stack limit
         _armed[runtime] = self.deadlines
         lib.set_interrupt_handler(runtime, _on_interrupt_check, None)
         self._closed = False
@@ -288,9 +289,14 @@ class NativeBridge:
         return cls(lib, *pointers, deliver, take)
 
     def enter(self, stack_bytes: int) -> None:
-        """Before any use from the calling thread: QuickJS's stack limit, measured here."""
-        self._lib.update_stack_top(self.runtime)
-        self._lib.set_max_stack_size(self.runtime, stack_limit_for_this_thread(stack_bytes))
+        """Before any use from the calling thread: QuickJS's stack limit, measured here
+        (again only when the thread changed: a few kB of Python frames more or less
+        between entries stay well inside the margin)."""
+        thread = threading.get_ident()
+        if thread != self._entered_from:
+            self._entered_from = thread
+            self._lib.update_stack_top(self.runtime)
+            self._lib.set_max_stack_size(self.runtime, stack_limit_for_this_thread(stack_bytes))
 
     def arm(self, cpu: float, long: float | None = None) -> None:
         """Stop JS once the thread's CPU clock passes `cpu` or `long`."""
