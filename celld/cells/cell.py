@@ -23,7 +23,15 @@ from celld.cells.instance_log import InstanceLog
 from celld.cells.port import CellPort, WorkflowSpec
 from celld.cells.run import CellRun
 from celld.cells.runqueue import Priority
-from celld.engine import ErrorInfo, EventRecord, Machine, NotFoundError, Status, StepRecord
+from celld.engine import (
+    ErrorInfo,
+    EventRecord,
+    Machine,
+    NotFoundError,
+    RunStart,
+    Status,
+    StepRecord,
+)
 from celld.engine.state import Changes
 from celld.isolate.host import IsolateHost
 from celld.store.base import InstanceRef, StoreUnavailable, Write
@@ -162,6 +170,25 @@ class Cell:
                 loaded.steps if loaded else (), loaded.events if loaded else ()
             )
 
+    async def _run_start(self) -> RunStart:
+        """`Machine.start_run` with the finished steps it needs. When only they are missing
+        from memory, the store reads them as journal text (no row becomes a Python
+        object); otherwise the rows are restored first. A replay under another version
+        of the Worker checks the recorded keys one by one, so it restores the rows too."""
+        machine = self.machine
+        version = machine.state.version
+        same_version = version is None or version == self.port.version
+        if not machine.history_dropped or not machine.journal_on_disk_suffices or not same_version:
+            await self.restore_history()
+            return machine.start_run(self.port.now())
+        # Under the commit lock: no finished row is committed and forgotten between the
+        # read and the start, so every finished step is either on disk or in memory.
+        async with self._commit_lock:
+            if self.broken:
+                raise StoreUnavailable("an earlier commit of this instance failed")
+            recorded = await self.port.read_journal(self.ref)
+            return machine.start_run(self.port.now(), recorded)
+
     async def history(self) -> tuple[list[StepRecord], list[EventRecord]]:
         """Every step row and event, for viewing (nothing is restored into memory)."""
         if not self.machine.history_dropped:
@@ -209,7 +236,7 @@ class Cell:
             await self.port.give_isolate(isolate)
             return
         try:
-            await self.restore_history()
+            start = await self._run_start()
         except BaseException:
             await self.port.give_isolate(isolate)
             raise
@@ -218,7 +245,6 @@ class Cell:
         run = CellRun(self, host)
         host.on_fault = run.on_fault
         self.run = run
-        start = self.machine.start_run(self.port.now())
         if not preload:
             await self.commit()  # raises (and drops the run) if the store fails
         if self.run is run:

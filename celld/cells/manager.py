@@ -227,6 +227,9 @@ class CellManager:
     async def read(self, ref: InstanceRef) -> Loaded | None:
         return await self.store.load(ref)
 
+    async def read_journal(self, ref: InstanceRef) -> str:
+        return await self.store.journal(ref)
+
     def schedule(self, ref: InstanceRef, next_wake: int | None) -> None:
         if next_wake is not None and next_wake <= self.clock.now() + self.residency_ms:
             self.alarms.schedule(ref, next_wake)
@@ -286,7 +289,13 @@ class CellManager:
         loaded = await self.store.claim(ref)  # OwnedElsewhere: another node runs it
         if loaded is None:
             return None
-        machine = Machine(loaded.state, loaded.steps, loaded.events, step_limit=spec.step_limit)
+        machine = Machine(
+            loaded.state,
+            loaded.steps,
+            loaded.events,
+            step_limit=spec.step_limit,
+            history_dropped=loaded.history_dropped,
+        )
         return Cell(self, ref, spec, machine)
 
     async def view(self, ref: InstanceRef) -> Cell | None:

@@ -65,6 +65,10 @@ class CellPort(Protocol):
         """The instance's committed rows (to restore history dropped from memory)."""
         ...
 
+    async def read_journal(self, ref: InstanceRef) -> str:
+        """The instance's committed finished steps as journal members (`Store.journal`)."""
+        ...
+
     def schedule(self, ref: InstanceRef, next_wake: int | None) -> None:
         """The instance's next deadline is now `next_wake` (None: none)."""
         ...

@@ -76,18 +76,30 @@ class RunStart:
     #: entries, in the order they run]}``; the runtime replays ``run()`` only to find the
     #: handlers again, then runs them one by one as the machine says.
     rollback: dict[str, Any] | None = None
+    #: Finished steps read from the store as journal members, already JSON text
+    #: (``"<key>":{...},...``; see :func:`journal_member`), when the machine started the
+    #: run without them in memory; ``journal`` then holds only the ones in memory.
+    recorded: str = ""
 
     def journal_json(self) -> str:
         """The journal as one JSON text for a single hand-over to JS:
         ``{"<key>": {"value": <raw JSON>} | {} (undefined) | {"error": {name, message}}}``.
-        Values are spliced in verbatim (they are already JSON text)."""
-        parts = []
-        for key, (kind, data) in self.journal.items():
-            if kind == "error":
-                body = '{"error":' + data.to_json() + "}"  # type: ignore[union-attr]
-            elif data is None:
-                body = "{}"
-            else:
-                body = '{"value":' + data + "}"  # type: ignore[operator]
-            parts.append(json.dumps(key, ensure_ascii=False) + ":" + body)
+        Values are spliced in verbatim (they are already JSON text). A key both in
+        ``recorded`` and in memory appears twice with the same entry (a finished row never
+        changes); JSON.parse keeps one."""
+        parts = [self.recorded] if self.recorded else []
+        parts.extend(journal_member(key, entry) for key, entry in self.journal.items())
         return "{" + ",".join(parts) + "}"
+
+
+def journal_member(key: str, entry: JournalEntry) -> str:
+    """One journal member as JSON text: ``"<key>":{"value":<raw JSON>}``, ``"<key>":{}``
+    (undefined) or ``"<key>":{"error":{name, message}}``."""
+    kind, data = entry
+    if kind == "error":
+        body = '{"error":' + data.to_json() + "}"  # type: ignore[union-attr]
+    elif data is None:
+        body = "{}"
+    else:
+        body = '{"value":' + data + "}"  # type: ignore[operator]
+    return json.dumps(key, ensure_ascii=False) + ":" + body

@@ -116,7 +116,11 @@ class Machine:
         events: Iterable[EventRecord] = (),
         *,
         step_limit: int = DEFAULT_STEP_LIMIT,
+        history_dropped: bool = False,
     ) -> None:
+        """``history_dropped``: ``steps`` and ``events`` are only the unfinished rows, the
+        rollback phase and the unconsumed events (a store's light load); the finished
+        ones stay on disk, as after :meth:`forget_finished`."""
         self._state = state
         self.step_limit = step_limit
         self._steps: dict[StepKey, StepRecord] = {}
@@ -158,7 +162,7 @@ class Machine:
         self._ordinal = 0
         self._idle_since: int | None = None
         #: finished rows and consumed events were dropped from memory (they are on disk)
-        self._history_dropped = False
+        self._history_dropped = history_dropped
 
     # ----------------------------------------------------------------------------------------
     # construction and read-only views
@@ -480,14 +484,28 @@ class Machine:
     # ----------------------------------------------------------------------------------------
     # runs
 
-    def start_run(self, now: int) -> RunStart:
+    @property
+    def journal_on_disk_suffices(self) -> bool:
+        """:meth:`start_run` may take the finished steps dropped from memory as journal
+        text read from the store (``recorded``) instead of restored rows: nothing
+        committed is about to be deleted (a restart from a step) and no rollback plan,
+        which needs the forward steps' rows, is to be made."""
+        return not (self._deleted_steps or self._wiped or self.rolling_back)
+
+    def start_run(self, now: int, recorded: str | None = None) -> RunStart:
         """A run (re)starts from the top: queued/running/waiting -> running.
 
         Returns every finished step. Sleeps whose end has passed are marked done, and waits
         whose deadline has passed take a buffered event sent before the deadline or time out,
         durably, so the journal and the rows agree.
+
+        With history dropped from memory, either restore it first or pass ``recorded``:
+        the store's journal members of every committed finished step (read while nothing
+        is committed, see :attr:`journal_on_disk_suffices`); the finished rows in memory
+        are added to them.
         """
-        self._need_history("start_run()")
+        if recorded is None or not self.journal_on_disk_suffices:
+            self._need_history("start_run()")
         self._go(_E.START)
         if self._state.started_at is None:
             self._state.started_at = now
@@ -499,10 +517,16 @@ class Machine:
             due = row.wake_at is not None and row.wake_at <= now
             if due and row.type != "do" and row.state in TIMED_STATES:
                 self._settle_due(row, now)
-            entry = self._journal_entry(row)
+            entry = self.journal_entry(row)
             if entry is not None:
                 journal[str(key)] = entry
-        return RunStart(self._state.generation, journal, self.step_limit, self._rollback_plan())
+        return RunStart(
+            self._state.generation,
+            journal,
+            self.step_limit,
+            self._rollback_plan(),
+            recorded if self._history_dropped and recorded else "",
+        )
 
     def _rollback_plan(self) -> dict[str, Any] | None:
         """For a rollback run: the trigger error and each eligible handler, in order."""
@@ -517,7 +541,8 @@ class Machine:
         return {"error": self._phase.error.to_dict(), "steps": steps}
 
     @staticmethod
-    def _journal_entry(row: StepRecord) -> JournalEntry | None:
+    def journal_entry(row: StepRecord) -> JournalEntry | None:
+        """A finished step as the journal gives it to JS; None for an unfinished one."""
         if row.state in (DO_DONE, WAIT_RECEIVED):  # DO_DONE == SLEEP_DONE
             return JournalEntry("value", None if row.type == "sleep" else row.value)
         if row.state in (DO_FAILED, WAIT_TIMED_OUT):

@@ -43,6 +43,9 @@ class Loaded:
     state: InstanceState
     steps: list[StepRecord]
     events: list[EventRecord]
+    #: a light load: only unfinished steps, the rollback phase and unconsumed events were
+    #: read; the finished ones stay on disk (`Store.journal` reads them for a run)
+    history_dropped: bool = False
 
 
 @dataclass(frozen=True)
@@ -161,7 +164,14 @@ class Store(Protocol):
     async def claim(self, ref: InstanceRef) -> Loaded | None:
         """Load the instance to run it or change it: this node must own it. A store shared
         by several nodes takes it over if its owner is gone, and raises OwnedElsewhere if
-        a live node owns it; a single-node store just loads it."""
+        a live node owns it; a single-node store just loads it. It may be a light load
+        (`Loaded.history_dropped`)."""
+        ...
+
+    async def journal(self, ref: InstanceRef) -> str:
+        """The instance's committed finished steps as JS journal members, JSON text
+        (``celld.engine.decisions.journal_member`` of each, comma-separated; "" if none):
+        what a run needs of the history a light `claim` left on disk."""
         ...
 
     async def serve(self, events: NodeEvents) -> None:

@@ -44,6 +44,7 @@ from celld.store.rows import (
     event_from_row,
     instance_from_row,
     instance_row,
+    journal_members,
     step_from_row,
 )
 
@@ -392,6 +393,11 @@ class PostgresStore(GroupCommitWrites, SharedReads):
                 "SELECT * FROM events WHERE workflow = $1 AND instance_id = $2 ORDER BY seq", *key
             )
         return list(rows), list(steps), list(events)
+
+    async def journal(self, ref: InstanceRef) -> str:
+        """From a full load (a run that starts with history dropped from memory)."""
+        loaded = await self.load(ref)
+        return journal_members(loaded.steps) if loaded is not None else ""
 
     async def claim(self, ref: InstanceRef) -> Loaded | None:
         """Load the instance for this node to run or change: take it over if its owner is

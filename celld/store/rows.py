@@ -2,11 +2,26 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from typing import Any
 
+from celld.engine import rollback as rb
+from celld.engine.decisions import journal_member
 from celld.engine.errors import ErrorInfo
 from celld.engine.lifecycle import Status
-from celld.engine.state import EventRecord, InstanceState, StepKey, StepRecord
+from celld.engine.machine import Machine
+from celld.engine.state import (
+    DO_DONE,
+    DO_FAILED,
+    FINISHED_STATES,
+    STEP_TYPES,
+    WAIT_RECEIVED,
+    WAIT_TIMED_OUT,
+    EventRecord,
+    InstanceState,
+    StepKey,
+    StepRecord,
+)
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS instances (
@@ -193,3 +208,42 @@ def event_from_row(row: Any) -> EventRecord:
         timestamp=row["timestamp"],
         consumed_by=StepKey.parse(consumed) if consumed else None,
     )
+
+
+# -- light loads and journals (what a run needs of a long history) -------------------------
+
+
+def _sql_list(values: Any) -> str:
+    return ", ".join(f"'{v}'" for v in sorted(values))
+
+
+#: Steps a light load reads: the unfinished ones and the rollback phase (kept in memory
+#: whatever its state); finished rows stay on disk (celld.engine.Machine.forget_finished).
+UNFINISHED_STEPS_WHERE = f"(state NOT IN ({_sql_list(FINISHED_STATES)}) OR type = '{rb.PHASE}')"
+
+#: One journal member per finished step, as JSON text built by the database (no row
+#: reaches Python): the same text as `journal_member` of `Machine.journal_entry(row)`.
+#: Values and errors are stored as JSON text and spliced in verbatim; SQL's json_quote
+#: escapes the key (type:count:name) as JSON requires.
+JOURNAL_MEMBER_SQL = f"""json_quote(type || ':' || count || ':' || name) || ':' || CASE
+    WHEN state IN ('{DO_DONE}', '{WAIT_RECEIVED}') THEN
+        CASE WHEN type = 'sleep' OR value IS NULL THEN '{{}}'
+        ELSE '{{"value":' || value || '}}' END
+    ELSE '{{"error":' || coalesce(error, 'null') || '}}' END"""
+JOURNAL_STEPS_WHERE = (
+    f"type IN ({_sql_list(STEP_TYPES)}) "
+    f"AND state IN ({_sql_list({DO_DONE, DO_FAILED, WAIT_RECEIVED, WAIT_TIMED_OUT})})"
+)
+
+
+def journal_members(steps: Iterable[StepRecord]) -> str:
+    """The journal members of the finished steps among `steps` (a store that reads rows
+    into Python builds its journal text here)."""
+    parts = []
+    for row in steps:
+        if row.type not in STEP_TYPES:
+            continue
+        entry = Machine.journal_entry(row)
+        if entry is not None:
+            parts.append(journal_member(str(row.key), entry))
+    return ",".join(parts)

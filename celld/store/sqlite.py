@@ -49,7 +49,10 @@ from celld.store.listing import SharedReads
 from celld.store.rows import (
     ADDED_INSTANCE_COLUMNS,
     INSERT_INSTANCE,
+    JOURNAL_MEMBER_SQL,
+    JOURNAL_STEPS_WHERE,
     SCHEMA,
+    UNFINISHED_STEPS_WHERE,
     UPSERT_EVENT,
     UPSERT_INSTANCE,
     UPSERT_STEP,
@@ -352,28 +355,45 @@ class SqliteStore(GroupCommitWrites, SharedReads):
             raise StoreUnavailable(f"the store could not be read: {error}") from error
 
     async def load(self, ref: InstanceRef) -> Loaded | None:
+        return await self._load(ref, light=False)
+
+    async def _load(self, ref: InstanceRef, *, light: bool) -> Loaded | None:
         rows = await self._fetch(
             "SELECT * FROM instances WHERE workflow = ? AND id = ?", (ref.workflow, ref.id)
         )
         if not rows:
             return None
+        steps_where = f" AND {UNFINISHED_STEPS_WHERE}" if light else ""
         steps = await self._fetch(
-            "SELECT * FROM steps WHERE workflow = ? AND instance_id = ? ORDER BY seq",
+            f"SELECT * FROM steps WHERE workflow = ? AND instance_id = ?{steps_where} ORDER BY seq",
             (ref.workflow, ref.id),
         )
+        events_where = " AND consumed_by IS NULL" if light else ""
         events = await self._fetch(
-            "SELECT * FROM events WHERE workflow = ? AND instance_id = ? ORDER BY seq",
+            f"SELECT * FROM events WHERE workflow = ? AND instance_id = ?{events_where} "
+            "ORDER BY seq",
             (ref.workflow, ref.id),
         )
         return Loaded(
             instance_from_row(rows[0]),
             [step_from_row(r) for r in steps],
             [event_from_row(r) for r in events],
+            history_dropped=light,
         )
 
     async def claim(self, ref: InstanceRef) -> Loaded | None:
-        """One node owns everything in its own file."""
-        return await self.load(ref)
+        """One node owns everything in its own file. A light load: an instance with a
+        long history costs only its unfinished rows to bring into memory."""
+        return await self._load(ref, light=True)
+
+    async def journal(self, ref: InstanceRef) -> str:
+        """Built by SQLite in one statement: no row becomes a Python object."""
+        rows = await self._fetch(
+            f"SELECT group_concat({JOURNAL_MEMBER_SQL}, ',') FROM steps "
+            f"WHERE workflow = ? AND instance_id = ? AND {JOURNAL_STEPS_WHERE}",
+            (ref.workflow, ref.id),
+        )
+        return rows[0][0] or ""
 
     async def serve(self, events: NodeEvents) -> None:
         """Nothing to do: no other node shares this file."""

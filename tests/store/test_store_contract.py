@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from celld.engine import Machine, Status
+from celld.engine import Machine, Status, StepKey
 from celld.store.base import DuplicateInstance, InstanceRef, StoreUnavailable, Write
 from celld.store.postgres import PostgresStore
 from celld.store.sqlite import SqliteStore
@@ -253,3 +253,55 @@ async def test_a_state_file_without_the_version_column_is_upgraded(tmp_path: Pat
         assert again is not None and again.state.version == "0123456789abcdef"
     finally:
         await upgraded.close()
+
+
+async def test_a_light_claim_leaves_finished_steps_to_the_journal(store: AnyStore) -> None:
+    """What a run starts from after a light claim (unfinished rows in memory, finished ones
+    as journal text from the store) is the journal of the whole history."""
+    import json
+
+    from celld.engine import ErrorInfo
+
+    m = new("j")
+    m.start_run(T0)
+    names = ["plain", 'quo"te\\back', "co:lon", "ünï\u2028code"]
+    for i, name in enumerate(names):  # done, with a value, and its rollback registered
+        m.step_do(name, 1, None, None, T0, rollback={"config": None, "dynamic": False})
+        m.attempt_succeeded(StepKey("do", name, 1), 1, json.dumps({"i": i, "s": name}), T0)
+    m.step_do("undefined", 1, None, None, T0)
+    m.attempt_succeeded(StepKey("do", "undefined", 1), 1, '{"$":"undefined"}', T0)
+    m.step_do("boom", 1, None, None, T0)
+    m.attempt_failed(
+        StepKey("do", "boom", 1), 1, ErrorInfo("TypeError", "no"), T0, nonretryable=True
+    )
+    m.step_sleep("nap", 1, T0, duration_ms=10)
+    m.step_wait("late", 1, "never", "1 second", T0)
+    m.step_wait("go", 1, "go", None, T0)  # takes the event below
+    m.send_event("go", '{"p":1}', T0)
+    m.step_sleep("long", 1, T0, duration_ms=10_000_000)  # unfinished
+    m.wake(T0 + 2000)
+    await store.write(write_of(m))
+    full = await store.load(InstanceRef("wf", "j"))
+    light = await store.claim(InstanceRef("wf", "j"))
+    assert full is not None and light is not None and not full.history_dropped
+
+    whole = Machine(full.state, full.steps, full.events).start_run(T0 + 3000)
+    if light.history_dropped:
+        assert {r.key for r in light.steps} == {StepKey("sleep", "long", 1)} | {
+            StepKey("rollback", n, 1) for n in names
+        }
+        assert all(e.consumed_by is None for e in light.events)
+        machine = Machine(light.state, light.steps, light.events, history_dropped=True)
+        recorded = await store.journal(InstanceRef("wf", "j"))
+        started = machine.start_run(T0 + 3000, recorded)
+    else:  # a store whose claim reads everything
+        started = Machine(light.state, light.steps, light.events).start_run(T0 + 3000)
+    expected = json.loads(whole.journal_json())
+    assert len(expected) == len(names) + 5, sorted(expected)
+    assert json.loads(started.journal_json()) == expected
+    assert expected['do:1:quo"te\\back'] == {"value": {"i": 1, "s": 'quo"te\\back'}}
+    assert expected["do:1:undefined"] == {"value": {"$": "undefined"}}
+    assert expected["sleep:1:nap"] == {}
+    assert expected["do:1:boom"] == {"error": {"name": "TypeError", "message": "no"}}
+    assert expected["waitForEvent:1:late"]["error"]["name"] == "WorkflowTimeoutError"
+    assert json.loads(expected["waitForEvent:1:go"]["value"]["payload"]) == {"p": 1}
