@@ -19,6 +19,7 @@
     ObjectFreeze,
     Promise,
     PromisePrototypeThen,
+    PromiseReject,
     PromiseResolve,
     SafeMap,
     SafeSet,
@@ -28,6 +29,7 @@
     DatePrototypeGetTime,
   } = globalThis.__celld_primordials;
   const StringPrototypeCharCodeAt = uncurryThis(String.prototype.charCodeAt);
+  const FunctionPrototypeBind = uncurryThis(Function.prototype.bind);
   const host = globalThis.__celld_host;
   const cloudflare = globalThis.__celld_cloudflare;
   const serialize = (value) => globalThis.__celld_serialize(value);
@@ -72,6 +74,15 @@
       offset += parts[i].byteLength;
     }
     return { [STREAM_TAG]: all };
+  }
+
+  // Promise.resolve as it was before user code ran, bound once (cheaper per call than the
+  // primordial's apply, and a step replayed from the journal needs one per step).
+  const resolved = FunctionPrototypeBind(Promise.resolve, Promise);
+
+  /** A recorded value (its serialized tree) as run() sees it; a primitive is itself. */
+  function recordedValue(tree) {
+    return tree === null || typeof tree !== "object" ? tree : revive(decode(tree));
   }
 
   /** A recorded step value as run() sees it: tagged bytes become a new stream. */
@@ -310,9 +321,13 @@
     }
 
     #next(type, name) {
-      const label = `${type}:${name}`;
-      const count = (this.#counts.get(label) || 0) + 1;
-      this.#counts.set(label, count);
+      let counts = this.#counts.get(type);
+      if (counts === undefined) {
+        counts = new SafeMap();
+        this.#counts.set(type, counts);
+      }
+      const count = (counts.get(name) || 0) + 1;
+      counts.set(name, count);
       return count;
     }
 
@@ -330,22 +345,35 @@
       return host.request(op, ObjectAssign({ g: this.#generation }, fields));
     }
 
-    async do(name, configOrCallback, maybeCallback, maybeRollback) {
-      const hasConfig = typeof configOrCallback !== "function";
-      const callback = hasConfig ? maybeCallback : configOrCallback;
-      const rawConfig = hasConfig ? configOrCallback : undefined;
-      name = String(name);
-      const rollback = rollbackOptions(name, hasConfig ? maybeRollback : maybeCallback);
-      const count = this.#next("do", name);
-      const ordinal = ++this.#ordinal;
-      const key = `do:${count}:${name}`;
-      if (rollback) this.rollbacks.set(key, rollback);
-      const recorded = this.#recorded(key);
-      if (recorded !== undefined) {
-        if (recorded.error) throw engineError(recorded.error);
-        return "value" in recorded ? revive(decode(recorded.value)) : undefined;
+    // Not an async function: a step found in the journal (every step of a long replay)
+    // settles without the async function's frame and promise; everything it throws is
+    // handed back as a rejection all the same.
+    do(name, configOrCallback, maybeCallback, maybeRollback) {
+      try {
+        const hasConfig = typeof configOrCallback !== "function";
+        const callback = hasConfig ? maybeCallback : configOrCallback;
+        const rawConfig = hasConfig ? configOrCallback : undefined;
+        if (typeof name !== "string") name = String(name);
+        const options = hasConfig ? maybeRollback : maybeCallback;
+        const rollback = options === undefined ? undefined : rollbackOptions(name, options);
+        const count = this.#next("do", name);
+        const ordinal = ++this.#ordinal;
+        const key = `do:${count}:${name}`;
+        if (rollback) this.rollbacks.set(key, rollback);
+        const recorded = this.#recorded(key);
+        if (recorded !== undefined) {
+          if (recorded.error) return PromiseReject(engineError(recorded.error));
+          return resolved("value" in recorded ? recordedValue(recorded.value) : undefined);
+        }
+        if (this.#replayOnly) return never();
+        return this.#run(name, key, count, ordinal, callback, rawConfig, rollback);
+      } catch (error) {
+        return PromiseReject(error);
       }
-      if (this.#replayOnly) return never();
+    }
+
+    /** A step the journal does not have: asked of the engine (or started at once). */
+    async #run(name, key, count, ordinal, callback, rawConfig, rollback) {
       if (typeof callback !== "function") {
         const refusal = await this.#ask("wf.fatal", { name });
         throw engineError(refusal.reject);
