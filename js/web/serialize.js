@@ -208,11 +208,17 @@
 
   /** JSON tree -> value. Defs are registered before their contents (for cycles). */
   function decode(root) {
-    const refs = new SafeMap();
+    // A primitive is itself: no table of shared references, no closures (a replay
+    // decodes every recorded step's value).
+    if (root === null || typeof root !== "object") return root;
+    let refs = null; // made at the first Def: most values share nothing
 
     function define(id, make, fill) {
       const value = make();
-      if (id !== undefined) refs.set(id, value);
+      if (id !== undefined) {
+        if (refs === null) refs = new SafeMap();
+        refs.set(id, value);
+      }
       if (fill) fill(value);
       return value;
     }
@@ -247,7 +253,7 @@
         case "BigInt": return BigInt(n.v);
         case "Def": return node(n.v, n.id);
         case "Ref":
-          if (!refs.has(n.id)) throw new TypeError(`celld: malformed serialized value (unknown ref ${n.id})`);
+          if (refs === null || !refs.has(n.id)) throw new TypeError(`celld: malformed serialized value (unknown ref ${n.id})`);
           return refs.get(n.id);
         case "Date": return define(id, () => new Date(n.v === null ? NaN : n.v));
         case "RegExp": return define(id, () => new RegExp(n.source, n.flags));
