@@ -300,7 +300,9 @@
   const never = () => new Promise(() => {});
 
   class WorkflowStep {
-    #counts = new SafeMap();
+    #doCounts = new SafeMap();
+    #sleepCounts = new SafeMap();
+    #waitCounts = new SafeMap();
     #ordinal = 0;
     #generation;
     #journal;
@@ -320,25 +322,29 @@
       this.#replayOnly = Boolean(replayOnly);
     }
 
+    /** The count of this call among the calls of `type` with this name (from 1). Sleeps
+     * and sleepUntil share one counter per name. step.do keeps its own (#doCounts),
+     * counted inline on its hot path. */
     #next(type, name) {
-      let counts = this.#counts.get(type);
-      if (counts === undefined) {
-        counts = new SafeMap();
-        this.#counts.set(type, counts);
-      }
+      const counts = type === "sleep" ? this.#sleepCounts : this.#waitCounts;
       const count = (counts.get(name) || 0) + 1;
       counts.set(name, count);
       return count;
     }
 
+    /** The journal's entry of `key`, taken out of it (undefined: not recorded). */
     #recorded(key) {
       const entry = this.#journal[key];
       if (entry === undefined) return undefined;
       delete this.#journal[key];
-      // a replay under another version of the Worker: the host follows which recorded
-      // steps the new code asks for (celld/engine/versions.py)
-      if (run.checkVersion) host.notify("wf.replayed", { g: this.#generation, key });
+      if (run.checkVersion) this.#replayed(key);
       return entry;
+    }
+
+    /** A replay under another version of the Worker: the host follows which recorded
+     * steps the new code asks for (celld/engine/versions.py). */
+    #replayed(key) {
+      host.notify("wf.replayed", { g: this.#generation, key });
     }
 
     #ask(op, fields) {
@@ -356,14 +362,20 @@
         if (typeof name !== "string") name = String(name);
         const options = hasConfig ? maybeRollback : maybeCallback;
         const rollback = options === undefined ? undefined : rollbackOptions(name, options);
-        const count = this.#next("do", name);
+        const counts = this.#doCounts;
+        const count = (counts.get(name) || 0) + 1;
+        counts.set(name, count);
         const ordinal = ++this.#ordinal;
         const key = `do:${count}:${name}`;
         if (rollback) this.rollbacks.set(key, rollback);
-        const recorded = this.#recorded(key);
+        const journal = this.#journal;
+        const recorded = journal[key];
         if (recorded !== undefined) {
+          delete journal[key];
+          if (run.checkVersion) this.#replayed(key);
           if (recorded.error) return PromiseReject(engineError(recorded.error));
-          return resolved("value" in recorded ? recordedValue(recorded.value) : undefined);
+          const value = recorded.value;
+          return resolved(value === undefined ? undefined : recordedValue(value));
         }
         if (this.#replayOnly) return never();
         return this.#run(name, key, count, ordinal, callback, rawConfig, rollback);
