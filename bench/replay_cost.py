@@ -47,6 +47,8 @@ from celld.store.base import InstanceRef  # noqa: E402
 PROJECT = ROOT / "bench" / "project"
 WORKFLOW = "waiter-workflow"
 CPU = time.process_time
+#: an instance with no recorded steps woken first, unmeasured
+WARM_UP = "warm-up"
 
 
 async def start_service(state: Path) -> Service:
@@ -79,8 +81,7 @@ async def record(state: Path, sizes: list[int]) -> None:
     the service stops)."""
     service = await start_service(state)
     try:
-        for k in sizes:
-            instance_id = f"k{k}"
+        for instance_id, k in [(WARM_UP, 0)] + [(f"k{k}", k) for k in sizes]:
             params = orjson.dumps({"steps": k}).decode()
             await call(service, "create", id=instance_id, params=params)
             await wait_status(service, instance_id, "waiting", 600)
@@ -147,13 +148,16 @@ async def components(state: Path, sizes: list[int], repeat: int) -> dict[int, di
 
             row["start message"], payload = await timed(message, repeat)
 
-            isolate, _ = await manager.take_isolate()
-            try:
-                await isolate.turn([{"k": "env", **manager.settings.env_message}])
-                row["JS parse"] = await js_parse_cpu(isolate, payload, repeat)
-                row["JS turn"] = await js_turn_cpu(isolate, payload, repeat)
-            finally:
-                await isolate.close()
+            parse, turn = [], []
+            for _ in range(repeat):  # a fresh isolate each time, as after a restart
+                isolate, _ = await manager.take_isolate()
+                try:
+                    await isolate.turn([{"k": "env", **manager.settings.env_message}])
+                    parse.append(await js_parse_cpu(isolate, payload))
+                    turn.append(await js_turn_cpu(isolate, payload))
+                finally:
+                    await isolate.close()
+            row["JS parse"], row["JS turn"] = median_cpu(parse), median_cpu(turn)
             out[k] = row
         return out
     finally:
@@ -184,7 +188,7 @@ def start_message(start: Any, loaded: Any) -> dict[str, Any]:
     }
 
 
-async def js_parse_cpu(isolate: Isolate, payload: str, repeat: int) -> float:
+async def js_parse_cpu(isolate: Isolate, payload: str) -> float:
     """CPU of the JSON parse of the inbox as the bridge does it (and of the journal text
     inside it, when it is a string), on the isolate's thread."""
     source = (
@@ -198,35 +202,25 @@ async def js_parse_cpu(isolate: Isolate, payload: str, repeat: int) -> float:
         isolate._context.set("__bench_payload", payload)
 
     await isolate.thread.run(setup)
-    samples = []
-    for _ in range(repeat):
 
-        def run() -> float:
-            before = time.thread_time()
-            isolate.eval_sync(source)
-            return time.thread_time() - before
+    def run() -> float:
+        before = time.thread_time()
+        isolate.eval_sync(source)
+        return time.thread_time() - before
 
-        samples.append(await isolate.thread.run(run))
-    return median_cpu(samples)
+    return await isolate.thread.run(run)
 
 
-async def js_turn_cpu(isolate: Isolate, payload: str, repeat: int) -> float:
+async def js_turn_cpu(isolate: Isolate, payload: str) -> float:
     """CPU of the turns that deliver the start and replay run() up to the wait."""
-    inbox = orjson.loads(payload)
-    samples = []
-    for generation in range(repeat):
-        for message in inbox:
-            if message["k"] == "wf.start":
-                message["g"] = 1000 + generation
-        outbox = await isolate.turn(inbox)
-        spent = isolate.last_turn_cpu_ms
-        while isolate.runnable:  # a turn is cut into slices (TURN_SLICE_MS)
-            outbox += await isolate.turn([])
-            spent += isolate.last_turn_cpu_ms
-        if not any(m.get("op") == "wf.wait" for m in outbox):
-            raise RuntimeError(f"the replay did not reach the wait: {outbox[:3]}")
-        samples.append(spent / 1000)
-    return median_cpu(samples)
+    outbox = await isolate.turn(orjson.loads(payload))
+    spent = isolate.last_turn_cpu_ms
+    while isolate.runnable:  # a turn is cut into slices (TURN_SLICE_MS)
+        outbox += await isolate.turn([])
+        spent += isolate.last_turn_cpu_ms
+    if not any(m.get("op") == "wf.wait" for m in outbox):
+        raise RuntimeError(f"the replay did not reach the wait: {outbox[:3]}")
+    return spent / 1000
 
 
 async def end_to_end(state: Path, sizes: list[int]) -> dict[int, float]:
@@ -238,6 +232,9 @@ async def end_to_end(state: Path, sizes: list[int]) -> dict[int, float]:
         service = await start_service(copy)
         try:
             await asyncio.sleep(0.5)  # let startup work (horizon scan, refill) settle
+            # the first wake-up after a start pays one-time costs (the first isolate, ...)
+            await call(service, "sendEvent", id=WARM_UP, type="go", payload='{"x":1}')
+            await wait_status(service, WARM_UP, "complete", 120)
             for k in sizes:
                 instance_id = f"k{k}"
                 before = CPU()
@@ -281,7 +278,7 @@ async def main() -> None:
     parser.add_argument("--no-e2e", action="store_true")
     args = parser.parse_args()
     sizes = [0, args.steps]
-    marker = args.state / f"recorded-{args.steps}"
+    marker = args.state / f"recorded-{args.steps}-with-warm-up"
     if not marker.exists():
         shutil.rmtree(args.state, ignore_errors=True)
         args.state.mkdir(parents=True)
