@@ -185,9 +185,13 @@ class Residency:
             cell = self.cells.get(ref)
             if cell is not None and (cell.run is not None or cell.starting):
                 continue  # running already; what it needs reaches the run
+            if cell is not None:
+                # Loaded now (an event or an operation brought it in): keep it loaded
+                # until its run starts, rather than reading the instance again.
+                cell.users += 1
             self._reserved += 1
             self.runs_started += 1
-            self._spawn(self._start(ref, priority), "starting a run")
+            self._spawn(self._start(ref, priority, cell), "starting a run")
         if self.queue.has_room:
             self.on_room()  # a refill from the store waits for room
 
@@ -199,7 +203,7 @@ class Residency:
                 return True
         return False
 
-    async def _start(self, ref: InstanceRef, priority: Priority) -> None:
+    async def _start(self, ref: InstanceRef, priority: Priority, held: Cell | None) -> None:
         reserved = True
         try:
             async with self.using(ref) as cell:
@@ -215,6 +219,9 @@ class Residency:
         except OwnedElsewhere:
             pass  # another node took the instance over: it runs there
         finally:
+            if held is not None:
+                held.users -= 1
+                self.release(held)
             if reserved:
                 self._reserved -= 1
                 self.dispatch()
