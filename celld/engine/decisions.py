@@ -82,24 +82,31 @@ class RunStart:
     recorded: str = ""
 
     def journal_json(self) -> str:
-        """The journal as one JSON text for a single hand-over to JS:
-        ``{"<key>": {"value": <raw JSON>} | {} (undefined) | {"error": {name, message}}}``.
-        Values are spliced in verbatim (they are already JSON text). A key both in
-        ``recorded`` and in memory appears twice with the same entry (a finished row never
-        changes); JSON.parse keeps one."""
+        """The journal as one JSON text for a single hand-over to JS, ``{"<key>": entry}``
+        (see :func:`journal_member`). A key both in ``recorded`` and in memory appears
+        twice with the same entry (a finished row never changes); JSON.parse keeps one."""
         parts = [self.recorded] if self.recorded else []
         parts.extend(journal_member(key, entry) for key, entry in self.journal.items())
         return "{" + ",".join(parts) + "}"
 
 
+#: The serialized form of ``undefined`` (js/web/serialize.js): the entry of a finished sleep
+#: and of a step whose value is ``undefined``.
+UNDEFINED_ENTRY = '{"$":"undefined"}'
+#: The tag of a recorded error's entry. The value serializer escapes any object with a
+#: ``"$"`` key of its own and emits no such tag, so no recorded value can look like one.
+ERROR_TAG = "celld:error"
+
+
 def journal_member(key: str, entry: JournalEntry) -> str:
-    """One journal member as JSON text: ``"<key>":{"value":<raw JSON>}``, ``"<key>":{}``
-    (undefined) or ``"<key>":{"error":{name, message}}``."""
+    """One journal member as JSON text: ``"<key>":<value>`` (the recorded JSON text as
+    is; :data:`UNDEFINED_ENTRY` for ``undefined``) or, for an error,
+    ``"<key>":{"$":"celld:error","error":{name, message}}``."""
     kind, data = entry
     if kind == "error":
-        body = '{"error":' + data.to_json() + "}"  # type: ignore[union-attr]
+        body = '{"$":"' + ERROR_TAG + '","error":' + data.to_json() + "}"  # type: ignore[union-attr]
     elif data is None:
-        body = "{}"
+        body = UNDEFINED_ENTRY
     else:
-        body = '{"value":' + data + "}"  # type: ignore[operator]
+        body = data  # type: ignore[assignment]
     return json.dumps(key, ensure_ascii=False) + ":" + body

@@ -6,7 +6,7 @@ from collections.abc import Iterable
 from typing import Any
 
 from celld.engine import rollback as rb
-from celld.engine.decisions import journal_member
+from celld.engine.decisions import ERROR_TAG, UNDEFINED_ENTRY, journal_member
 from celld.engine.errors import ErrorInfo
 from celld.engine.lifecycle import Status
 from celld.engine.machine import Machine
@@ -227,9 +227,8 @@ UNFINISHED_STEPS_WHERE = f"(state NOT IN ({_sql_list(FINISHED_STATES)}) OR type 
 #: escapes the key (type:count:name) as JSON requires.
 JOURNAL_MEMBER_SQL = f"""json_quote(type || ':' || count || ':' || name) || ':' || CASE
     WHEN state IN ('{DO_DONE}', '{WAIT_RECEIVED}') THEN
-        CASE WHEN type = 'sleep' OR value IS NULL THEN '{{}}'
-        ELSE '{{"value":' || value || '}}' END
-    ELSE '{{"error":' || coalesce(error, 'null') || '}}' END"""
+        CASE WHEN type = 'sleep' OR value IS NULL THEN '{UNDEFINED_ENTRY}' ELSE value END
+    ELSE '{{"$":"{ERROR_TAG}","error":' || coalesce(error, 'null') || '}}' END"""
 JOURNAL_STEPS_WHERE = (
     f"type IN ({_sql_list(STEP_TYPES)}) "
     f"AND state IN ({_sql_list({DO_DONE, DO_FAILED, WAIT_RECEIVED, WAIT_TIMED_OUT})})"

@@ -80,6 +80,15 @@
   // primordial's apply, and a step replayed from the journal needs one per step).
   const resolved = FunctionPrototypeBind(Promise.resolve, Promise);
 
+  // The journal (celld/engine/decisions.py, journal_member): each finished step's key
+  // maps to its recorded value as serialized, or to an error under this tag, which the
+  // serializer never emits (it escapes objects with a "$" key of their own).
+  const ERROR_TAG = "celld:error";
+
+  function isRecordedError(entry) {
+    return entry !== null && typeof entry === "object" && entry.$ === ERROR_TAG;
+  }
+
   /** A recorded value (its serialized tree) as run() sees it; a primitive is itself. */
   function recordedValue(tree) {
     return tree === null || typeof tree !== "object" ? tree : revive(decode(tree));
@@ -373,9 +382,8 @@
         if (recorded !== undefined) {
           delete journal[key];
           if (run.checkVersion) this.#replayed(key);
-          if (recorded.error) return PromiseReject(engineError(recorded.error));
-          const value = recorded.value;
-          return resolved(value === undefined ? undefined : recordedValue(value));
+          if (isRecordedError(recorded)) return PromiseReject(engineError(recorded.error));
+          return resolved(recordedValue(recorded));
         }
         if (this.#replayOnly) return never();
         return this.#run(name, key, count, ordinal, callback, rawConfig, rollback);
@@ -431,7 +439,7 @@
       const count = this.#next("sleep", name);
       const recorded = this.#recorded(`sleep:${count}:${name}`);
       if (recorded !== undefined) {
-        if (recorded.error) throw engineError(recorded.error);
+        if (isRecordedError(recorded)) throw engineError(recorded.error);
         return undefined;
       }
       if (this.#replayOnly) return never();
@@ -446,8 +454,8 @@
       const recorded = this.#recorded(`waitForEvent:${count}:${name}`);
       let event;
       if (recorded !== undefined) {
-        if (recorded.error) throw engineError(recorded.error);
-        event = recorded.value;
+        if (isRecordedError(recorded)) throw engineError(recorded.error);
+        event = recorded;
       } else if (this.#replayOnly) {
         return never();
       } else {

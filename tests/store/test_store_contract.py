@@ -299,9 +299,11 @@ async def test_a_light_claim_leaves_finished_steps_to_the_journal(store: AnyStor
     expected = json.loads(whole.journal_json())
     assert len(expected) == len(names) + 5, sorted(expected)
     assert json.loads(started.journal_json()) == expected
-    assert expected['do:1:quo"te\\back'] == {"value": {"i": 1, "s": 'quo"te\\back'}}
-    assert expected["do:1:undefined"] == {"value": {"$": "undefined"}}
-    assert expected["sleep:1:nap"] == {}
-    assert expected["do:1:boom"] == {"error": {"name": "TypeError", "message": "no"}}
+    assert expected['do:1:quo"te\\back'] == {"i": 1, "s": 'quo"te\\back'}
+    assert expected["do:1:undefined"] == expected["sleep:1:nap"] == {"$": "undefined"}
+    assert expected["do:1:boom"] == {
+        "$": "celld:error",
+        "error": {"name": "TypeError", "message": "no"},
+    }
     assert expected["waitForEvent:1:late"]["error"]["name"] == "WorkflowTimeoutError"
-    assert json.loads(expected["waitForEvent:1:go"]["value"]["payload"]) == {"p": 1}
+    assert json.loads(expected["waitForEvent:1:go"]["payload"]) == {"p": 1}
