@@ -143,7 +143,7 @@ async def components(state: Path, sizes: list[int], repeat: int) -> dict[int, di
 
             row["engine"], start = await timed(engine, repeat)
 
-            async def message(start: Any = start, loaded: Any = loaded) -> str:
+            async def message(start: Any = start, loaded: Any = loaded) -> bytes:
                 return _dumps([{"k": "reset"}, start_message(start, loaded)])
 
             row["start message"], payload = await timed(message, repeat)
@@ -188,7 +188,7 @@ def start_message(start: Any, loaded: Any) -> dict[str, Any]:
     }
 
 
-async def js_parse_cpu(isolate: Isolate, payload: str) -> float:
+async def js_parse_cpu(isolate: Isolate, payload: bytes) -> float:
     """CPU of the JSON parse of the inbox as the bridge does it (and of the journal text
     inside it, when it is a string), on the isolate's thread."""
     source = (
@@ -199,7 +199,7 @@ async def js_parse_cpu(isolate: Isolate, payload: str) -> float:
 
     def setup() -> None:
         assert isolate._context is not None
-        isolate._context.set("__bench_payload", payload)
+        isolate._context.set("__bench_payload", payload.decode())
 
     await isolate.thread.run(setup)
 
@@ -211,7 +211,7 @@ async def js_parse_cpu(isolate: Isolate, payload: str) -> float:
     return await isolate.thread.run(run)
 
 
-async def js_turn_cpu(isolate: Isolate, payload: str) -> float:
+async def js_turn_cpu(isolate: Isolate, payload: bytes) -> float:
     """CPU of the turns that deliver the start and replay run() up to the wait."""
     outbox = await isolate.turn(orjson.loads(payload))
     spent = isolate.last_turn_cpu_ms
