@@ -120,6 +120,7 @@ class SqliteStore(GroupCommitWrites, SharedReads):
         self._loop: asyncio.AbstractEventLoop | None = None
         self.commits = 0  # transactions committed (for metrics and benchmarks)
         self.rows_written = 0
+        self.claims = 0  # instances loaded to run or change (for benchmarks and tests)
         self.writer_restarts = 0
 
     async def open(self) -> None:
@@ -384,6 +385,7 @@ class SqliteStore(GroupCommitWrites, SharedReads):
     async def claim(self, ref: InstanceRef) -> Loaded | None:
         """One node owns everything in its own file. A light load: an instance with a
         long history costs only its unfinished rows to bring into memory."""
+        self.claims += 1
         return await self._load(ref, light=True)
 
     async def journal(self, ref: InstanceRef) -> str:

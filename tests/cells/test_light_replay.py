@@ -4,12 +4,15 @@ sees exactly what it saw before (values of every type, undefined, caught errors,
 
 from __future__ import annotations
 
+import asyncio
 from pathlib import Path
 from typing import Any
 
 import orjson
 
+from celld.engine import Status
 from celld.store.base import InstanceRef
+from celld.store.sqlite import SqliteStore
 from tests.inprocess import call, params, running_service, wait_for
 
 WORKFLOW = "script-workflow"
@@ -62,3 +65,28 @@ async def test_a_hibernated_instance_replays_from_the_stores_journal(tmp_path: P
     assert results[2:4] == [1, 2]
     assert results[6] == {"caught": {"name": "TypeError", "message": "doomed failed on attempt 1"}}
     assert results[9]["payload"] == {"ok": 1}
+
+
+async def test_an_event_wakes_a_hibernated_instance_with_one_read_of_it(tmp_path: Path) -> None:
+    """The cell the event loaded stays loaded until its run starts: the run does not read
+    the instance from the store again (only its journal)."""
+    state = tmp_path / "state"
+    ops = [{"do": f"s{i}", "value": i} for i in range(20)] + [{"wait": "go", "type": "go"}]
+    async with running_service(state) as service:
+        await call(service, WORKFLOW, "create", id="w", params=params({"ops": ops}))
+        await wait_for(service, WORKFLOW, ["w"], {"waiting"})
+
+    async with running_service(state) as service:
+        store = service.store
+        assert isinstance(store, SqliteStore)
+        ref = InstanceRef(WORKFLOW, "w")
+        before = store.claims
+        await call(service, WORKFLOW, "sendEvent", id="w", type="go", payload=params(1))
+        for _ in range(2000):  # the store's own rows, not a status read (that loads a cell)
+            loaded = await store.load(ref)
+            if loaded is not None and loaded.state.status is Status.COMPLETE:
+                break
+            await asyncio.sleep(0.005)
+        else:
+            raise AssertionError("the instance did not complete")
+        assert store.claims - before == 1
