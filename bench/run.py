@@ -49,6 +49,8 @@ import httpx
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
 PROJECT = HERE / "project"
+#: The oracle's Worker (../shared/oracle/worker), for the workloads its own driver runs.
+ORACLE_WORKER = Path("oracle") / "worker"
 CLK_TCK = os.sysconf("SC_CLK_TCK")
 PAGE = os.sysconf("SC_PAGE_SIZE")
 
@@ -162,12 +164,16 @@ class Target:
         self.port = 0
         self.pgid = 0
         self.state: Path | None = None
+        #: the Worker project served (bench/project unless a workload brings its own)
+        self.project = PROJECT
 
     @property
     def url(self) -> str:
         return f"http://127.0.0.1:{self.port}"
 
-    def start(self, state: Path | None = None, env: dict[str, str] | None = None) -> None:
+    def start(
+        self, state: Path | None = None, env: dict[str, str] | None = None, project: Path = PROJECT
+    ) -> None:
         raise NotImplementedError
 
     def stop(self) -> None:
@@ -200,13 +206,16 @@ class CelldTarget(Target):
         self.process: subprocess.Popen[bytes] | None = None
         self.env: dict[str, str] = {}
 
-    def start(self, state: Path | None = None, env: dict[str, str] | None = None) -> None:
+    def start(
+        self, state: Path | None = None, env: dict[str, str] | None = None, project: Path = PROJECT
+    ) -> None:
         self.state = state or self.state
         self.env = dict(env or {})
+        self.project = project
         assert self.state is not None
         self.port = free_port()
         command = [
-            sys.executable, "-m", "celld", "run", str(PROJECT), "--port", str(self.port),
+            sys.executable, "-m", "celld", "run", str(project), "--port", str(self.port),
             "--persist-to", str(self.state), "--log-level", "warning",
         ]  # fmt: skip
         if self.threads:
@@ -236,7 +245,7 @@ class CelldTarget(Target):
 
     def restart(self) -> None:
         self.stop()
-        self.start(self.state, self.env)
+        self.start(self.state, self.env, self.project)
 
 
 class WranglerTarget(Target):
@@ -252,12 +261,15 @@ class WranglerTarget(Target):
     def _env(self) -> dict[str, str]:
         return {**os.environ, "ORACLE_DIR": str(self.cache), "LOG_LEVEL": "warn"}
 
-    def start(self, state: Path | None = None, env: dict[str, str] | None = None) -> None:
+    def start(
+        self, state: Path | None = None, env: dict[str, str] | None = None, project: Path = PROJECT
+    ) -> None:
         self.state = state or self.state
+        self.project = project
         assert self.state is not None
         self.port = free_port()
         result = subprocess.run(
-            [str(self.oracle / "start.sh"), str(PROJECT), str(self.port), str(self.state)],
+            [str(self.oracle / "start.sh"), str(project), str(self.port), str(self.state)],
             env=self._env(),
             capture_output=True,
             text=True,
@@ -281,7 +293,7 @@ class WranglerTarget(Target):
 
     def restart(self) -> None:
         self.stop()
-        self.start(self.state)
+        self.start(self.state, None, self.project)
 
     def version(self) -> str:
         parts = []
@@ -415,6 +427,9 @@ class Workload:
     celld_env: dict[str, str] = field(default_factory=dict)
     #: Columns, in order: (figure key, label, higher is better?)
     columns: list[tuple[str, str, bool]] = field(default_factory=list)
+    #: A Worker project of its own (copied into the work folder, so neither server writes
+    #: into the original); None: bench/project.
+    project: Path | None = None
 
 
 def throughput(n: int, k: int, c: int) -> Callable[[Target, Api], dict[str, Any]]:
@@ -576,8 +591,202 @@ def memory(n: int, wf: str, params: dict[str, Any], settle: float) -> Callable[.
     return run
 
 
-def workloads(quick: bool, big: bool) -> list[Workload]:
-    """The matrix. --quick shrinks sizes; --big adds 100,000 sleepers (celld only)."""
+def create_to_complete(n: int, k: int) -> Callable[[Target, Api], dict[str, Any]]:
+    """N K-step BenchWorkflow instances, one at a time on an otherwise idle server: create
+    sent -> the engine's clock after the last step. The next create waits until the last one
+    is complete; polls start 15 ms after the create answered and repeat every 10 ms (one
+    status read each), so they cost the server little while an instance runs."""
+
+    def run(target: Target, api: Api) -> dict[str, Any]:
+        latencies: list[float] = []
+        answered: list[float] = []
+        for i in range(-1, n):  # instance -1 warms the server up and is not counted
+            instance_id = f"one{i}"
+            sent = now_ms()
+            api.create("BENCH", instance_id, {"steps": k})
+            answered.append(now_ms() - sent)
+            time.sleep(0.015)
+            done = api.wait_all("BENCH", [instance_id], complete, timeout=60, interval=0.01)
+            if i >= 0:
+                latencies.append(done[instance_id]["output"]["finished_at"] - sent)
+        return {
+            "p50_ms": pct(latencies, 50),
+            "p99_ms": pct(latencies, 99),
+            "max_ms": max(latencies),
+            "create_ms": pct(answered[1:], 50),
+        }
+
+    return run
+
+
+#: Memory a resident isolate may take in the resident cap's budget: the upper end of the
+#: 0.5-1 MiB that celld.cells.manager.default_max_resident sizes its cap by.
+ISOLATE_BUDGET_MIB = 1.0
+
+
+def celld_metrics(target: Target) -> str:
+    response = httpx.get(f"{target.url}/cdn-cgi/celld/metrics", timeout=60)
+    response.raise_for_status()
+    return response.text
+
+
+def metric(text: str, name: str, labels: str = "") -> float | None:
+    """The value of one sample in Prometheus text (`name{labels} value`), None if absent."""
+    wanted = f"{name}{{{labels}}}" if labels else name
+    for line in text.splitlines():
+        if line.startswith("#"):
+            continue
+        parts = line.rsplit(" ", 1)
+        if len(parts) == 2 and parts[0] == wanted:
+            return float(parts[1])
+    return None
+
+
+def create_batch_sleepers(
+    n: int, n_wrangler: int, clients: int
+) -> Callable[[Target, Api], dict[str, Any]]:
+    """createBatch (chunks of 100 on `clients` threads) of N SleeperWorkflow instances that run
+    one step and then sleep a day. inst/s = N / (first create sent -> every instance has
+    reached its sleep): on celld, the store's count of "waiting" instances
+    (/cdn-cgi/celld/metrics) reaching N; on wrangler dev, which never says "waiting", every
+    instance's recorded step outputs (`__LOCAL_DEV_STEP_OUTPUTS`) holding the first step.
+    RSS is sampled throughout (peak) and once they have settled (final); celld's budget is the
+    idle server's RSS plus the resident cap (`celld_cells_max_resident`) times
+    ISOLATE_BUDGET_MIB."""
+
+    def run(target: Target, api: Api) -> dict[str, Any]:
+        size = n_wrangler if isinstance(target, WranglerTarget) else n
+        time.sleep(1)
+        base = group_rss_bytes(target.pgid)
+        cap = None
+        if isinstance(target, CelldTarget):
+            cap = metric(celld_metrics(target), "celld_cells_max_resident")
+            if cap is None:
+                raise RuntimeError("celld's metrics do not give celld_cells_max_resident")
+        ids = [f"s{i}" for i in range(size)]
+        params = {"sleep_ms": 86_400_000}
+        deadline = time.monotonic() + max(120, size / 100)
+        with RssSampler(target.pgid) as sampler:
+            first = time.monotonic()
+            create_s = create_many(api, "SLEEPER", [(i, params) for i in ids], clients)
+            if isinstance(target, CelldTarget):
+                while True:
+                    text = celld_metrics(target)
+                    asleep = metric(text, "celld_instances", 'status="waiting"') or 0
+                    if asleep >= size:
+                        break
+                    if time.monotonic() > deadline:
+                        rate = asleep / (time.monotonic() - first)
+                        raise TimeoutError(
+                            f"{asleep:,.0f} of {size:,} reached their sleep in "
+                            f"{time.monotonic() - first:.0f} s ({rate:.0f} inst/s)"
+                        )
+                    time.sleep(0.2)
+                reached = time.monotonic()
+            else:
+                api.wait_all(
+                    "SLEEPER", ids, settled_waiting(1), deadline - time.monotonic(), interval=0.5
+                )
+                reached = time.monotonic()
+        # the statuses agree with the count (celld: "waiting"; a sample, it costs requests)
+        api.wait_all("SLEEPER", ids[-200:], settled_waiting(1), timeout=60)
+        time.sleep(3)
+        after = group_rss_bytes(target.pgid)
+        mib = 1024 * 1024
+        out: dict[str, Any] = {
+            "n": size,
+            "inst_s": size / (reached - first),
+            "accept_s": size / create_s,
+            "base_mib": base / mib,
+            "peak_mib": sampler.peak / mib,
+            "rss_mib": after / mib,
+        }
+        if cap is not None:
+            out["max_resident"] = int(cap)
+            out["budget_mib"] = base / mib + cap * ISOLATE_BUDGET_MIB
+        return out
+
+    return run
+
+
+def http_under_load(n: int, k: int, every_ms: float) -> Callable[[Target, Api], dict[str, Any]]:
+    """`GET /ping` (answered without touching a workflow) every `every_ms` from its own client
+    process (bench/pinger.py) while N K-step BenchWorkflow instances, created with createBatch,
+    run; latency as that client sees it, of the pings sent between the first create and the
+    last instance's last step. The pings before the first create give the idle figure."""
+
+    def run(target: Target, api: Api) -> dict[str, Any]:
+        pinger = subprocess.Popen(
+            [sys.executable, str(HERE / "pinger.py"), f"{target.url}/ping",
+             "--every-ms", str(every_ms)],
+            stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
+        )  # fmt: skip
+        try:
+            time.sleep(1)
+            ids = [f"h{i}" for i in range(n)]
+            first = now_ms()
+            create_many(api, "BENCH", [(i, {"steps": k}) for i in ids], 4)
+            timeout = max(120, n * k * 0.05)
+            done = api.wait_all("BENCH", ids, complete, timeout=timeout, interval=0.5)
+        finally:
+            out, _ = pinger.communicate("", timeout=120)
+        last = max(d["output"]["finished_at"] for d in done.values())
+        samples = json.loads(out)
+        failed = [s for s in samples if s[2] != 200]
+        if failed:
+            raise RuntimeError(
+                f"{len(failed)} of {len(samples)} pings failed (first: status {failed[0][2]})"
+            )
+        idle = [s[1] for s in samples if s[0] < first]
+        busy = [s[1] for s in samples if first <= s[0] <= last]
+        if not busy:
+            raise RuntimeError("no ping was sent while the workflows ran")
+        return {
+            "p50_ms": pct(busy, 50),
+            "p99_ms": pct(busy, 99),
+            "max_ms": max(busy),
+            "pings": len(busy),
+            "idle_p50_ms": pct(idle, 50),
+            "steps_s": n * k * 1000 / (last - first),
+        }
+
+    return run
+
+
+def oracle_drive(n: int, k: int, c: int) -> Callable[[Target, Api], dict[str, Any]]:
+    """The oracle's own driver (../shared/oracle/bench_drive.py, default open mode: C threads
+    create, 4 threads poll GET /status) against the oracle's Worker, run unchanged."""
+
+    def run(target: Target, api: Api) -> dict[str, Any]:
+        command = [
+            sys.executable, str(find_oracle() / "bench_drive.py"), "--base", target.url,
+            "-n", str(n), "-k", str(k), "-c", str(c), "--server-pgid", str(target.pgid),
+            "--timeout", "600", "--json",
+        ]  # fmt: skip
+        result = subprocess.run(command, capture_output=True, text=True, timeout=700)
+        lines = result.stdout.strip().splitlines()
+        if not lines:
+            raise RuntimeError(f"bench_drive.py printed nothing: {result.stderr[-500:]}")
+        figures = json.loads(lines[-1])
+        if figures["completed"] != n:
+            raise RuntimeError(
+                f"bench_drive.py: {figures['completed']} of {n} completed, "
+                f"first failures {figures.get('first_failures')}"
+            )
+        return {
+            "inst_s": figures["instances_per_s"],
+            "steps_s": figures["steps_per_s"],
+            "p50_s": figures["latency_engine_s"]["p50"],
+            "p99_s": figures["latency_engine_s"]["p99"],
+            "cpu_ms_step": figures.get("server_cpu_ms_per_step"),
+        }
+
+    return run
+
+
+def workloads(quick: bool, big: bool, sleepers: int | None = None) -> list[Workload]:
+    """The matrix. --quick shrinks sizes; --big adds 10,000 and 100,000 day-long sleepers
+    (celld only); `sleepers` sets create_batch_sleepers' size on celld."""
     q = quick
     tput_cols = [
         ("inst_s", "inst/s", True),
@@ -587,7 +796,11 @@ def workloads(quick: bool, big: bool) -> list[Workload]:
         ("cpu_ms_step", "CPU ms/step", False),
     ]
     n10, n100 = (100, 20) if q else (200, 50)
-    mem_n = 1_000 if q else 10_000
+    n_sleepers = sleepers or (5_000 if q else 50_000)
+    n_sleepers_wrangler = 100 if q else 200
+    n_busy = 300 if q else 1_000
+    latency_cols = [("p50_ms", "p50 ms", False), ("p99_ms", "p99 ms", False),
+                    ("max_ms", "max ms", False)]  # fmt: skip
     too_many = (
         "not run on wrangler: every instance is a SQLite-backed Durable Object "
         "(~0.5 MB on disk, all kept in memory, ~15-50 instances/s to create); "
@@ -600,6 +813,30 @@ def workloads(quick: bool, big: bool) -> list[Workload]:
                  throughput(n10, 10, 20), columns=tput_cols),
         Workload("throughput_k100", f"throughput N={n100} K=100 C=20",
                  throughput(n100, 100, 20), columns=tput_cols),
+        Workload("oracle_k10", f"oracle's bench_drive.py and Worker, -n {n10} -k 10 -c 20",
+                 oracle_drive(n10, 10, 20), columns=tput_cols, project=ORACLE_WORKER),
+        Workload("oracle_k100", f"oracle's bench_drive.py and Worker, -n {n100} -k 100 -c 20",
+                 oracle_drive(n100, 100, 20), columns=tput_cols, project=ORACLE_WORKER),
+        Workload("create_to_complete",
+                 f"create to complete, K=10, one at a time ({50 if q else 200} in turn)",
+                 create_to_complete(50 if q else 200, 10),
+                 columns=latency_cols + [("create_ms", "create answered p50 ms", False)]),
+        Workload("create_batch_sleepers",
+                 f"createBatch of day-long sleepers, 4 clients: {n_sleepers:,} "
+                 f"(wrangler dev: {n_sleepers_wrangler})",
+                 create_batch_sleepers(n_sleepers, n_sleepers_wrangler, 4),
+                 columns=[("inst_s", "to their sleep inst/s", True),
+                          ("accept_s", "creates answered inst/s", True),
+                          ("base_mib", "idle MiB", False), ("peak_mib", "peak MiB", False),
+                          ("rss_mib", "RSS after MiB", False),
+                          ("budget_mib", "budget MiB", False),
+                          ("max_resident", "resident cap", True)]),
+        Workload("http_under_load",
+                 f"GET /ping every 5 ms while {n_busy:,} instances x 10 steps run",
+                 http_under_load(n_busy, 10, 5),
+                 columns=latency_cols + [("pings", "pings", True),
+                                         ("idle_p50_ms", "idle p50 ms", False),
+                                         ("steps_s", "steps/s meanwhile", True)]),
         Workload("long_1000", "single workflow, 1,000 steps", long_workflow(1000, 300),
                  columns=[("wall_s", "s", False), ("steps_s", "steps/s", True),
                           ("cpu_ms_step", "CPU ms/step", False)]),
@@ -638,14 +875,15 @@ def workloads(quick: bool, big: bool) -> list[Workload]:
                  memory(1000, "WAITER", {"steps": 0, "timeout": "30 minutes"}, 2),
                  columns=[("inst_s", "created/s", True), ("peak_mib", "peak MiB", False),
                           ("rss_mib", "RSS MiB", False), ("kib_inst", "KiB/inst", False)]),
-        Workload(f"memory_{mem_n // 1000}k",
-                 f"memory: {mem_n:,} sleeping 1 day (hibernated)",
-                 memory(mem_n, "SLEEPER", {"sleep_ms": 86_400_000}, 3),
-                 wrangler_skip=too_many.format(n=f"{mem_n:,}"),
-                 columns=[("inst_s", "created/s", True), ("peak_mib", "peak MiB", False),
-                          ("rss_mib", "RSS MiB", False), ("kib_inst", "KiB/inst", False)]),
     ]  # fmt: skip
     if big:
+        items.append(
+            Workload("memory_10k", "memory: 10,000 sleeping 1 day (hibernated)",
+                     memory(10_000, "SLEEPER", {"sleep_ms": 86_400_000}, 3),
+                     wrangler_skip=too_many.format(n="10,000"),
+                     columns=[("inst_s", "created/s", True), ("peak_mib", "peak MiB", False),
+                              ("rss_mib", "RSS MiB", False), ("kib_inst", "KiB/inst", False)])
+        )  # fmt: skip
         items.append(
             Workload("memory_100k", "memory: 100,000 sleeping 1 day (hibernated)",
                      memory(100_000, "SLEEPER", {"sleep_ms": 86_400_000}, 5),
@@ -657,6 +895,117 @@ def workloads(quick: bool, big: bool) -> list[Workload]:
     return items
 
 
+# -- targets (issue 17) ------------------------------------------------------------------
+
+
+@dataclass
+class Goal:
+    """A figure's target, judged from the measured figures, never written by hand.
+
+    The bound is `bound` (a number), or celld's own figure `bound_key` from the same workload
+    (a budget it reports), or `times_wrangler` times wrangler dev's figure from the same run.
+    """
+
+    label: str
+    workload: str
+    figure: str
+    #: "<", "<=" or ">=": celld's figure against the bound
+    op: str
+    unit: str = ""
+    bound: float | None = None
+    bound_key: str | None = None
+    times_wrangler: float | None = None
+    #: show celld's advantage over wrangler dev (False where the two ran different sizes)
+    show_ratio: bool = True
+
+    def threshold(self, celld: Result, wrangler: Result | None) -> float | None:
+        if self.bound is not None:
+            return self.bound
+        if self.bound_key is not None:
+            value = celld.figures.get(self.bound_key)
+            return float(value) if isinstance(value, (int, float)) else None
+        if self.times_wrangler is not None and wrangler is not None and not wrangler.skipped:
+            value = wrangler.figures.get(self.figure)
+            return self.times_wrangler * value if isinstance(value, (int, float)) else None
+        return None
+
+    def describe(self, celld: Result, wrangler: Result | None) -> str:
+        """The target as a reader wants it: the rule, and the number it comes to here."""
+        limit = self.threshold(celld, wrangler)
+        op = {"<": "<", "<=": "≤", ">=": "≥"}[self.op]
+        unit = f" {self.unit}" if self.unit else ""
+        if self.times_wrangler is not None:
+            come_to = f" (= {fmt(limit)}{unit})" if limit is not None else ""
+            return f"{op} {self.times_wrangler:g}x wrangler dev{come_to}"
+        if self.bound_key is not None:
+            come_to = f" = {fmt(limit)}{unit}" if limit is not None else " (not measured)"
+            return f"{op} {self.bound_key.removesuffix('_mib')}{come_to}"
+        return f"{op} {fmt(limit)}{unit}"
+
+    def met(self, celld: Result, wrangler: Result | None) -> str:
+        value = None if celld.skipped else celld.figures.get(self.figure)
+        limit = self.threshold(celld, wrangler)
+        if not isinstance(value, (int, float)) or limit is None:
+            return "not measured"
+        ok = {"<": value < limit, "<=": value <= limit, ">=": value >= limit}[self.op]
+        return "yes" if ok else "no"
+
+
+def goals() -> list[Goal]:
+    """Issue 17's targets, in its order."""
+    return [
+        Goal("steps/s, 10 steps (N=200, C=20)", "throughput_k10", "steps_s", ">=",
+             "steps/s", times_wrangler=20),
+        Goal("steps/s, 100 steps (N=50, C=20)", "throughput_k100", "steps_s", ">=",
+             "steps/s", times_wrangler=20),
+        Goal("oracle's bench_drive.py steps/s, 10 steps", "oracle_k10", "steps_s", ">=",
+             "steps/s", times_wrangler=20),
+        Goal("oracle's bench_drive.py steps/s, 100 steps", "oracle_k100", "steps_s", ">=",
+             "steps/s", times_wrangler=20),
+        Goal("create to complete p50, 10 steps, one at a time", "create_to_complete",
+             "p50_ms", "<", "ms", bound=10),
+        Goal("createBatch of sleepers, instances/s to their sleep", "create_batch_sleepers",
+             "inst_s", ">=", "inst/s", bound=1000),
+        Goal("createBatch of sleepers, peak RSS", "create_batch_sleepers", "peak_mib", "<=",
+             "MiB", bound_key="budget_mib", show_ratio=False),
+        Goal("createBatch of sleepers, RSS once asleep", "create_batch_sleepers", "rss_mib",
+             "<=", "MiB", bound_key="budget_mib", show_ratio=False),
+        Goal("replay per recorded step at 5,000", "replay", "us_step_5000", "<=", "us",
+             bound=5),
+        Goal("wake lag p99, 1,000 resident sleeps due at once", "wake_lag", "p99_ms", "<",
+             "ms", bound=100),
+        Goal("wake lag p99, hibernated", "wake_lag_hibernated", "p99_ms", "<", "ms",
+             bound=500),
+        Goal("plain HTTP request p99 while 1,000 workflows run", "http_under_load", "p99_ms",
+             "<", "ms", bound=10),
+    ]  # fmt: skip
+
+
+def goals_table(results: list[tuple[Workload, Result, Result | None]]) -> str:
+    """figure | target | celld | wrangler dev | ratio | met, for the workloads that ran."""
+    ran = {w.key: (w, c, x) for w, c, x in results}
+    lines = ["| figure | target | celld | wrangler dev | celld advantage | met |",
+             "|---|---|---|---|---|---|"]  # fmt: skip
+    for goal in goals():
+        if goal.workload not in ran:
+            continue
+        workload, celld, wrangler = ran[goal.workload]
+        column = next(c for c in workload.columns if c[0] == goal.figure)
+        c = celld.skipped if celld.skipped else fmt(celld.figures.get(goal.figure))
+        if wrangler is None:
+            w = "(not asked: --wrangler)"
+        elif wrangler.skipped:
+            w = wrangler.skipped
+        else:
+            w = fmt(wrangler.figures.get(goal.figure))
+        advantage = ratio(column, celld, wrangler) if goal.show_ratio else ""
+        lines.append(
+            f"| {goal.label} | {goal.describe(celld, wrangler)} | {c} | {w} | {advantage} "
+            f"| {goal.met(celld, wrangler)} |"
+        )
+    return "\n".join(lines) if len(lines) > 2 else ""
+
+
 # -- running and reporting ------------------------------------------------------------------
 
 
@@ -664,7 +1013,7 @@ def run_one(workload: Workload, target: Target) -> Result:
     state = target.fresh_state(workload.key)
     env = workload.celld_env if isinstance(target, CelldTarget) else {}
     try:
-        target.start(state, env)
+        target.start(state, env, project_copy(workload, target.workdir))
     except Exception as error:  # noqa: BLE001 - reported in the table
         return Result(skipped=f"server did not start: {error}")
     api = Api(target.url)
@@ -677,6 +1026,20 @@ def run_one(workload: Workload, target: Target) -> Result:
         api.close()
         target.stop()
         shutil.rmtree(state, ignore_errors=True)
+
+
+def project_copy(workload: Workload, work: Path) -> Path:
+    """The project a workload serves: bench/project, or a copy of its own in the work folder
+    (one copy per run; a path under "oracle/" is in ../shared/oracle)."""
+    if workload.project is None:
+        return PROJECT
+    source = workload.project
+    if source.parts[0] == "oracle":
+        source = find_oracle().joinpath(*source.parts[1:])
+    copy = work / f"project-{workload.project.as_posix().replace('/', '-')}"
+    if not copy.exists():
+        shutil.copytree(source, copy, ignore=shutil.ignore_patterns(".wrangler", "node_modules"))
+    return copy
 
 
 def fmt(value: Any) -> str:
@@ -796,9 +1159,15 @@ def report(
 ) -> str:
     facts = {**machine(), **versions(wrangler)}
     head = "\n".join(f"- {k}: {v}" for k, v in facts.items())
+    targets = goals_table(results)
+    if targets:
+        targets = (
+            "## Targets (issue 17)\n\nJudged from the figures below, same run; "
+            "advantage = how many times better celld is.\n\n" + targets + "\n\n"
+        )
     return (
-        f"Command: `{command}` ({seconds / 60:.1f} min)\n\n{head}\n\n"
-        f"{table(results, wrangler is not None)}\n"
+        f"{targets}Command: `{command}` ({seconds / 60:.1f} min)\n\n{head}\n\n"
+        f"## All figures\n\n{table(results, wrangler is not None)}\n"
     )
 
 
@@ -816,7 +1185,15 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--wrangler", action="store_true", help="also run against wrangler dev")
     parser.add_argument("--quick", action="store_true", help="smaller sizes")
-    parser.add_argument("--big", action="store_true", help="add 100,000 day-long sleepers")
+    parser.add_argument(
+        "--big", action="store_true", help="add 10,000 and 100,000 day-long sleepers"
+    )
+    parser.add_argument(
+        "--sleepers",
+        type=int,
+        default=None,
+        help="create_batch_sleepers' size on celld (default 50,000; --quick 5,000)",
+    )
     parser.add_argument("--only", default="", help="comma-separated workload keys")
     parser.add_argument("--list", action="store_true", help="list workload keys and exit")
     parser.add_argument("--threads", type=int, default=None, help="celld run --threads")
@@ -830,13 +1207,16 @@ def main() -> None:
     )
     parser.add_argument("--keep", action="store_true", help="keep state folders and logs")
     args = parser.parse_args()
-    chosen = workloads(args.quick, args.big)
+    chosen = workloads(args.quick, args.big, args.sleepers)
     if args.list:
         for w in chosen:
             print(f"{w.key:24s} {w.title}")
         return
     if args.only:
         keys = set(args.only.split(","))
+        unknown = keys - {w.key for w in chosen}
+        if unknown:
+            parser.error(f"unknown workload keys {sorted(unknown)} (--list shows them)")
         chosen = [w for w in chosen if w.key in keys]
     command = "python bench/run.py " + " ".join(shlex.quote(a) for a in sys.argv[1:])
     started = time.monotonic()

@@ -1,4 +1,5 @@
-// Workflows and a small HTTP API for bench/run.py. Every endpoint takes ?wf=BENCH|WAITER|SLEEPER.
+// Workflows and a small HTTP API for bench/run.py. Every endpoint takes ?wf=BENCH|WAITER|SLEEPER
+// (GET /ping takes nothing: it answers without touching a workflow).
 // The API is the oracle's (../shared/oracle/worker) for the parts they share, so the oracle's
 // bench_drive.py can drive BENCH here too.
 import { WorkflowEntrypoint } from "cloudflare:workers";
@@ -75,6 +76,9 @@ export default {
       switch (url.pathname) {
         case "/health":
           return json({ ok: true });
+        case "/ping":
+          // a plain request that touches no workflow: bench/run.py's http_under_load times it
+          return new Response("pong");
         case "/create": {
           const params = await readJson(request, undefined);
           const instance = await wf.create({ id, params });
