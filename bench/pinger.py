@@ -16,6 +16,7 @@ from __future__ import annotations
 import argparse
 import http.client
 import json
+import socket
 import sys
 import threading
 import time
@@ -32,15 +33,20 @@ def ping_until(url: str, every_ms: float, stop: threading.Event) -> list[list[fl
     while not stop.is_set():
         began = time.perf_counter()
         sent_ms = time.time() * 1000
-        if connection is None:
-            connection = http.client.HTTPConnection(parts.hostname, parts.port or 80, timeout=60)
         try:
+            if connection is None:
+                connection = http.client.HTTPConnection(
+                    parts.hostname, parts.port or 80, timeout=60
+                )
+                connection.connect()
+                connection.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
             connection.request("GET", path)
             response = connection.getresponse()
             response.read()
             status = response.status
         except (OSError, http.client.HTTPException):
-            connection.close()
+            if connection is not None:
+                connection.close()
             connection = None
             status = 0
         samples.append([sent_ms, (time.perf_counter() - began) * 1000, status])
