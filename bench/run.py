@@ -2,8 +2,8 @@
 """Benchmarks: celld against `wrangler dev`, same Worker project, same workloads, one table.
 
     python bench/run.py                     # celld only
-    python bench/run.py --wrangler          # celld and wrangler dev side by side, with ratios
-    python bench/run.py --wrangler --quick  # smaller sizes (about 3 minutes)
+    python bench/run.py --wrangler --out bench/RESULTS.md   # both side by side, with ratios
+    python bench/run.py --wrangler --quick  # smaller sizes
     python bench/run.py --only throughput_k10,replay --wrangler
 
 Every workload starts a fresh server on a fresh state folder (celld: `celld run`;
@@ -14,8 +14,10 @@ from polling, so the poll interval does not show up in them. Server CPU is the
 user+system time of every process in the server's process group (/proc), and
 RSS is summed over that group too (wrangler dev is node plus two workerd).
 
-The table goes to stdout; --out writes it as markdown with the machine, the
-versions and the command line (bench/RESULTS.md); --json keeps the raw figures.
+The report goes to stdout: issue 17's targets first (judged from the figures of the
+same run by `goals()`), then every figure; --out writes it as markdown with the
+machine, the versions and the command line (bench/RESULTS.md); --json keeps the raw
+figures.
 See bench/README.md for what each workload means.
 """
 
