@@ -428,8 +428,9 @@ class Workload:
     wrangler_skip: str | None = None
     #: Extra environment for celld.
     celld_env: dict[str, str] = field(default_factory=dict)
-    #: Columns, in order: (figure key, label, higher is better?)
-    columns: list[tuple[str, str, bool]] = field(default_factory=list)
+    #: Columns, in order: (figure key, label, higher is better? None: not to be compared,
+    #: e.g. a count, or a figure of runs of different sizes)
+    columns: list[tuple[str, str, bool | None]] = field(default_factory=list)
     #: A Worker project of its own (copied into the work folder, so neither server writes
     #: into the original); None: bench/project.
     project: Path | None = None
@@ -872,16 +873,16 @@ def workloads(quick: bool, big: bool, sleepers: int | None = None) -> list[Workl
                  f"(wrangler dev: {n_sleepers_wrangler})",
                  create_batch_sleepers(n_sleepers, n_sleepers_wrangler, 4),
                  columns=[("inst_s", "to their sleep inst/s", True),
-                          ("reached", "reached their sleep", True),
+                          ("reached", "reached their sleep", None),
                           ("accept_s", "creates answered inst/s", True),
-                          ("base_mib", "idle MiB", False), ("peak_mib", "peak MiB", False),
-                          ("rss_mib", "RSS after MiB", False),
-                          ("budget_mib", "budget MiB", False),
-                          ("max_resident", "resident cap", True)]),
+                          ("base_mib", "idle MiB", False), ("peak_mib", "peak MiB", None),
+                          ("rss_mib", "RSS once asleep MiB", None),
+                          ("budget_mib", "budget MiB", None),
+                          ("max_resident", "resident cap", None)]),
         Workload("http_under_load",
                  f"GET /ping every 5 ms while {n_busy:,} instances x 10 steps run",
                  http_under_load(n_busy, 10, 5),
-                 columns=latency_cols + [("pings", "pings", True),
+                 columns=latency_cols + [("pings", "pings", None),
                                          ("idle_p50_ms", "idle p50 ms", False),
                                          ("steps_s", "steps/s meanwhile", True)]),
         Workload("long_1000", "single workflow, 1,000 steps", long_workflow(1000, 300),
@@ -962,8 +963,6 @@ class Goal:
     bound: float | None = None
     bound_key: str | None = None
     times_wrangler: float | None = None
-    #: show celld's advantage over wrangler dev (False where the two ran different sizes)
-    show_ratio: bool = True
 
     def threshold(self, celld: Result, wrangler: Result | None) -> float | None:
         if self.bound is not None:
@@ -1009,9 +1008,9 @@ def goals() -> list[Goal]:
         Goal("instances/s until all reached their sleep", "create_batch_sleepers", "inst_s",
              ">=", "inst/s", bound=1000),
         Goal("peak RSS", "create_batch_sleepers", "peak_mib", "<=", "MiB",
-             bound_key="budget_mib", show_ratio=False),
+             bound_key="budget_mib"),
         Goal("RSS once asleep", "create_batch_sleepers", "rss_mib", "<=", "MiB",
-             bound_key="budget_mib", show_ratio=False),
+             bound_key="budget_mib"),
         Goal("us per recorded step at 5,000", "replay", "us_step_5000", "<=", "us", bound=5),
         Goal("p99", "wake_lag", "p99_ms", "<", "ms", bound=100),
         Goal("p99", "wake_lag_hibernated", "p99_ms", "<", "ms", bound=500),
@@ -1036,7 +1035,7 @@ def goals_table(results: list[tuple[Workload, Result, Result | None]]) -> str:
             w = wrangler.skipped
         else:
             w = fmt(wrangler.figures.get(goal.figure))
-        advantage = ratio(column, celld, wrangler) if goal.show_ratio else ""
+        advantage = ratio(column, celld, wrangler)
         lines.append(
             f"| {workload.title}: {goal.label} | {goal.describe(celld, wrangler)} | {c} | {w} "
             f"| {advantage} | {goal.met(celld, wrangler)} |"
@@ -1089,13 +1088,15 @@ def fmt(value: Any) -> str:
         if value >= 10:
             return f"{value:.1f}"
         return f"{value:.2f}" if value >= 0.1 else f"{value:.3f}"
+    if isinstance(value, int):
+        return f"{value:,}"
     return str(value)
 
 
-def ratio(column: tuple[str, str, bool], celld: Result, wrangler: Result | None) -> str:
+def ratio(column: tuple[str, str, bool | None], celld: Result, wrangler: Result | None) -> str:
     """How many times better celld is (>1: celld better), for this column."""
     key, _, higher_better = column
-    if wrangler is None or wrangler.skipped or celld.skipped:
+    if higher_better is None or wrangler is None or wrangler.skipped or celld.skipped:
         return ""
     a, b = celld.figures.get(key), wrangler.figures.get(key)
     if not isinstance(a, (int, float)) or not isinstance(b, (int, float)) or a <= 0 or b <= 0:
