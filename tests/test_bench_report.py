@@ -73,6 +73,12 @@ def test_the_memory_budget_is_the_figure_celld_reported_beside_it(run: ModuleTyp
     assert peak.met(run.Result({"peak_mib": 800.0, "budget_mib": 812.5}), None) == "yes"
     assert peak.describe(run.Result({"budget_mib": 812.5}), None) == "≤ budget = 812 MiB"
     assert peak.met(run.Result({"peak_mib": 800.0}), None) == "not measured"
+    # wrangler dev runs fewer sleepers: its RSS is shown but not compared
+    sleepers = next(w for w in run.workloads(False, False) if w.key == "create_batch_sleepers")
+    celld = run.Result({"inst_s": 1200.0, "peak_mib": 700.0, "budget_mib": 812.5})
+    rows = run.goals_table([(sleepers, celld, run.Result({"inst_s": 20.0, "peak_mib": 690.0}))])
+    assert rows.splitlines()[2].endswith("| ≥ 1,000 inst/s | 1,200 | 20.0 | 60.0x | yes |")
+    assert rows.splitlines()[3].endswith("| ≤ budget = 812 MiB | 700 | 690 |  | yes |")
 
 
 def test_the_targets_table_lists_only_workloads_that_ran(run: ModuleType) -> None:
