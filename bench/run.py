@@ -666,8 +666,9 @@ def create_batch_sleepers(
     has reached its sleep): on celld, the store's count of "waiting" instances (the explorer
     API's workflow details, polled every 0.2 s) reaching N; on wrangler dev, which never says
     "waiting", every instance's recorded step outputs (`__LOCAL_DEV_STEP_OUTPUTS`) holding
-    the first step. Past the deadline (N / 200 s: a fifth of the target rate) creating stops
-    and the figures are those reached by then (`reached` < N, no RSS once asleep).
+    the first step. Past the deadline (N / 400 s, at least 120 s: 40 % of the target rate)
+    creating stops and the figures are those reached by then (`reached` < N, no RSS once
+    asleep), so a slow server costs the full run two minutes, not ten.
     RSS is sampled throughout (peak) and once they have settled (final); celld's budget is the
     idle server's RSS plus the resident cap (`celld_cells_max_resident`) times
     ISOLATE_BUDGET_MIB."""
@@ -694,7 +695,7 @@ def create_batch_sleepers(
                 answered.append(time.monotonic())
 
         first = time.monotonic()
-        deadline = first + max(120, size / 200)
+        deadline = first + max(120, size / 400)
         with (
             RssSampler(target.pgid) as sampler,
             concurrent.futures.ThreadPoolExecutor(clients) as pool,
