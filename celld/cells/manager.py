@@ -61,6 +61,9 @@ log = logging.getLogger("celld.cells")
 DEFAULT_RESIDENCY_MS = 3_600_000
 SWEEP_INTERVAL_MS = 60_000
 SCAN_PAGE = 5_000
+#: Runs that may be young at once per JS thread (celld.cells.residency): enough to keep
+#: the JS threads and the group commit busy while each run waits for its commits.
+YOUNG_PER_THREAD = 32
 REFILL_PAGE = 1_000
 MAX_ALARMS_IN_MEMORY = 500_000
 
@@ -157,7 +160,8 @@ class CellManager:
             lines=program.lines,
             introspection=self.introspection,
         )
-        self.isolates = IsolateSource(threads, program, limits or Limits())
+        max_young = YOUNG_PER_THREAD * len(threads.threads)
+        self.isolates = IsolateSource(threads, program, limits or Limits(), burst=max_young)
         self.long_turns = LongTurns()
         self.tasks = TaskOwner("cells")
         self.residency = Residency(
@@ -167,8 +171,10 @@ class CellManager:
             self._recover_later,
             max_resident=max_resident,
             queue_capacity=settings.queue_capacity or max(1_000, 4 * max_resident),
+            max_young=max_young,
         )
         self.residency.on_room = self._refill_wanted
+        self.residency.warm_idle = self.isolates.warm.__len__
         self.alarms = AlarmQueue(clock, self._on_alarm)
         self._refill = asyncio.Event()
         self._recovering: set[InstanceRef] = set()
@@ -198,6 +204,7 @@ class CellManager:
                     and self.residency.resident_count < self.residency.max_resident // 2
                 ),
                 lambda: self.residency.runs_started,
+                self.isolates.shrink,
             ),
             "trimming memory after bursts",
         )
@@ -378,8 +385,10 @@ class CellManager:
                     self.residency.add(cell)
                     cell.committed(write.next_wake)
         for cell in created:
-            self.request_run(cell.ref, Priority.NEW)
-            self.residency.release(cell)  # queued runs are references: unload until then
+            if not self._stopping:
+                # held in memory for its first run (a few of them), else unloaded until then
+                self.residency.request_run(cell.ref, Priority.NEW, hold=cell)
+            self.residency.release(cell)
         return [c.ref for c in created]
 
     async def _create_scheduled(self, machine: Machine) -> bool:

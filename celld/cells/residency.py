@@ -9,8 +9,16 @@ Rules:
   a load of it waits, so a create can never race a second cell into existence.
 * A run needs an isolate slot; slots are capped (`max_resident`). Beyond the cap the least
   recently used *parked* run (resident but only waiting) hibernates to free its slot.
+* Runs are admitted at the pace they settle: at most `max_young` runs may be *young*
+  (started, not yet parked or over, for less than `YOUNG_MS`) at once. A burst of
+  thousands of new instances then runs a few dozen at a time, each taking the warm
+  isolate the previous one left (a run of a few turns costs about a millisecond; a new
+  isolate costs ten), instead of hundreds at once each creating an isolate. A run that
+  stays busy longer than `YOUNG_MS` stops counting, so a long step never holds others up.
 * Runs waiting for a slot are references in a bounded :class:`RunQueue`; a cell is loaded
-  only when its run gets a slot.
+  only when its run gets a slot. The one exception: a cell just created stays in memory
+  until its first run starts (at most as many as there are slots), so that run does not
+  read back from the store what the create just wrote.
 * A cell whose memory can no longer be trusted (a failed commit) is forgotten at once; the
   next load reads the instance from the store.
 * With a store several nodes share, only instances this node owns load (the store
@@ -20,6 +28,7 @@ Rules:
 from __future__ import annotations
 
 import asyncio
+import time
 from collections import OrderedDict
 from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine, Iterable
 from contextlib import asynccontextmanager
@@ -33,6 +42,11 @@ Loader = Callable[[InstanceRef], Awaitable[Cell | None]]
 Starter = Callable[[Cell, Priority], Awaitable[None]]
 Spawner = Callable[[Coroutine[Any, Any, Any], str], None]
 
+#: How long a started run counts against `max_young` at most (wall time, from the end of
+#: its start: loading, isolate and start commit).
+YOUNG_MS = 500
+_LAUNCHING = float("inf")  # a young run whose start is still under way
+
 
 class Residency:
     def __init__(
@@ -44,6 +58,7 @@ class Residency:
         *,
         max_resident: int,
         queue_capacity: int,
+        max_young: int = 64,
     ) -> None:
         self._load_from_store = load
         self._start_cell = start
@@ -56,6 +71,14 @@ class Residency:
         self._creating: dict[InstanceRef, asyncio.Event] = {}
         self._slots: OrderedDict[InstanceRef, Cell] = OrderedDict()  # LRU first
         self._reserved = 0  # slots given to runs whose cell is still loading
+        self.max_young = max_young
+        #: runs admitted and not yet parked or over: ref -> monotonic start (oldest first)
+        self._young: dict[InstanceRef, float] = {}
+        self._young_timer: asyncio.TimerHandle | None = None
+        self._launching = 0  # young runs whose start is under way
+        self._held: dict[InstanceRef, Cell] = {}  # created cells waiting for their first run
+        #: Idle warm isolates: runs beyond `max_young` are admitted while they have one.
+        self.warm_idle: Callable[[], int] = lambda: 0
         self.runs_started = 0
         #: Called whenever the queue has room again (the manager refills it from the store).
         self.on_room: Callable[[], None] = lambda: None
@@ -153,13 +176,24 @@ class Residency:
             freed = True
         if cell.idle and self.cells.get(cell.ref) is cell:
             del self.cells[cell.ref]
-        if freed or (len(self.queue) and cell.parked):
+        settled = (
+            cell.ref in self._young
+            and self._young[cell.ref] != _LAUNCHING
+            and ((cell.run is None and not cell.starting) or cell.parked)
+        )
+        if settled:
+            del self._young[cell.ref]
+        if freed or settled or (len(self.queue) and cell.parked):
             self.dispatch()
 
     def forget(self, cell: Cell) -> None:
         """Drop a broken cell now: the next load reads the instance from the store."""
+        if self._held.get(cell.ref) is cell:
+            del self._held[cell.ref]
+            cell.users -= 1
         if self.cells.get(cell.ref) is cell:
             del self.cells[cell.ref]
+        self._young.pop(cell.ref, None)
         if self._slots.get(cell.ref) is cell:
             del self._slots[cell.ref]
             self.dispatch()
@@ -170,12 +204,36 @@ class Residency:
 
     # -- the run queue and slots -------------------------------------------------------------
 
-    def request_run(self, ref: InstanceRef, priority: Priority) -> None:
-        self.queue.push(ref, priority)
+    def request_run(
+        self, ref: InstanceRef, priority: Priority, *, hold: Cell | None = None
+    ) -> None:
+        """Queue a run of `ref`. `hold`: its cell, just created; it stays loaded until the
+        run starts (if the queue took the run and not too many are held already)."""
+        queued = self.queue.push(ref, priority)
+        if (
+            hold is not None
+            and queued
+            and len(self._held) < self.max_resident
+            and ref not in self._held
+        ):
+            self._held[ref] = hold
+            hold.users += 1
         self.dispatch()
+
+    def _unhold(self, ref: InstanceRef) -> None:
+        cell = self._held.pop(ref, None)
+        if cell is not None:
+            cell.users -= 1
+            self.release(cell)
 
     def dispatch(self) -> None:
         while len(self.queue):
+            if (
+                len(self._young) >= self.max_young
+                and self.warm_idle() <= self._launching
+                and not self._age_young()
+            ):
+                break
             if self.resident_count >= self.max_resident and not self._evict_one():
                 break
             item = self.queue.pop()
@@ -184,6 +242,7 @@ class Residency:
             ref, priority = item
             cell = self.cells.get(ref)
             if cell is not None and (cell.run is not None or cell.starting):
+                self._unhold(ref)
                 continue  # running already; what it needs reaches the run
             if cell is not None:
                 # Loaded now (an event or an operation brought it in): keep it loaded
@@ -191,9 +250,31 @@ class Residency:
                 cell.users += 1
             self._reserved += 1
             self.runs_started += 1
+            self._young[ref] = _LAUNCHING
+            self._launching += 1
             self._spawn(self._start(ref, priority, cell), "starting a run")
         if self.queue.has_room:
             self.on_room()  # a refill from the store waits for room
+
+    def _age_young(self) -> bool:
+        """Stop counting runs started `YOUNG_MS` ago or more (their start, isolate
+        included, is over); True if any stopped. Otherwise look again when the next one
+        comes of age."""
+        now = time.monotonic()
+        limit = YOUNG_MS / 1000
+        aged = [ref for ref, started in self._young.items() if now - started >= limit]
+        for ref in aged:
+            del self._young[ref]
+        if not aged and self._young_timer is None:
+            earliest = min(self._young.values())
+            if earliest != _LAUNCHING:
+                delay = limit - (now - earliest)
+                self._young_timer = asyncio.get_running_loop().call_later(delay, self._young_due)
+        return bool(aged)
+
+    def _young_due(self) -> None:
+        self._young_timer = None
+        self.dispatch()
 
     def _evict_one(self) -> bool:
         for ref, cell in self._slots.items():
@@ -207,6 +288,7 @@ class Residency:
         reserved = True
         try:
             async with self.using(ref) as cell:
+                self._unhold(ref)
                 if cell is None or cell.run is not None or cell.starting or cell.broken:
                     return
                 self._reserved -= 1
@@ -219,9 +301,16 @@ class Residency:
         except OwnedElsewhere:
             pass  # another node took the instance over: it runs there
         finally:
+            self._launching -= 1
             if held is not None:
                 held.users -= 1
                 self.release(held)
             if reserved:
                 self._reserved -= 1
+            cell = self.cells.get(ref)
+            if cell is None or (cell.run is None and not cell.starting) or cell.parked:
+                self._young.pop(ref, None)  # no run came of it, or it settled already
+            elif ref in self._young:
+                self._young[ref] = time.monotonic()  # started: it comes of age from now
+            if reserved or ref not in self._young:
                 self.dispatch()

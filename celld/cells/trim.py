@@ -12,7 +12,8 @@ import asyncio
 import ctypes
 import ctypes.util
 import logging
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
+from typing import Any
 
 log = logging.getLogger("celld.cells")
 
@@ -35,11 +36,16 @@ def _load_trim() -> Callable[[int], int] | None:
 _TRIM = _load_trim()
 
 
-async def trim_after_bursts(is_quiet: Callable[[], bool], activity: Callable[[], int]) -> None:
+async def trim_after_bursts(
+    is_quiet: Callable[[], bool],
+    activity: Callable[[], int],
+    release: Callable[[], Awaitable[Any]] | None = None,
+) -> None:
     """Every few seconds of wall time: once runs have happened and all is quiet again,
-    trim, and trim once more on the next quiet look (isolates of the burst's last runs
-    are still being freed when it first looks quiet). `activity` grows with every run."""
-    if _TRIM is None:
+    `release` what the burst kept (the warm isolates beyond the quiet few) and trim, and
+    do both once more on the next quiet look (isolates of the burst's last runs are
+    still being freed when it first looks quiet). `activity` grows with every run."""
+    if _TRIM is None and release is None:
         return
     seen = activity()
     owed = 0
@@ -50,5 +56,8 @@ async def trim_after_bursts(is_quiet: Callable[[], bool], activity: Callable[[],
             seen = current
             owed = 2
         if owed and is_quiet():
-            await asyncio.get_running_loop().run_in_executor(None, _TRIM, 0)
+            if release is not None:
+                await release()
+            if _TRIM is not None:
+                await asyncio.get_running_loop().run_in_executor(None, _TRIM, 0)
             owed -= 1

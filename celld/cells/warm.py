@@ -38,6 +38,13 @@ class WarmIsolates:
             return self._idle.popleft()
         return None
 
+    def surplus(self, keep: int) -> list[Isolate]:
+        """Take out every idle isolate beyond the `keep` most recently used."""
+        out: list[Isolate] = []
+        while len(self._idle) > keep:
+            out.append(self._idle.popleft())
+        return out
+
     def drain(self) -> list[Isolate]:
         idle, self._idle = list(self._idle), deque()
         return idle

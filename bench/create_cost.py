@@ -1,0 +1,370 @@
+"""What createBatch of sleepers and hibernated wake-ups cost, in one process.
+
+    python bench/create_cost.py create [--n 5000] [--profile]
+    python bench/create_cost.py wake [--n 1000]
+
+A real `Service` on bench/project (real QuickJS isolates, a real SQLite store in a temp
+folder, synchronous=FULL), driven through the same `wf.binding` operation the Worker's
+binding uses, so no HTTP is in the figures.
+
+`create`: createBatch N `SleeperWorkflow` instances that sleep a day (chunks of 100, four
+at a time), wait until every one has run to its sleep and hibernated, and report wall
+time, instances/s, CPU per instance by thread (event loop, JS threads, store writer,
+store reader), the JS threads' split between creating isolates and running turns,
+isolates created, commits and rows, and RSS (peak and after a trim).
+
+`wake`: residency 500 ms, N sleepers whose sleeps end at the same moment (about 20 s
+after the first is created); once all hibernated, report how late each one's next step
+ran after its deadline (p50/p99/max) and the CPU per wake.
+
+On a shared machine wall-clock figures are noise; compare CPU per instance across runs
+of the same harness.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import cProfile
+import ctypes
+import os
+import pstats
+import sys
+import tempfile
+import threading
+import time
+from collections import Counter, defaultdict
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import orjson
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from celld.cells.manager import CellSettings  # noqa: E402
+from celld.isolate.isolate import Isolate  # noqa: E402
+from celld.project.config import find_config, load_config  # noqa: E402
+from celld.server.service import Service, ServiceOptions  # noqa: E402
+from celld.store.sqlite import SqliteStore  # noqa: E402
+
+PROJECT = ROOT / "bench" / "project"
+WORKFLOW = "sleeper-workflow"
+CHUNK = 100
+DAY_MS = 86_400_000
+
+
+# -- measuring ---------------------------------------------------------------------------
+
+
+def thread_cpu() -> dict[str, float]:
+    """CPU seconds by thread kind, from /proc (every thread of this process)."""
+    tick = os.sysconf("SC_CLK_TCK")
+    out: dict[str, float] = defaultdict(float)
+    main = threading.main_thread().native_id
+    names = {t.native_id: t.name for t in threading.enumerate()}
+    for tid in os.listdir("/proc/self/task"):
+        try:
+            with open(f"/proc/self/task/{tid}/stat") as f:
+                fields = f.read().rsplit(")", 1)[1].split()
+            name = names.get(int(tid), "")
+        except OSError:
+            continue
+        cpu = (int(fields[11]) + int(fields[12])) / tick
+        if int(tid) == main:
+            kind = "loop"
+        elif name.startswith("celld-js"):
+            kind = "js"
+        elif name.startswith("celld-sqlite"):
+            kind = "writer"
+        else:
+            kind = "other"  # aiosqlite reader, executor threads
+        out[kind] += cpu
+    return dict(out)
+
+
+def rss_mib() -> float:
+    with open("/proc/self/status") as f:
+        for line in f:
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1]) / 1024
+    return 0.0
+
+
+class Counters:
+    """Thread CPU spent creating isolates and in turns, and store commits and reads,
+    by wrapping those calls (the harness's own instrumentation, not celld's)."""
+
+    def __init__(self) -> None:
+        self.cpu: dict[str, float] = defaultdict(float)
+        self.count: Counter[str] = Counter()
+        self._lock = threading.Lock()
+        self._undo: list[Callable[[], None]] = []
+
+    def _timed(self, owner: Any, name: str, label: str) -> None:
+        original = getattr(owner, name)
+        counters = self
+
+        def wrapper(*args: Any, **kwargs: Any) -> Any:
+            start = time.thread_time()
+            try:
+                return original(*args, **kwargs)
+            finally:
+                spent = time.thread_time() - start
+                with counters._lock:
+                    counters.cpu[label] += spent
+                    counters.count[label] += 1
+
+        setattr(owner, name, wrapper)
+        self._undo.append(lambda: setattr(owner, name, original))
+
+    def _counted(self, owner: Any, name: str, label: str) -> None:
+        original = getattr(owner, name)
+        counters = self
+
+        async def wrapper(*args: Any, **kwargs: Any) -> Any:
+            counters.count[label] += 1
+            return await original(*args, **kwargs)
+
+        setattr(owner, name, wrapper)
+        self._undo.append(lambda: setattr(owner, name, original))
+
+    def install(self) -> None:
+        self._timed(Isolate, "_load_sync", "isolate_create")
+        self._timed(Isolate, "_turn_sync", "turn")
+        self._timed(SqliteStore, "_commit", "commit")
+        self._counted(SqliteStore, "_fetch", "read")
+
+    def remove(self) -> None:
+        for undo in reversed(self._undo):
+            undo()
+
+
+def trim() -> None:
+    """Give freed memory back (glibc; the harness reads /proc, so Linux only anyway)."""
+    ctypes.CDLL("libc.so.6").malloc_trim(0)
+
+
+async def rss_sampler(peak: list[float], stop: asyncio.Event) -> None:
+    while not stop.is_set():
+        peak[0] = max(peak[0], rss_mib())
+        with contextlib.suppress(TimeoutError):  # sample again
+            await asyncio.wait_for(stop.wait(), 0.2)
+
+
+# -- driving --------------------------------------------------------------------------------
+
+
+async def start_service(state: Path, cells: CellSettings) -> Service:
+    config = load_config(find_config(PROJECT, None))
+    service = Service(config, ServiceOptions(persist_to=state, cells=cells))
+    await service.start()
+    return service
+
+
+async def create_batches(
+    service: Service, items: list[tuple[str, Callable[[], int]]], concurrency: int
+) -> None:
+    """createBatch in chunks of CHUNK, `concurrency` batches in flight; each item's
+    sleep_ms is computed when its batch is sent."""
+    assert service.cells is not None
+    binding = service.cells.ops["wf.binding"]
+    chunks = [items[i : i + CHUNK] for i in range(0, len(items), CHUNK)]
+    queue: asyncio.Queue[list[tuple[str, Callable[[], int]]]] = asyncio.Queue()
+    for chunk in chunks:
+        queue.put_nowait(chunk)
+
+    async def worker() -> None:
+        while not queue.empty():
+            chunk = queue.get_nowait()
+            instances = [
+                {"id": i, "params": orjson.dumps({"sleep_ms": sleep()}).decode()}
+                for i, sleep in chunk
+            ]
+            reply = await binding(
+                {"workflow": WORKFLOW, "method": "createBatch", "instances": instances}
+            )
+            assert len(reply["ids"]) == len(chunk), reply
+
+    await asyncio.gather(*(worker() for _ in range(concurrency)))
+
+
+async def count_status(service: Service, status: str) -> int:
+    assert service.store is not None
+    store: Any = service.store
+    rows = await store._fetch(
+        "SELECT count(*) AS n FROM instances WHERE workflow = ? AND status = ?",
+        (WORKFLOW, status),
+    )
+    return int(rows[0]["n"])
+
+
+async def settled(service: Service, status: str, n: int, timeout: float) -> None:
+    """Until `n` instances have `status` and nothing is resident or queued."""
+    cells = service.cells
+    assert cells is not None
+    deadline = time.monotonic() + timeout
+    while True:
+        quiet = not cells.run_queue_length and not cells.resident_count
+        if quiet and await count_status(service, status) >= n:
+            return
+        if time.monotonic() > deadline:
+            raise TimeoutError(
+                f"not settled: {await count_status(service, status)} {status}, "
+                f"{cells.resident_count} resident, {cells.run_queue_length} queued"
+            )
+        await asyncio.sleep(0.05)
+
+
+def per_instance(before: dict[str, float], after: dict[str, float], n: int) -> dict[str, float]:
+    kinds = sorted(set(before) | set(after))
+    out = {k: (after.get(k, 0) - before.get(k, 0)) * 1000 / n for k in kinds}
+    out["total"] = sum(out.values())
+    return out
+
+
+def show(title: str, figures: dict[str, Any]) -> None:
+    print(title)
+    for key, value in figures.items():
+        if isinstance(value, float):
+            print(f"  {key:<28} {value:,.3f}")
+        else:
+            print(f"  {key:<28} {value}")
+
+
+# -- the two workloads ---------------------------------------------------------------------
+
+
+async def create_workload(n: int, concurrency: int, profile: bool) -> None:
+    counters = Counters()
+    with tempfile.TemporaryDirectory(prefix="celld-create-cost-") as tmp:
+        service = await start_service(Path(tmp), CellSettings())
+        try:
+            cells = service.cells
+            assert cells is not None
+            store: Any = service.store
+            await asyncio.sleep(0.5)
+            trim()
+            base_rss = rss_mib()
+            peak = [base_rss]
+            stop = asyncio.Event()
+            sampler = asyncio.create_task(rss_sampler(peak, stop))
+            counters.install()
+            commits0, rows0 = store.commits, store.rows_written
+            cpu0 = thread_cpu()
+            profiler = cProfile.Profile() if profile else None
+            if profiler:
+                profiler.enable()
+            started = time.monotonic()
+            items = [(f"c{i}", lambda: DAY_MS) for i in range(n)]
+            await create_batches(service, items, concurrency)
+            acked = time.monotonic() - started
+            await settled(service, "waiting", n, timeout=max(120, n * 0.05))
+            wall = time.monotonic() - started
+            if profiler:
+                profiler.disable()
+            cpu1 = thread_cpu()
+            counters.remove()
+            stop.set()
+            await sampler
+            await asyncio.sleep(0.2)
+            trim()
+            figures: dict[str, Any] = {
+                "instances": n,
+                "acknowledged s": acked,
+                "settled s": wall,
+                "inst/s (settled)": n / wall,
+                **{f"cpu ms/inst {k}": v for k, v in per_instance(cpu0, cpu1, n).items()},
+                "isolates created": counters.count["isolate_create"],
+                "ms/isolate create": 1000
+                * counters.cpu["isolate_create"]
+                / max(1, counters.count["isolate_create"]),
+                "js ms/inst create": 1000 * counters.cpu["isolate_create"] / n,
+                "js ms/inst turns": 1000 * counters.cpu["turn"] / n,
+                "turns/inst": counters.count["turn"] / n,
+                "commits": store.commits - commits0,
+                "writer ms/inst commit": 1000 * counters.cpu["commit"] / n,
+                "rows/inst": (store.rows_written - rows0) / n,
+                "reads/inst": counters.count["read"] / n,
+                "rss base MiB": base_rss,
+                "rss peak MiB": peak[0],
+                "rss after trim MiB": rss_mib(),
+                "warm isolates kept": len(cells.isolates.warm),
+            }
+            show(f"create: {n} day-long sleepers, createBatch x{CHUNK}, {concurrency} at once",
+                 figures)  # fmt: skip
+            if profiler:
+                stats = pstats.Stats(profiler)
+                stats.sort_stats("tottime").print_stats(25)
+        finally:
+            await service.stop()
+
+
+async def wake_workload(n: int, concurrency: int, lead_s: float) -> None:
+    counters = Counters()
+    with tempfile.TemporaryDirectory(prefix="celld-wake-cost-") as tmp:
+        service = await start_service(Path(tmp), CellSettings(residency_ms=500))
+        try:
+            cells = service.cells
+            assert cells is not None
+            due_at = int(time.time() * 1000 + lead_s * 1000)
+
+            def until_due() -> int:
+                return max(1000, due_at - int(time.time() * 1000))
+
+            items = [(f"w{i}", until_due) for i in range(n)]
+            started = time.monotonic()
+            await create_batches(service, items, concurrency)
+            await settled(service, "waiting", n, timeout=lead_s)
+            print(f"created and hibernated {n} in {time.monotonic() - started:.1f} s")
+            # every sleeper hibernated: measure from now until all completed
+            counters.install()
+            fired0 = cells.alarms.fired
+            cpu0 = thread_cpu()
+            await settled(service, "complete", n, timeout=lead_s + 120)
+            cpu1 = thread_cpu()
+            counters.remove()
+            store: Any = service.store
+            rows = await store._fetch(
+                "SELECT output FROM instances WHERE workflow = ? AND status = 'complete'",
+                (WORKFLOW,),
+            )
+            late = sorted(orjson.loads(r["output"])["late_ms"] for r in rows)
+
+            def pct(p: float) -> float:
+                return float(late[min(len(late) - 1, int(len(late) * p / 100))])
+
+            figures: dict[str, Any] = {
+                "woken": len(late),
+                "alarms fired": cells.alarms.fired - fired0,
+                "late p50 ms": pct(50),
+                "late p99 ms": pct(99),
+                "late max ms": float(late[-1]),
+                **{f"cpu ms/wake {k}": v for k, v in per_instance(cpu0, cpu1, n).items()},
+                "isolates created": counters.count["isolate_create"],
+                "js ms/wake turns": 1000 * counters.cpu["turn"] / n,
+                "reads/wake": counters.count["read"] / n,
+            }
+            show(f"wake: {n} hibernated sleepers due at once (residency 500 ms)", figures)
+        finally:
+            await service.stop()
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("workload", choices=["create", "wake"])
+    parser.add_argument("--n", type=int, default=0)
+    parser.add_argument("--concurrency", type=int, default=4, help="createBatch calls at once")
+    parser.add_argument("--lead", type=float, default=30.0, help="wake: seconds until due")
+    parser.add_argument("--profile", action="store_true", help="cProfile the event loop")
+    args = parser.parse_args()
+    if args.workload == "create":
+        asyncio.run(create_workload(args.n or 5000, args.concurrency, args.profile))
+    else:
+        asyncio.run(wake_workload(args.n or 1000, args.concurrency, args.lead))
+
+
+if __name__ == "__main__":
+    main()
