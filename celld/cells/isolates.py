@@ -12,7 +12,9 @@ running isolates are never queued behind a pile of creations on their thread.
 
 The warm pool holds as many isolates as runs may be young at once (see
 celld.cells.residency), so that in a burst every run finds the isolate an earlier one
-left; once things are quiet again it shrinks back to a few per JS thread.
+left; those idle for `WARM_IDLE_S` beyond a few per JS thread are closed (about 0.6 MiB
+each: a burst's pool of 64 is some 40 MiB, kept a while for the next burst, such as
+the wake-up of the instances the last one created).
 """
 
 from __future__ import annotations
@@ -43,6 +45,9 @@ class LongTurns:
         self._refs[ref] = None
         while len(self._refs) > self.capacity:
             del self._refs[next(iter(self._refs))]
+
+#: Warm isolates idle this long (beyond the quiet few) are closed.
+WARM_IDLE_S = 300.0
 
 
 class IsolateSource:
@@ -108,8 +113,8 @@ class IsolateSource:
             await surplus.close()
 
     async def shrink(self) -> int:
-        """Close warm isolates beyond the quiet capacity; returns how many."""
-        surplus = self.warm.surplus(self.quiet_capacity)
+        """Close warm isolates idle for long beyond the quiet capacity; returns how many."""
+        surplus = self.warm.surplus(self.quiet_capacity, WARM_IDLE_S)
         for isolate in surplus:
             await isolate.close()
         return len(surplus)

@@ -474,6 +474,12 @@ class CellManager:
     # -- alarms ------------------------------------------------------------------------------
 
     def _on_alarm(self, ref: InstanceRef, when: int) -> None:
+        if self.residency.get(ref) is None and not self.residency.busy(ref):
+            # Hibernated: all a deadline can do is start a run (a replay), so queue it
+            # without reading the instance first; the run's start reads it once, and an
+            # alarm firing again for a run already queued costs nothing.
+            self.request_run(ref, Priority.WAKE)
+            return
         self.tasks.spawn(self._wake(ref), "waking an instance", self._wake_failed(ref))
 
     def _wake_failed(self, ref: InstanceRef) -> ErrorHandler:

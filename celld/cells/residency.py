@@ -161,6 +161,10 @@ class Residency:
             for ref in claimed:
                 self._creating.pop(ref).set()
 
+    def busy(self, ref: InstanceRef) -> bool:
+        """`ref` is being created or loaded: its cell is about to be in memory."""
+        return ref in self._creating or ref in self._loading
+
     def add(self, cell: Cell) -> None:
         """A created cell, committed: it is the instance's cell from now on."""
         self.cells[cell.ref] = cell
@@ -312,5 +316,4 @@ class Residency:
                 self._young.pop(ref, None)  # no run came of it, or it settled already
             elif ref in self._young:
                 self._young[ref] = time.monotonic()  # started: it comes of age from now
-            if reserved or ref not in self._young:
-                self.dispatch()
+            self.dispatch()  # a freed slot, or (at the cap) the timer for coming of age

@@ -13,7 +13,6 @@ import ctypes
 import ctypes.util
 import logging
 from collections.abc import Awaitable, Callable
-from typing import Any
 
 log = logging.getLogger("celld.cells")
 
@@ -39,12 +38,13 @@ _TRIM = _load_trim()
 async def trim_after_bursts(
     is_quiet: Callable[[], bool],
     activity: Callable[[], int],
-    release: Callable[[], Awaitable[Any]] | None = None,
+    release: Callable[[], Awaitable[int]] | None = None,
 ) -> None:
-    """Every few seconds of wall time: once runs have happened and all is quiet again,
-    `release` what the burst kept (the warm isolates beyond the quiet few) and trim, and
-    do both once more on the next quiet look (isolates of the burst's last runs are
-    still being freed when it first looks quiet). `activity` grows with every run."""
+    """Every few seconds of wall time, while all is quiet: `release` what bursts kept
+    for a while (warm isolates idle for long; it returns how many it freed), and once
+    runs have happened or something was released, trim, and trim once more on the next
+    quiet look (isolates of the burst's last runs are still being freed when it first
+    looks quiet). `activity` grows with every run."""
     if _TRIM is None and release is None:
         return
     seen = activity()
@@ -55,9 +55,10 @@ async def trim_after_bursts(
         if current != seen:
             seen = current
             owed = 2
-        if owed and is_quiet():
-            if release is not None:
-                await release()
-            if _TRIM is not None:
-                await asyncio.get_running_loop().run_in_executor(None, _TRIM, 0)
-            owed -= 1
+        if not is_quiet():
+            continue
+        if release is not None and await release():
+            owed = 2
+        if owed and _TRIM is not None:
+            await asyncio.get_running_loop().run_in_executor(None, _TRIM, 0)
+        owed = max(0, owed - 1)
