@@ -17,8 +17,8 @@ Rules:
   stays busy longer than `YOUNG_MS` stops counting, so a long step never holds others up.
 * Runs waiting for a slot are references in a bounded :class:`RunQueue`; a cell is loaded
   only when its run gets a slot. The one exception: a cell just created stays in memory
-  until its first run starts (at most as many as there are slots), so that run does not
-  read back from the store what the create just wrote.
+  while its first run is queued (a few KiB each, at most as many as the queue holds), so
+  that run does not read back from the store what the create just wrote.
 * A cell whose memory can no longer be trusted (a failed commit) is forgotten at once; the
   next load reads the instance from the store.
 * With a store several nodes share, only instances this node owns load (the store
@@ -217,7 +217,7 @@ class Residency:
         if (
             hold is not None
             and queued
-            and len(self._held) < self.max_resident
+            and len(self._held) < self.queue.capacity
             and ref not in self._held
         ):
             self._held[ref] = hold
