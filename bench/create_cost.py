@@ -302,7 +302,7 @@ async def create_workload(n: int, concurrency: int, profile: bool) -> None:
             await service.stop()
 
 
-async def wake_workload(n: int, concurrency: int, lead_s: float) -> None:
+async def wake_workload(n: int, concurrency: int, lead_s: float, profile: bool) -> None:
     counters = Counters()
     with tempfile.TemporaryDirectory(prefix="celld-wake-cost-") as tmp:
         service = await start_service(Path(tmp), CellSettings(residency_ms=500))
@@ -319,11 +319,18 @@ async def wake_workload(n: int, concurrency: int, lead_s: float) -> None:
             await create_batches(service, items, concurrency)
             await settled(service, "waiting", n, timeout=lead_s)
             print(f"created and hibernated {n} in {time.monotonic() - started:.1f} s")
-            # every sleeper hibernated: measure from now until all completed
+            # every sleeper hibernated: measure from a second before they are due (the
+            # preloads of the last half second before it included) until all completed
+            await asyncio.sleep(max(0.0, due_at / 1000 - time.time() - 1))
             counters.install()
             fired0 = cells.alarms.fired
             cpu0 = thread_cpu()
+            profiler = cProfile.Profile() if profile else None
+            if profiler:
+                profiler.enable()
             await settled(service, "complete", n, timeout=lead_s + 120)
+            if profiler:
+                profiler.disable()
             cpu1 = thread_cpu()
             counters.remove()
             store: Any = service.store
@@ -348,6 +355,8 @@ async def wake_workload(n: int, concurrency: int, lead_s: float) -> None:
                 "reads/wake": counters.count["read"] / n,
             }
             show(f"wake: {n} hibernated sleepers due at once (residency 500 ms)", figures)
+            if profiler:
+                pstats.Stats(profiler).sort_stats("tottime").print_stats(25)
         finally:
             await service.stop()
 
@@ -363,7 +372,7 @@ def main() -> None:
     if args.workload == "create":
         asyncio.run(create_workload(args.n or 5000, args.concurrency, args.profile))
     else:
-        asyncio.run(wake_workload(args.n or 1000, args.concurrency, args.lead))
+        asyncio.run(wake_workload(args.n or 1000, args.concurrency, args.lead, args.profile))
 
 
 if __name__ == "__main__":

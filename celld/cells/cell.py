@@ -283,10 +283,18 @@ class Cell:
 
     async def settle_run(self, run: CellRun) -> None:
         """Commit, and if the run can no longer go on, release its isolate. A rollback that
-        began (or goes on) needs a rollback run of its own."""
-        await self.commit()
+        began (or goes on) needs a rollback run of its own.
+
+        A run that cannot go on gives its isolate back before the commit: JS is told
+        nothing more, so the isolate can serve the next run while this one's end is
+        written (the cell stays loaded until it is)."""
         if self.run is run and not run.live:
-            await self.stop_run()
+            self._committing += 1  # not unloaded between letting go and committing
+            try:
+                await self.stop_run()
+            finally:
+                self._committing -= 1
+        await self.commit()
         self._roll_back_if_needed()
 
     def _roll_back_if_needed(self) -> None:

@@ -46,6 +46,7 @@ class LongTurns:
         while len(self._refs) > self.capacity:
             del self._refs[next(iter(self._refs))]
 
+
 #: Warm isolates idle this long (beyond the quiet few) are closed.
 WARM_IDLE_S = 300.0
 
