@@ -44,6 +44,8 @@ import orjson
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from bounded import rss_mb  # noqa: E402 - bench/bounded.py, beside this script
+
 from celld.cells.manager import CellSettings  # noqa: E402
 from celld.isolate.isolate import Isolate  # noqa: E402
 from celld.project.config import find_config, load_config  # noqa: E402
@@ -83,14 +85,6 @@ def thread_cpu() -> dict[str, float]:
             kind = "other"  # aiosqlite reader, executor threads
         out[kind] += cpu
     return dict(out)
-
-
-def rss_mib() -> float:
-    with open("/proc/self/status") as f:
-        for line in f:
-            if line.startswith("VmRSS:"):
-                return int(line.split()[1]) / 1024
-    return 0.0
 
 
 class Counters:
@@ -149,7 +143,7 @@ def trim() -> None:
 
 async def rss_sampler(peak: list[float], stop: asyncio.Event) -> None:
     while not stop.is_set():
-        peak[0] = max(peak[0], rss_mib())
+        peak[0] = max(peak[0], rss_mb())
         with contextlib.suppress(TimeoutError):  # sample again
             await asyncio.wait_for(stop.wait(), 0.2)
 
@@ -247,7 +241,7 @@ async def create_workload(n: int, concurrency: int, profile: bool) -> None:
             store: Any = service.store
             await asyncio.sleep(0.5)
             trim()
-            base_rss = rss_mib()
+            base_rss = rss_mb()
             peak = [base_rss]
             stop = asyncio.Event()
             sampler = asyncio.create_task(rss_sampler(peak, stop))
@@ -290,7 +284,7 @@ async def create_workload(n: int, concurrency: int, profile: bool) -> None:
                 "reads/inst": counters.count["read"] / n,
                 "rss base MiB": base_rss,
                 "rss peak MiB": peak[0],
-                "rss after trim MiB": rss_mib(),
+                "rss after trim MiB": rss_mb(),
                 "warm isolates kept": len(cells.isolates.warm),
             }
             show(f"create: {n} day-long sleepers, createBatch x{CHUNK}, {concurrency} at once",

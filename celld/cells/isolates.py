@@ -28,6 +28,9 @@ from celld.isolate.program import Program
 from celld.isolate.threads import JsThreadPool
 from celld.store.base import InstanceRef
 
+#: Warm isolates idle this long (beyond the quiet few) are closed.
+WARM_IDLE_S = 300.0
+
 
 class LongTurns:
     """Instances one of whose turns ran too long for the event loop: their runs go on JS
@@ -45,10 +48,6 @@ class LongTurns:
         self._refs[ref] = None
         while len(self._refs) > self.capacity:
             del self._refs[next(iter(self._refs))]
-
-
-#: Warm isolates idle this long (beyond the quiet few) are closed.
-WARM_IDLE_S = 300.0
 
 
 class IsolateSource:
