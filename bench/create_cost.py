@@ -77,7 +77,7 @@ def thread_cpu() -> dict[str, float]:
         cpu = (int(fields[11]) + int(fields[12])) / tick
         if int(tid) == main:
             kind = "loop"
-        elif name.startswith("celld-js"):
+        elif name.startswith(("celld-js", "celld-wf")):
             kind = "js"
         elif name.startswith("celld-sqlite"):
             kind = "writer"

@@ -2,13 +2,14 @@
 
 A faulted isolate (a limit hit, a broken bridge) is closed, never kept warm.
 
-Creating an isolate parses the runtime and the Worker (about 10 ms of a JS thread), while
-a warm one starts a run with one message. So at most one isolate is created per JS
-thread at a time: a run that finds no warm isolate while those are being created waits
-for whichever comes first, an isolate a finished run gives back or its turn to create
-one. In a burst of short runs (createBatch of instances that run to a sleep) the runs
-then pass a few dozen isolates along instead of creating one each, and the turns of
-running isolates are never queued behind a pile of creations on their thread.
+Creating an isolate loads the runtime and the Worker (a few ms of a JS thread even from
+bytecode, and the memory of a whole context), while a warm one starts a run with one
+message. So at most one isolate is created per JS thread at a time: a run that finds no
+warm isolate while those are being created waits for whichever comes first, an isolate a
+finished run gives back or its turn to create one. In a burst of short runs (createBatch
+of instances that run to a sleep) the runs then pass a few dozen isolates along instead
+of creating one each, and the turns of running isolates are never queued behind a pile
+of creations on their thread.
 
 The warm pool holds as many isolates as runs may be young at once (see
 celld.cells.residency), so that in a burst every run finds the isolate an earlier one

@@ -61,9 +61,10 @@ log = logging.getLogger("celld.cells")
 DEFAULT_RESIDENCY_MS = 3_600_000
 SWEEP_INTERVAL_MS = 60_000
 SCAN_PAGE = 5_000
-#: Runs that may be young at once per JS thread (celld.cells.residency): enough to keep
-#: the JS threads and the group commit busy while each run waits for its commits.
-YOUNG_PER_THREAD = 32
+#: Runs that may be young at once (celld.cells.residency): enough to keep the event loop
+#: and the group commit busy while each run waits for its commits, and the isolates they
+#: pass along (the warm pool holds as many) a few dozen MiB.
+MAX_YOUNG = 64
 REFILL_PAGE = 1_000
 MAX_ALARMS_IN_MEMORY = 500_000
 
@@ -160,8 +161,7 @@ class CellManager:
             lines=program.lines,
             introspection=self.introspection,
         )
-        max_young = YOUNG_PER_THREAD * len(threads.threads)
-        self.isolates = IsolateSource(threads, program, limits or Limits(), burst=max_young)
+        self.isolates = IsolateSource(threads, program, limits or Limits(), burst=MAX_YOUNG)
         self.long_turns = LongTurns()
         self.tasks = TaskOwner("cells")
         self.residency = Residency(
@@ -171,7 +171,7 @@ class CellManager:
             self._recover_later,
             max_resident=max_resident,
             queue_capacity=settings.queue_capacity or max(1_000, 4 * max_resident),
-            max_young=max_young,
+            max_young=MAX_YOUNG,
         )
         self.residency.on_room = self._refill_wanted
         self.residency.warm_idle = self.isolates.warm.__len__

@@ -12,14 +12,17 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from celld.cells.manager import YOUNG_PER_THREAD, CellSettings
+from celld.cells.clock import ManualClock
+from celld.cells.manager import MAX_YOUNG, CellSettings
 from celld.cells.warm import WarmIsolates
 from celld.isolate.isolate import Isolate
 from celld.isolate.threads import JsThreadPool
-from celld.server.service import Service
-from tests.inprocess import call, params, running_service, wait_for
+from celld.project.config import find_config, load_config
+from celld.server.service import Service, ServiceOptions
+from tests.inprocess import DURABLE, call, params, running_service, wait_for
 
 LONG = "long-workflow"
+START_MS = 1_800_000_000_000
 
 
 @contextmanager
@@ -89,7 +92,7 @@ async def test_a_burst_of_sleepers_passes_isolates_along(tmp_path: Path) -> None
 async def test_a_run_that_stays_busy_does_not_hold_new_runs_back(tmp_path: Path) -> None:
     """More runs than may be young at once never settle (StuckWorkflow awaits forever
     outside a step); an instance created after them still runs to completion."""
-    stuck = YOUNG_PER_THREAD + 8
+    stuck = MAX_YOUNG + 8
     async with running_service(tmp_path / "state", js_threads=1) as service:
         assert service.cells is not None
         await call(service, "stuck-workflow", "createBatch",
@@ -103,19 +106,28 @@ async def test_a_run_that_stays_busy_does_not_hold_new_runs_back(tmp_path: Path)
 async def test_hibernated_deadlines_start_their_runs_reading_each_instance_once(
     tmp_path: Path,
 ) -> None:
-    """300 sleepers beyond the residency window hibernate; when their deadlines come,
-    each is read once (by its run's start), however often its alarm fires."""
+    """300 sleepers beyond the residency window hibernate; when their deadlines come (all
+    at once), each is read once (by its run's start), however often its alarm fires."""
     total = 300
-    settings = CellSettings(residency_ms=500)
-    async with running_service(tmp_path / "state", cells=settings) as service:
-        ids = await create_sleepers(service, "h", total, "3 seconds")
+    clock = ManualClock(START_MS)
+    options = ServiceOptions(
+        persist_to=tmp_path / "state", js_threads=2, clock=clock,
+        cells=CellSettings(residency_ms=500),
+    )  # fmt: skip
+    service = Service(load_config(find_config(DURABLE, None)), options)
+    await service.start()
+    try:
+        ids = await create_sleepers(service, "h", total, "1 hour")
         await settled(service, "waiting", total)
         with counting_claims(service) as claims:
+            clock.advance(3_600_000)
             await settled(service, "complete", total)
         done = await wait_for(service, LONG, ids, {"complete"})
         assert all(json.loads(d["output"]) == {"total": 1, "steps": 1} for d in done.values())
-        # preloads before the deadline read an instance too, but never twice
+        # before, each wake-up read its instance at least twice (the alarm, then the run)
         assert claims[0] <= total, f"{claims[0]} reads for {total} wake-ups"
+    finally:
+        await service.stop()
 
 
 def test_warm_isolates_idle_for_long_are_handed_back_oldest_first() -> None:
