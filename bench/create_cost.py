@@ -54,6 +54,9 @@ from celld.store.sqlite import SqliteStore  # noqa: E402
 
 PROJECT = ROOT / "bench" / "project"
 WORKFLOW = "sleeper-workflow"
+#: The test project's scripted workflow: it can sleep until an absolute time.
+SCRIPTED = ROOT / "tests" / "projects" / "durable"
+SCRIPT_WORKFLOW = "script-workflow"
 CHUNK = 100
 DAY_MS = 86_400_000
 
@@ -151,8 +154,8 @@ async def rss_sampler(peak: list[float], stop: asyncio.Event) -> None:
 # -- driving --------------------------------------------------------------------------------
 
 
-async def start_service(state: Path, cells: CellSettings) -> Service:
-    config = load_config(find_config(PROJECT, None))
+async def start_service(state: Path, cells: CellSettings, project: Path = PROJECT) -> Service:
+    config = load_config(find_config(project, None))
     service = Service(config, ServiceOptions(persist_to=state, cells=cells))
     await service.start()
     return service
@@ -185,28 +188,30 @@ async def create_batches(
     await asyncio.gather(*(worker() for _ in range(concurrency)))
 
 
-async def count_status(service: Service, status: str) -> int:
+async def count_status(service: Service, status: str, workflow: str = WORKFLOW) -> int:
     assert service.store is not None
     store: Any = service.store
     rows = await store._fetch(
         "SELECT count(*) AS n FROM instances WHERE workflow = ? AND status = ?",
-        (WORKFLOW, status),
+        (workflow, status),
     )
     return int(rows[0]["n"])
 
 
-async def settled(service: Service, status: str, n: int, timeout: float) -> None:
+async def settled(
+    service: Service, status: str, n: int, timeout: float, workflow: str = WORKFLOW
+) -> None:
     """Until `n` instances have `status` and nothing is resident or queued."""
     cells = service.cells
     assert cells is not None
     deadline = time.monotonic() + timeout
     while True:
         quiet = not cells.run_queue_length and not cells.resident_count
-        if quiet and await count_status(service, status) >= n:
+        if quiet and await count_status(service, status, workflow) >= n:
             return
         if time.monotonic() > deadline:
             raise TimeoutError(
-                f"not settled: {await count_status(service, status)} {status}, "
+                f"not settled: {await count_status(service, status, workflow)} {status}, "
                 f"{cells.resident_count} resident, {cells.run_queue_length} queued"
             )
         await asyncio.sleep(0.05)
@@ -297,21 +302,30 @@ async def create_workload(n: int, concurrency: int, profile: bool) -> None:
 
 
 async def wake_workload(n: int, concurrency: int, lead_s: float, profile: bool) -> None:
+    """N instances of the test project's ScriptWorkflow: a step, `sleepUntil` one
+    absolute deadline (the same for all), a step. Lateness: when the step after the sleep
+    finished (the engine's own row) minus the deadline."""
     counters = Counters()
     with tempfile.TemporaryDirectory(prefix="celld-wake-cost-") as tmp:
-        service = await start_service(Path(tmp), CellSettings(residency_ms=500))
+        service = await start_service(Path(tmp), CellSettings(residency_ms=500), SCRIPTED)
         try:
             cells = service.cells
             assert cells is not None
+            binding = cells.ops["wf.binding"]
             due_at = int(time.time() * 1000 + lead_s * 1000)
-
-            def until_due() -> int:
-                return max(1000, due_at - int(time.time() * 1000))
-
-            items = [(f"w{i}", until_due) for i in range(n)]
+            ops = [{"do": "before"}, {"sleepUntil": "nap", "at": due_at}, {"do": "after"}]
+            payload = orjson.dumps({"ops": ops}).decode()
+            ids = [f"w{i}" for i in range(n)]
             started = time.monotonic()
-            await create_batches(service, items, concurrency)
-            await settled(service, "waiting", n, timeout=lead_s)
+            await asyncio.gather(
+                *(
+                    binding({"workflow": SCRIPT_WORKFLOW, "method": "createBatch",
+                             "instances": [{"id": i, "params": payload}
+                                           for i in ids[at : at + CHUNK]]})
+                    for at in range(0, n, CHUNK)
+                )
+            )  # fmt: skip
+            await settled(service, "waiting", n, timeout=lead_s, workflow=SCRIPT_WORKFLOW)
             print(f"created and hibernated {n} in {time.monotonic() - started:.1f} s")
             # every sleeper hibernated: measure from a second before they are due (the
             # preloads of the last half second before it included) until all completed
@@ -322,17 +336,17 @@ async def wake_workload(n: int, concurrency: int, lead_s: float, profile: bool) 
             profiler = cProfile.Profile() if profile else None
             if profiler:
                 profiler.enable()
-            await settled(service, "complete", n, timeout=lead_s + 120)
+            await settled(service, "complete", n, timeout=lead_s + 120, workflow=SCRIPT_WORKFLOW)
             if profiler:
                 profiler.disable()
             cpu1 = thread_cpu()
             counters.remove()
             store: Any = service.store
             rows = await store._fetch(
-                "SELECT output FROM instances WHERE workflow = ? AND status = 'complete'",
-                (WORKFLOW,),
+                "SELECT finished_at FROM steps WHERE workflow = ? AND name = 'after'",
+                (SCRIPT_WORKFLOW,),
             )
-            late = sorted(orjson.loads(r["output"])["late_ms"] for r in rows)
+            late = sorted(int(r["finished_at"]) - due_at for r in rows)
 
             def pct(p: float) -> float:
                 return float(late[min(len(late) - 1, int(len(late) * p / 100))])
@@ -348,7 +362,8 @@ async def wake_workload(n: int, concurrency: int, lead_s: float, profile: bool) 
                 "js ms/wake turns": 1000 * counters.cpu["turn"] / n,
                 "reads/wake": counters.count["read"] / n,
             }
-            show(f"wake: {n} hibernated sleepers due at once (residency 500 ms)", figures)
+            show(f"wake: {n} hibernated sleepers due at the same moment (residency 500 ms)",
+                 figures)  # fmt: skip
             if profiler:
                 pstats.Stats(profiler).sort_stats("tottime").print_stats(25)
         finally:

@@ -510,8 +510,8 @@ class CellManager:
         while len(self.alarms) < MAX_ALARMS_IN_MEMORY:
             page = await self.store.due(horizon, SCAN_PAGE, after)
             for ref, when in page:
-                if ref.workflow not in self.specs:
-                    continue
+                if ref.workflow not in self.specs or residency.waking(ref):
+                    continue  # (a wake-up already under way commits its next deadline)
                 self.alarms.schedule(ref, when)
                 if preload and when > now and residency.get(ref) is None:
                     preload -= 1

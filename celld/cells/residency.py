@@ -161,6 +161,10 @@ class Residency:
             for ref in claimed:
                 self._creating.pop(ref).set()
 
+    def waking(self, ref: InstanceRef) -> bool:
+        """A run of `ref` is queued as a wake-up (its start reads the deadline anew)."""
+        return self.queue.priority(ref) is Priority.WAKE
+
     def busy(self, ref: InstanceRef) -> bool:
         """`ref` is being created or loaded: its cell is about to be in memory."""
         return ref in self._creating or ref in self._loading

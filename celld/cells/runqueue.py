@@ -48,6 +48,10 @@ class RunQueue:
     def has_room(self) -> bool:
         return self._bounded < self.capacity
 
+    def priority(self, ref: InstanceRef) -> Priority | None:
+        """The priority `ref` is queued with (None: not queued)."""
+        return self._queued.get(ref)
+
     def push(self, ref: InstanceRef, priority: Priority) -> bool:
         """Queue a run; False if it was left out (the queue is full for its priority)."""
         current = self._queued.get(ref)
