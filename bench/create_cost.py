@@ -13,9 +13,10 @@ time, instances/s, CPU per instance by thread (event loop, JS threads, store wri
 store reader), the JS threads' split between creating isolates and running turns,
 isolates created, commits and rows, and RSS (peak and after a trim).
 
-`wake`: residency 500 ms, N sleepers whose sleeps end at the same moment (about 20 s
-after the first is created); once all hibernated, report how late each one's next step
-ran after its deadline (p50/p99/max) and the CPU per wake.
+`wake`: residency 500 ms, N instances of the test project's scripted workflow that sleep
+until one absolute deadline (`--lead` seconds after the start); once all hibernated,
+report how late each one's step after the sleep finished, from the engine's own rows
+(p50/p99/max), and the CPU per wake-up.
 
 On a shared machine wall-clock figures are noise; compare CPU per instance across runs
 of the same harness.
