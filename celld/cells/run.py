@@ -51,7 +51,7 @@ from celld.engine import (
 from celld.engine.errors import missing_callback, status_error
 from celld.engine.state import STEP_TYPES
 from celld.engine.versions import ReplayCheck
-from celld.isolate.host import AnswerWithdrawn, IsolateHost
+from celld.isolate.host import AnswerWithdrawn, IsolateHost, Later, Outcome
 from celld.isolate.isolate import IsolateFault
 from celld.project.cron import parse_scheduled_id
 from celld.store.base import StoreUnavailable
@@ -77,6 +77,28 @@ def _failure(m: dict[str, Any]) -> dict[str, Any]:
         "delay_error": ErrorInfo.from_dict(delay_error) if delay_error else None,
         "delay_timed_out": bool(m.get("delayTimedOut")),
     }
+
+
+def _fail(answer: Later, error: BaseException) -> None:
+    """A commit failed under `answer`: a store failure broke the cell (it is reloaded from
+    the store and this run is over: nothing is delivered); anything else goes to JS."""
+    if isinstance(error, StoreUnavailable) or not isinstance(error, Exception):
+        answer.withdraw()
+    else:
+        answer.reject(error)
+
+
+def _forward_outcome(outcome: Outcome, answer: asyncio.Future[Any]) -> None:
+    """A held call's answer: what its `Later` settled with."""
+    if answer.done():
+        return
+    kind, value = outcome
+    if kind == "v":
+        answer.set_result(value)
+    elif kind == "e":
+        answer.set_exception(value)
+    else:
+        answer.set_exception(RunStopped())
 
 
 def _never() -> asyncio.Future[Any]:
@@ -218,6 +240,9 @@ class CellRun:
         return False
 
     def _settle_held(self, result: Any, answer: asyncio.Future[Any]) -> None:
+        if isinstance(result, Later):
+            result.then(lambda outcome: _forward_outcome(outcome, answer))
+            return
         if not inspect.isawaitable(result):
             answer.set_result(result)
             return
@@ -525,7 +550,9 @@ class CellRun:
         if isinstance(decision, Suspend):
             waiter: asyncio.Future[Decision] = asyncio.get_running_loop().create_future()
             self.waiters[key] = waiter
-            return self._deliver_later(key, waiter)
+            answer = Later()
+            self.cell.commit_soon(lambda error: self._suspended(key, waiter, answer, error))
+            return answer
         if isinstance(decision, Run) and not resumes and self.live:
             # A step's first run acknowledges nothing durable (attempt starts are not
             # written; steps are at least once), so it is answered in the same pass: the
@@ -566,45 +593,76 @@ class CellRun:
             await settling
         raise RunStopped()
 
-    async def _deliver_now(self, key: StepKey, decision: Decision, resumes: bool) -> Any:
+    def _deliver_now(
+        self, key: StepKey, decision: Decision, resumes: bool, answer: Later | None = None
+    ) -> Later:
+        """Commit, then answer with `decision`: from the commit's callback, so that the
+        answers of every instance in one group commit go out in one pass, with no task."""
+        answer = answer or Later()
         self._delivering += 1
-        try:
-            try:
-                await self.cell.commit()
-            except StoreUnavailable:
-                raise RunStopped() from None  # the cell broke; nothing is delivered
-            if not self.live:
-                await self.cell.settle_run(self)
-                raise RunStopped()
-            if resumes and self.port.settings.replay_every_step and self.machine.in_flight() == 0:
-                await self.cell.replay(self)
-                raise RunStopped()
-            return self._hand_over(key, decision)
-        finally:
-            self._delivering -= 1
 
-    async def _deliver_later(self, key: StepKey, waiter: asyncio.Future[Decision]) -> Any:
-        try:
-            await self.cell.commit()
-        except StoreUnavailable:
-            raise RunStopped() from None
-        decision: Decision | None = await waiter
-        while True:
-            # a due retry's attempt may be mocked, and its failure retried at once
-            decision, _ = self._modify(key, decision)
-            if not isinstance(decision, Suspend) or not self.live:
-                break
-            waiter = asyncio.get_running_loop().create_future()
-            self.waiters[key] = waiter
-            self._after_turn()  # JS still waits on this call: the run may be idle again
+        def committed(error: BaseException | None) -> None:
+            if error is not None:
+                self._delivering -= 1
+                _fail(answer, error)
+            elif not self.live:
+                self._finish(answer, self.cell.settle_run(self))
+            elif resumes and self.port.settings.replay_every_step and not self.machine.in_flight():
+                self._finish(answer, self.cell.replay(self))
+            else:
+                self._delivering -= 1
+                answer.resolve(self._hand_over(key, decision))
+
+        self.cell.commit_soon(committed)
+        return answer
+
+    def _finish(self, answer: Later, settling: Any) -> None:
+        """The run stops instead of answering: `settling` (a coroutine) runs first, the
+        answer is withdrawn after it (or carries its error)."""
+
+        async def finish() -> None:
             try:
-                await self.cell.commit()
-            except StoreUnavailable:
-                raise RunStopped() from None
-            decision = await waiter
-        if decision is None:
-            return await self._withdrawn(self.cell.settle_run(self))
-        return await self._deliver_now(key, decision, True)
+                await settling
+            except Exception as error:  # noqa: BLE001 - handed to JS as the answer's error
+                _fail(answer, error)
+            finally:
+                self._delivering -= 1
+                answer.withdraw()
+
+        self.port.spawn(finish(), "stopping a run after a step", self.cell.on_task_failure)
+
+    def _suspended(
+        self,
+        key: StepKey,
+        waiter: asyncio.Future[Decision],
+        answer: Later,
+        error: BaseException | None,
+    ) -> None:
+        """The suspension is committed: answer once an alarm, an event or a lifecycle
+        action settles the call."""
+        if error is not None:
+            _fail(answer, error)
+        elif not answer.settled:
+            waiter.add_done_callback(lambda _: self._woken(key, waiter, answer))
+
+    def _woken(self, key: StepKey, waiter: asyncio.Future[Decision], answer: Later) -> None:
+        if waiter.cancelled():
+            answer.withdraw()  # the run closed
+            return
+        if answer.settled:
+            return
+        # a due retry's attempt may be mocked, and its failure retried at once
+        decision, _ = self._modify(key, waiter.result())
+        if isinstance(decision, Suspend) and self.live:
+            again: asyncio.Future[Decision] = asyncio.get_running_loop().create_future()
+            self.waiters[key] = again
+            self._after_turn()  # JS still waits on this call: the run may be idle again
+            self.cell.commit_soon(lambda error: self._suspended(key, again, answer, error))
+        elif decision is None:
+            self._delivering += 1
+            self._finish(answer, self.cell.settle_run(self))
+        else:
+            self._deliver_now(key, decision, True, answer)
 
     # -- after each turn ---------------------------------------------------------------------
 
