@@ -152,8 +152,10 @@ async def measure(args: argparse.Namespace) -> None:
             commits = store.commits - commits0
         finally:
             await service.stop()
-    what = f"serial {args.serial} x K={args.k}" if args.serial else (
-        f"N={args.n} x K={args.k}, C={args.c}"
+    what = (
+        f"serial {args.serial} x K={args.k}"
+        if args.serial
+        else (f"N={args.n} x K={args.k}, C={args.c}")
     )
     print(f"workload: {what}, {steps} steps, js_threads={args.threads}")
     print(f"event-loop thread CPU per step: {(loop1 - loop0) / steps * 1e6:8.1f} us")

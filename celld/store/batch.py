@@ -125,9 +125,7 @@ def settle(batch: list[Pending], outcome: dict[int, Any] | Exception, health: St
             future.set_result(result)
 
 
-def fan_out(
-    soon: list[tuple[Write, WriteDone]], outcome: set[InstanceRef] | Exception
-) -> None:
+def fan_out(soon: list[tuple[Write, WriteDone]], outcome: set[InstanceRef] | Exception) -> None:
     """Tell each write gathered by `write_soon` how the commit went."""
     for write, done in soon:
         if isinstance(outcome, Exception):
