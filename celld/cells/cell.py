@@ -18,7 +18,6 @@ import asyncio
 import contextlib
 import logging
 from collections.abc import AsyncIterator, Callable
-from dataclasses import replace
 from typing import Any
 
 from celld.cells.instance_log import InstanceLog
@@ -222,10 +221,12 @@ class Cell:
 
     def take_write(self) -> Write | None:
         """The machine's changes since the last write, with the log entries they make."""
-        write = write_of(self.ref, self.machine)
-        if write is None:
+        machine = self.machine
+        changes = machine.take_changes()
+        if not changes:
             return None
-        return replace(write, log=tuple(self.log.entries(write.changes, self.port.now())))
+        log = tuple(self.log.entries(changes, self.port.now()))
+        return Write(self.ref, changes, machine.next_wake(), machine.status in RUNNABLE, log=log)
 
     def committed(self, next_wake: int | None) -> None:
         """After a successful write: refresh what readers see and the next alarm."""

@@ -118,7 +118,11 @@ class CellRun:
         self.host = host
         self.closed = False
         self.waiters: dict[StepKey, asyncio.Future[Decision]] = {}
-        self._attempt_timers: dict[StepKey, Cancellable] = {}
+        #: deadline (ms) and attempt number of each attempt in flight, and the one timer
+        #: armed for the earliest of them (a handle per attempt cost a heap entry each)
+        self._deadlines: dict[StepKey, tuple[int, int]] = {}
+        self._deadline_timer: Cancellable | None = None
+        self._deadline_at: int | None = None
         self._stall_timer: Cancellable | None = None
         # Decisions taken but not yet in JS's hands (waiting for their commit): while any
         # exist, JS is not idle even if its last turn ended with nothing to do.
@@ -272,9 +276,10 @@ class CellRun:
         for waiter in self.waiters.values():
             waiter.cancel()
         self.waiters.clear()
-        for timer in self._attempt_timers.values():
-            timer.cancel()
-        self._attempt_timers.clear()
+        if self._deadline_timer is not None:
+            self._deadline_timer.cancel()
+        self._deadline_timer = self._deadline_at = None
+        self._deadlines.clear()
         self._attempt_cpu.clear()
         if self._stall_timer is not None:
             self._stall_timer.cancel()
@@ -457,9 +462,7 @@ class CellRun:
 
     def _reported(self, key: StepKey) -> None:
         """An attempt of `key` reported back: its timer and CPU account go."""
-        timer = self._attempt_timers.pop(key, None)
-        if timer is not None:
-            timer.cancel()
+        self._deadlines.pop(key, None)  # the timer finds it gone
         self._attempt_cpu.pop(key, None)
 
     def _on_sleep(self, m: dict[str, Any]) -> Any:
@@ -566,26 +569,37 @@ class CellRun:
         return decision_wire(decision)
 
     def _arm_timeout(self, key: StepKey, decision: Run) -> None:
-        attempt = decision.attempt
+        deadline = self.port.now() + decision.timeout_ms
+        self._deadlines[key] = (deadline, decision.attempt)
+        self._attempt_cpu[key] = 0.0
+        if self._deadline_at is None or deadline < self._deadline_at:
+            self._arm_deadline_timer(deadline)
 
-        def expire() -> None:
-            self._attempt_timers.pop(key, None)
+    def _arm_deadline_timer(self, when: int) -> None:
+        if self._deadline_timer is not None:
+            self._deadline_timer.cancel()
+        self._deadline_at = when
+        self._deadline_timer = self.port.clock.call_at(when, self._deadlines_due)
+
+    def _deadlines_due(self) -> None:
+        """Tell JS of every attempt still in flight past its timeout; wait for the next."""
+        self._deadline_timer = self._deadline_at = None
+        if self.closed:
+            return
+        now = self.port.now()
+        due = [(key, attempt) for key, (at, attempt) in self._deadlines.items() if at <= now]
+        for key, attempt in due:
+            del self._deadlines[key]
             in_flight = self.machine.attempts_in_flight().get(
                 key
             ) == attempt or self.machine.rollback_in_flight() == (key, attempt)
-            if not self.closed and in_flight:
+            if in_flight:
                 self.host.post(
                     {"k": "wf.timeout", "g": self.machine.generation, "key": str(key),
                      "attempt": attempt}
                 )  # fmt: skip
-
-        previous = self._attempt_timers.pop(key, None)
-        if previous is not None:
-            previous.cancel()
-        self._attempt_cpu[key] = 0.0
-        self._attempt_timers[key] = self.port.clock.call_at(
-            self.port.now() + decision.timeout_ms, expire
-        )
+        if self._deadlines:
+            self._arm_deadline_timer(min(at for at, _ in self._deadlines.values()))
 
     async def _withdrawn(self, settling: Any) -> Any:
         # A store failure broke the cell: it is reloaded from the store, this run is over.
