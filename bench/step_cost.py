@@ -16,6 +16,7 @@ counts compare between runs. Usage:
     python bench/step_cost.py                     # N=50 instances x K=100 steps, C=20
     python bench/step_cost.py -n 200 -k 10        # the 10-step workload
     python bench/step_cost.py --serial 20 -k 10   # one at a time: create-to-complete
+    python bench/step_cost.py --wake 1000         # 1,000 sleeps of 2 s due at once
     python bench/step_cost.py --profile 25        # and the 25 costliest functions
 """
 
@@ -40,6 +41,7 @@ sys.path.insert(0, str(ROOT))
 
 from celld.project.config import find_config, load_config  # noqa: E402
 from celld.server.service import Service, ServiceOptions  # noqa: E402
+from celld.store.base import InstanceRef  # noqa: E402
 
 PROJECT = ROOT / "bench" / "project"
 WORKFLOW = "bench-workflow"
@@ -73,13 +75,13 @@ async def _binding(service: Service, method: str, **fields: Any) -> Any:
     return await service.cells.ops["wf.binding"]({"workflow": WORKFLOW, "method": method, **fields})
 
 
-async def _finished(service: Service, ids: list[str]) -> dict[str, Any]:
+async def _finished(service: Service, ids: list[str], workflow: str) -> dict[str, Any]:
     """Outputs of finished instances, read straight from the store (one query)."""
     store: Any = service.cells.store if service.cells else None
     marks = ",".join("?" * len(ids))
     rows = await store._fetch(
         f"SELECT id, status, output FROM instances WHERE workflow = ? AND id IN ({marks})",
-        (WORKFLOW, *ids),
+        (workflow, *ids),
     )
     done = {}
     for row in rows:
@@ -90,9 +92,11 @@ async def _finished(service: Service, ids: list[str]) -> dict[str, Any]:
     return done
 
 
-async def _wait_all(service: Service, ids: list[str], poll_s: float) -> dict[str, Any]:
+async def _wait_all(
+    service: Service, ids: list[str], poll_s: float, workflow: str = WORKFLOW
+) -> dict[str, Any]:
     while True:
-        done = await _finished(service, ids)
+        done = await _finished(service, ids, workflow)
         if len(done) == len(ids):
             return done
         await asyncio.sleep(poll_s)
@@ -112,16 +116,39 @@ async def _throughput(service: Service, n: int, k: int, c: int) -> None:
 
 
 async def _serial(service: Service, n: int, k: int) -> list[float]:
-    """Create-to-complete of one instance at a time (ms, from the workflow's own clock)."""
+    """Create-to-complete of one instance at a time (ms, from the workflow's own clock).
+    Completion is noticed through the log hub (woken by each commit that logs), so no
+    polling adds to the loop's work."""
+    assert service.cells is not None
     payload = orjson.dumps({"steps": k}).decode()
     spans = []
     for i in range(n):
-        instance_id = f"s{i}"
+        ref = InstanceRef(WORKFLOW, f"s{i}")
         sent = time.time() * 1000
-        await _binding(service, "create", id=instance_id, params=payload)
-        done = await _wait_all(service, [instance_id], 0.002)
-        spans.append(done[instance_id]["finished_at"] - sent)
+        await _binding(service, "create", id=ref.id, params=payload)
+        while True:
+            cell = service.cells.loaded(ref)
+            if cell is None or cell.snapshot.get("status") in ("complete", "errored"):
+                done = await _finished(service, [ref.id], WORKFLOW)
+                if done:
+                    break
+            await service.cells.log_hub.wait(ref, 0.05)
+        spans.append(done[ref.id]["finished_at"] - sent)
     return spans
+
+
+async def _wake(service: Service, n: int, sleep_ms: int) -> list[float]:
+    """`n` SleeperWorkflow instances created at once sleep `sleep_ms`; how late each woke
+    (ms: the step after the sleep ran that long after the sleep's end)."""
+    ids = [f"w{i}" for i in range(n)]
+    payload = orjson.dumps({"sleep_ms": sleep_ms}).decode()
+    for start in range(0, n, 100):
+        await service.cells.ops["wf.binding"](  # type: ignore[union-attr]
+            {"workflow": "sleeper-workflow", "method": "createBatch",
+             "instances": [{"id": i, "params": payload} for i in ids[start:start + 100]]}
+        )  # fmt: skip
+    done = await _wait_all(service, ids, 0.2, workflow="sleeper-workflow")
+    return [done[i]["late_ms"] for i in ids]
 
 
 async def measure(args: argparse.Namespace) -> None:
@@ -140,7 +167,10 @@ async def measure(args: argparse.Namespace) -> None:
                 loop0, proc0, wall0 = time.thread_time(), time.process_time(), time.perf_counter()
                 if profile is not None:
                     profile.enable()
-                if args.serial:
+                if args.wake:
+                    spans = await _wake(service, args.wake, args.sleep_ms)
+                    steps = args.wake * 2
+                elif args.serial:
                     spans = await _serial(service, args.serial, args.k)
                     steps = args.serial * args.k
                 else:
@@ -153,7 +183,9 @@ async def measure(args: argparse.Namespace) -> None:
         finally:
             await service.stop()
     what = (
-        f"serial {args.serial} x K={args.k}"
+        f"wake: {args.wake} sleepers of {args.sleep_ms} ms (2 steps each)"
+        if args.wake
+        else f"serial {args.serial} x K={args.k}"
         if args.serial
         else (f"N={args.n} x K={args.k}, C={args.c}")
     )
@@ -163,7 +195,14 @@ async def measure(args: argparse.Namespace) -> None:
     print(f"loop callbacks per step:        {callbacks.count / steps:8.2f}")
     print(f"commits per step:               {commits / steps:8.3f}")
     print(f"wall: {wall1 - wall0:.2f} s, {steps / (wall1 - wall0):.0f} steps/s (noise here)")
-    if args.serial:
+    if args.wake:
+        spans.sort()
+        print(
+            f"wake lateness p50 {statistics.median(spans):.0f} ms, "
+            f"p99 {spans[int(len(spans) * 0.99) - 1]:.0f} ms, max {spans[-1]:.0f} ms "
+            "(the 2 s of sleep are in the wall time)"
+        )
+    elif args.serial:
         print(
             f"create-to-complete p50 {statistics.median(spans):.1f} ms, "
             f"max {max(spans):.1f} ms (noise here)"
@@ -171,7 +210,7 @@ async def measure(args: argparse.Namespace) -> None:
     if profile is not None:
         out = io.StringIO()
         stats = pstats.Stats(profile, stream=out)
-        stats.sort_stats("tottime").print_stats(args.profile)
+        stats.sort_stats(args.sort).print_stats(args.profile)
         print(out.getvalue())
 
 
@@ -181,8 +220,11 @@ def main() -> None:
     parser.add_argument("-k", type=int, default=100, help="steps per instance")
     parser.add_argument("-c", type=int, default=20, help="concurrent creates")
     parser.add_argument("--serial", type=int, default=0, help="instances one at a time")
+    parser.add_argument("--wake", type=int, default=0, help="sleepers woken at once")
+    parser.add_argument("--sleep-ms", type=int, default=2000, help="their sleep")
     parser.add_argument("--threads", type=int, default=2, help="JS threads")
-    parser.add_argument("--profile", type=int, default=0, help="print the top N by own time")
+    parser.add_argument("--profile", type=int, default=0, help="print the top N functions")
+    parser.add_argument("--sort", default="tottime", help="by own time, or cumulative")
     asyncio.run(measure(parser.parse_args()))
 
 
