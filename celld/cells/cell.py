@@ -347,10 +347,19 @@ class Cell:
         host.on_fault = run.on_fault
         self.run = run
         if not preload:
-            await self.commit()  # raises (and drops the run) if the store fails
-        if self.run is run:
-            run.post_start(start, fresh)
-            self.machine.forget_finished()  # JS has the journal now
+            # The start (status, generation) commits while JS already runs: the start
+            # acknowledges nothing, and every answer JS gets waits for a commit of its own,
+            # which comes after this one. If it fails, the cell breaks and drops the run.
+            self.commit_soon(self._start_committed)
+        run.post_start(start, fresh)
+        self.machine.forget_finished()  # JS has the journal now
+
+    def _start_committed(self, error: BaseException | None) -> None:
+        if error is not None and not isinstance(error, StoreUnavailable):
+            log.error(
+                "workflow %s/%s: the commit of a run's start failed: %r",
+                self.ref.workflow, self.ref.id, error,
+            )  # fmt: skip
 
     def _detach_run(self) -> CellRun | None:
         """Close the run in memory now (synchronously: nothing reaches it after this)."""

@@ -166,6 +166,8 @@ class GroupCommitWrites:
 
     def _flush_soon(self) -> None:
         soon, self._soon = self._soon or [], None
+        if not soon:
+            return  # flushed already (the store closed)
         pending = Pending(writes=[write for write, _ in soon])
         pending.done = lambda outcome: fan_out(soon, outcome)
         try:

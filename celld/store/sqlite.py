@@ -133,6 +133,7 @@ class SqliteStore(GroupCommitWrites, SharedReads):
         self._open = True
 
     async def close(self) -> None:
+        self._flush_soon()  # writes queued in this pass go before the writer stops
         self._open = False
         thread, self._writer_thread = self._writer_thread, None
         if thread is not None and thread.is_alive():
