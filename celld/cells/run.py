@@ -32,6 +32,7 @@ import asyncio
 import contextlib
 import inspect
 import logging
+from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any
 
 from celld.cells.clock import Cancellable
@@ -620,9 +621,9 @@ class CellRun:
                 self._delivering -= 1
                 _fail(answer, error)
             elif not self.live:
-                self._finish(answer, self.cell.settle_run(self))
+                self._finish(answer, lambda: self.cell.settle_run(self))
             elif resumes and self.port.settings.replay_every_step and not self.machine.in_flight():
-                self._finish(answer, self.cell.replay(self))
+                self._finish(answer, lambda: self.cell.replay(self))
             else:
                 self._delivering -= 1
                 answer.resolve(self._hand_over(key, decision))
@@ -630,13 +631,13 @@ class CellRun:
         self.cell.commit_soon(committed)
         return answer
 
-    def _finish(self, answer: Later, settling: Any) -> None:
-        """The run stops instead of answering: `settling` (a coroutine) runs first, the
-        answer is withdrawn after it (or carries its error)."""
+    def _finish(self, answer: Later, settling: Callable[[], Awaitable[Any]]) -> None:
+        """The run stops instead of answering: `settling()` runs first, the answer is
+        withdrawn after it (or carries its error)."""
 
         async def finish() -> None:
             try:
-                await settling
+                await settling()
             except Exception as error:  # noqa: BLE001 - handed to JS as the answer's error
                 _fail(answer, error)
             finally:
@@ -674,7 +675,7 @@ class CellRun:
             self.cell.commit_soon(lambda error: self._suspended(key, again, answer, error))
         elif decision is None:
             self._delivering += 1
-            self._finish(answer, self.cell.settle_run(self))
+            self._finish(answer, lambda: self.cell.settle_run(self))
         else:
             self._deliver_now(key, decision, True, answer)
 

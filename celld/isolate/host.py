@@ -371,9 +371,16 @@ class IsolateHost:
     async def detach(self) -> Isolate:
         """Stop serving the isolate but keep it alive (to be reused by another host). An
         isolate whose built-ins user code replaced is marked faulted on the way out, so no
-        warm pool hands it to someone else (checked after every turn, so this costs no
-        trip to the isolate's thread)."""
+        warm pool hands it to someone else: a last turn asks JS (`audit`, js/host.js),
+        which costs no trip to a thread for an isolate turning on the event loop."""
         await self._stop()
+        if self.isolate.fault is None and not self.isolate.tainted:
+            try:
+                await self.isolate.turn([{"k": "audit"}])
+            except IsolateFault:
+                pass  # turn() recorded it: the isolate is not reused
+            except Exception as error:  # noqa: BLE001 - the bridge broke: not reused either
+                self.isolate.fault = IsolateFault("isolate failure", f"{error!r}")
         if self.isolate.tainted and self.isolate.fault is None:
             self.isolate.fault = IsolateFault("built-ins were modified", "")
         return self.isolate
