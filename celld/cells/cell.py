@@ -48,14 +48,6 @@ RUNNABLE = frozenset({Status.QUEUED, Status.RUNNING, Status.WAITING_FOR_PAUSE})
 STARTABLE = frozenset({Status.QUEUED, Status.RUNNING, Status.WAITING})
 
 
-def write_of(ref: InstanceRef, machine: Machine) -> Write | None:
-    """The machine's changes since the last write, with the fields the store indexes."""
-    changes = machine.take_changes()
-    if not changes:
-        return None
-    return Write(ref, changes, machine.next_wake(), machine.status in RUNNABLE)
-
-
 class Cell:
     def __init__(
         self, port: CellPort, ref: InstanceRef, spec: WorkflowSpec, machine: Machine
@@ -260,7 +252,7 @@ class Cell:
 
     async def restore_history(self) -> None:
         """Bring finished steps back from the store (a new run's journal needs them). Holds
-        the commit lock, so no row is forgotten between the read and the restore."""
+        writes off, so no row is forgotten between the read and the restore."""
         if not self.machine.history_dropped:
             return
         async with self._holding_commits():

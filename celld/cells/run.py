@@ -5,10 +5,14 @@ The run turns what its isolate reports (`wf.do`, `wf.begin`, `wf.attempt`, `wf.s
 and only then answers JS (commit before acknowledge). Calls the machine suspends wait
 here until an alarm, an event or a lifecycle action settles them.
 
-The host also keeps time for the run: every attempt handed to JS gets one timer handle
-(the engine's `Run.timeout_ms`); when it fires while the attempt is still in flight the
-run tells JS (`wf.timeout`), which abandons the attempt and reports it as timed out.
-Nothing else is armed per step: no task, no message, no promise left behind.
+A step's answer is a `Later` (celld.isolate.host) settled from the callback of the
+commit that holds its result (`Cell.commit_soon`): no task or future per step, and the
+answers of every instance in one group commit go to JS in one pass.
+
+The host also keeps time for the run: every attempt handed to JS gets a deadline (the
+engine's `Run.timeout_ms`), and one timer per run waits for the earliest; past it, an
+attempt still in flight is told (`wf.timeout`), and JS abandons it and reports it as
+timed out. Nothing else is armed per step: no task, no message, no promise left behind.
 
 In test mode an instance may have test modifiers (celld.cells.modifiers): the run
 consults them when a step is called and before an attempt is handed to JS, and records
