@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 
 from celld.isolate.isolate import Limits
@@ -71,24 +73,31 @@ async def test_timer_loop_is_not_a_cpu_streak() -> None:
     assert result is True
 
 
+async def _isolate_with(source: str, limits: Limits) -> Any:
+    """A real isolate with the runtime and `source` loaded (a test script of its own)."""
+    from celld.isolate.isolate import Isolate
+    from celld.isolate.runtime import Script, runtime_scripts
+    from tests.jsharness import pool
+
+    isolate = Isolate(pool().pick(), limits)
+    await isolate.load((*runtime_scripts(), Script("test.js", source)))
+    return isolate
+
+
 async def test_budget_counts_every_turn() -> None:
     """start_budget() gives one unit of work a CPU budget over all its turns."""
     import asyncio
 
     from celld.isolate.host import IsolateHost
-    from celld.isolate.isolate import Isolate, IsolateFault
+    from celld.isolate.isolate import IsolateFault
     from celld.isolate.ops import isolate_ops
-    from celld.isolate.runtime import Script, runtime_scripts
-    from tests.jsharness import pool
 
-    isolate = Isolate(pool().pick(), Limits(cpu_ms=5_000))
-    spin = Script(
-        "spin.js",
+    isolate = await _isolate_with(
         "__celld_host.on('spin', async () => {"
         " for (;;) { const t = Date.now(); while (Date.now() - t < 5) {}"
         " await new Promise((r) => setTimeout(r, 0)); } });",
+        Limits(cpu_ms=5_000),
     )
-    await isolate.load((*runtime_scripts(), spin))
     faults: asyncio.Queue[IsolateFault] = asyncio.Queue()
     host = IsolateHost(isolate, isolate_ops(), on_fault=faults.put_nowait)
     try:
@@ -116,19 +125,14 @@ async def test_an_answer_given_later_without_a_task() -> None:
     import asyncio
 
     from celld.isolate.host import HostError, IsolateHost, Later
-    from celld.isolate.isolate import Isolate
     from celld.isolate.ops import isolate_ops
-    from celld.isolate.runtime import Script, runtime_scripts
-    from tests.jsharness import pool
 
-    isolate = Isolate(pool().pick(), Limits())
-    ask = Script(
-        "ask.js",
+    isolate = await _isolate_with(
         "__celld_host.on('ask', (m) => { __celld_host.request('t.later', {}).then("
         " (v) => __celld_host.notify('t.got', { n: m.n, v }),"
         " (e) => __celld_host.notify('t.got', { n: m.n, e: e.message })); });",
+        Limits(),
     )
-    await isolate.load((*runtime_scripts(), ask))
     laters: list[Later] = []
     got: asyncio.Queue[dict[str, object]] = asyncio.Queue()
 
