@@ -143,18 +143,31 @@ class Cell:
                 continue
             self._in_flight = callers
             written = write
+            # What readers see once it lands: the status as this write has it. The machine
+            # may move on while the write is in flight (JS runs meanwhile), and a status
+            # read must never show what is not committed yet.
+            view = self.machine.status_view()
 
             def landed(
-                error: BaseException | None, write: Write = written, deleting: bool = deleting
+                error: BaseException | None,
+                write: Write = written,
+                deleting: bool = deleting,
+                view: dict[str, Any] = view,
             ) -> None:
-                self._written(write, deleting, error)
+                self._written(write, deleting, error, view)
 
             try:
                 self.port.commit_soon(written, landed)
             except Exception as failure:  # noqa: BLE001 - as if the commit had failed
                 landed(failure)
 
-    def _written(self, write: Write, deleting: bool, error: BaseException | None) -> None:
+    def _written(
+        self,
+        write: Write,
+        deleting: bool,
+        error: BaseException | None,
+        view: dict[str, Any] | None = None,
+    ) -> None:
         callers, self._in_flight = self._in_flight or [], None
         if error is None:
             if deleting:
@@ -164,7 +177,7 @@ class Cell:
                     (row.key for row in write.changes.steps),
                     (event.seq for event in write.changes.events),
                 )
-                self.committed(write.next_wake)
+                self.committed(write.next_wake, view)
         elif isinstance(error, StoreUnavailable):
             self.break_(error)
         waiter, self._hold_waiter = self._hold_waiter, None
@@ -220,9 +233,11 @@ class Cell:
         log = tuple(self.log.entries(changes, self.port.now()))
         return Write(self.ref, changes, machine.next_wake(), machine.status in RUNNABLE, log=log)
 
-    def committed(self, next_wake: int | None) -> None:
-        """After a successful write: refresh what readers see and the next alarm."""
-        self.snapshot = self.machine.status_view()
+    def committed(self, next_wake: int | None, view: dict[str, Any] | None = None) -> None:
+        """After a successful write: refresh what readers see (`view`, the status as that
+        write has it; by default the machine's, unchanged since the write was taken) and
+        the next alarm."""
+        self.snapshot = self.machine.status_view() if view is None else view
         self.port.schedule(self.ref, next_wake)
 
     def break_(self, error: BaseException) -> None:
