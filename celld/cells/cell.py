@@ -289,9 +289,9 @@ class Cell:
         if not machine.history_dropped or not machine.journal_on_disk_suffices or not same_version:
             await self.restore_history()
             return machine.start_run(self.port.now())
-        # Under the commit lock: no finished row is committed and forgotten between the
+        # Writes held off: no finished row is committed and forgotten between the
         # read and the start, so every finished step is either on disk or in memory.
-        async with self._commit_lock:
+        async with self._holding_commits():
             if self.broken:
                 raise StoreUnavailable("an earlier commit of this instance failed")
             recorded = await self.port.read_journal(self.ref)
