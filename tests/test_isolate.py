@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 
 from celld.isolate.isolate import Limits
@@ -71,24 +73,31 @@ async def test_timer_loop_is_not_a_cpu_streak() -> None:
     assert result is True
 
 
+async def _isolate_with(source: str, limits: Limits) -> Any:
+    """A real isolate with the runtime and `source` loaded (a test script of its own)."""
+    from celld.isolate.isolate import Isolate
+    from celld.isolate.runtime import Script, runtime_scripts
+    from tests.jsharness import pool
+
+    isolate = Isolate(pool().pick(), limits)
+    await isolate.load((*runtime_scripts(), Script("test.js", source)))
+    return isolate
+
+
 async def test_budget_counts_every_turn() -> None:
     """start_budget() gives one unit of work a CPU budget over all its turns."""
     import asyncio
 
     from celld.isolate.host import IsolateHost
-    from celld.isolate.isolate import Isolate, IsolateFault
+    from celld.isolate.isolate import IsolateFault
     from celld.isolate.ops import isolate_ops
-    from celld.isolate.runtime import Script, runtime_scripts
-    from tests.jsharness import pool
 
-    isolate = Isolate(pool().pick(), Limits(cpu_ms=5_000))
-    spin = Script(
-        "spin.js",
+    isolate = await _isolate_with(
         "__celld_host.on('spin', async () => {"
         " for (;;) { const t = Date.now(); while (Date.now() - t < 5) {}"
         " await new Promise((r) => setTimeout(r, 0)); } });",
+        Limits(cpu_ms=5_000),
     )
-    await isolate.load((*runtime_scripts(), spin))
     faults: asyncio.Queue[IsolateFault] = asyncio.Queue()
     host = IsolateHost(isolate, isolate_ops(), on_fault=faults.put_nowait)
     try:
@@ -108,3 +117,48 @@ def test_lone_surrogates_cross_the_bridge() -> None:
     from tests.jsharness import run_js
 
     assert run_js('console.log("x\\ud800"); return "a\\ud800b"') == "a\ud800b"
+
+
+async def test_an_answer_given_later_without_a_task() -> None:
+    """A host operation may return a `Later`: JS gets its value, or its error, when it is
+    settled; a withdrawn one sends nothing; until then it counts as host work."""
+    import asyncio
+
+    from celld.isolate.host import HostError, IsolateHost, Later
+    from celld.isolate.ops import isolate_ops
+
+    isolate = await _isolate_with(
+        "__celld_host.on('ask', (m) => { __celld_host.request('t.later', {}).then("
+        " (v) => __celld_host.notify('t.got', { n: m.n, v }),"
+        " (e) => __celld_host.notify('t.got', { n: m.n, e: e.message })); });",
+        Limits(),
+    )
+    laters: list[Later] = []
+    got: asyncio.Queue[dict[str, object]] = asyncio.Queue()
+
+    def later(_: dict[str, object]) -> Later:
+        laters.append(Later())
+        return laters[-1]
+
+    ops = {**isolate_ops(), "t.later": later, "t.got": got.put_nowait}
+    host = IsolateHost(isolate, ops)
+    try:
+        for n in range(3):
+            host.post({"k": "ask", "n": n})
+        while len(laters) < 3:
+            await asyncio.sleep(0.01)
+        await host.wait_idle()
+        assert host.outstanding == 3 and host.busy
+        laters[1].withdraw()
+        laters[0].resolve({"x": 1})
+        laters[2].reject(HostError("no such thing", "TypeError"))
+        first, second = await asyncio.wait_for(got.get(), 10), await asyncio.wait_for(got.get(), 10)
+        assert {first["n"], second["n"]} == {0, 2}
+        assert next(m for m in (first, second) if m["n"] == 0)["v"] == {"x": 1}
+        assert next(m for m in (first, second) if m["n"] == 2)["e"] == "no such thing"
+        await host.wait_idle()
+        await asyncio.sleep(0.05)
+        assert got.empty()  # the withdrawn request never got an answer
+        assert host.outstanding == 0 and host.pending_ops == {}
+    finally:
+        await host.close()

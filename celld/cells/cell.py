@@ -15,8 +15,9 @@ never disagree.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
-from dataclasses import replace
+from collections.abc import AsyncIterator, Callable
 from typing import Any
 
 from celld.cells.instance_log import InstanceLog
@@ -38,18 +39,13 @@ from celld.store.base import InstanceRef, StoreUnavailable, Write
 
 log = logging.getLogger("celld.cells")
 
+#: Told how a commit went: None (committed) or the error.
+CommitDone = Callable[[BaseException | None], None]
+
 #: Statuses that need a run in an isolate (after a crash too): the store's runnable flag.
 RUNNABLE = frozenset({Status.QUEUED, Status.RUNNING, Status.WAITING_FOR_PAUSE})
 #: Statuses a run can start from.
 STARTABLE = frozenset({Status.QUEUED, Status.RUNNING, Status.WAITING})
-
-
-def write_of(ref: InstanceRef, machine: Machine) -> Write | None:
-    """The machine's changes since the last write, with the fields the store indexes."""
-    changes = machine.take_changes()
-    if not changes:
-        return None
-    return Write(ref, changes, machine.next_wake(), machine.status in RUNNABLE)
 
 
 class Cell:
@@ -67,8 +63,12 @@ class Cell:
         self.deleted = False
         self.snapshot: dict[str, Any] = machine.status_view()
         self.log = InstanceLog(machine)  # what subscribe() streams, written with each commit
-        self._commit_lock = asyncio.Lock()
-        self._committing = 0
+        self._committing = 0  # commit callers not yet answered
+        self._queued: list[tuple[CommitDone, bool]] = []  # (done, deleting) for the next write
+        self._in_flight: list[CommitDone] | None = None  # callers of the write in flight
+        self._readers = asyncio.Lock()  # history reads, one at a time
+        self._held = False  # a history read holds writes off
+        self._hold_waiter: asyncio.Future[None] | None = None
 
     @property
     def idle(self) -> bool:
@@ -86,50 +86,158 @@ class Cell:
         break the cell) if it cannot be."""
         await self._commit(deleting=False)
 
+    def commit_soon(self, done: CommitDone) -> None:
+        """Commit every change made so far, then call `done(None)`, or `done(error)` if it
+        could not be (a StoreUnavailable breaks the cell). No task or future: the step
+        path's commit. `done` runs on the event loop, synchronously if nothing changed."""
+        self._enqueue(done, deleting=False)
+
     async def _commit(self, *, deleting: bool) -> None:
-        """The one commit path: the machine's changes, or the deletion of every row of the
-        instance, written one at a time. A failed write breaks the cell."""
+        future: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+
+        def settle(error: BaseException | None) -> None:
+            if future.done():
+                return  # the caller went away; the write went on
+            if error is None:
+                future.set_result(None)
+            else:
+                future.set_exception(error)
+
+        self._enqueue(settle, deleting=deleting)
+        await future
+
+    # Writes of one cell go to the store one at a time, in order: callers that ask while
+    # a write is in flight share the next one, which takes every change made until then.
+
+    def _enqueue(self, done: CommitDone, *, deleting: bool) -> None:
         self._committing += 1
-        try:
-            async with self._commit_lock:
-                if self.deleted:
-                    raise NotFoundError()
-                if self.broken:
-                    raise StoreUnavailable("an earlier commit of this instance failed")
-                if deleting:
-                    self.machine.take_changes()  # whatever was pending goes with the rows
-                    write: Write | None = Write(self.ref, Changes(), None, False, delete=True)
-                else:
-                    write = self.take_write()
-                if write is None:
-                    return
+        self._queued.append((done, deleting))
+        if self._in_flight is None and not self._held:
+            self._write_next()
+
+    def _write_next(self) -> None:
+        """Start the next write of the queue (a deletion is a write of its own)."""
+        while self._queued and self._in_flight is None and not self._held:
+            deleting = self._queued[0][1]
+            taken = 1 if deleting else len(self._queued)
+            if not deleting:
+                taken = next((i for i, (_, d) in enumerate(self._queued) if d), taken)
+            group, self._queued = self._queued[:taken], self._queued[taken:]
+            callers = [done for done, _ in group]
+            write: Write | None = None
+            error: BaseException | None = None
+            if self.deleted:
+                error = NotFoundError()
+            elif self.broken:
+                error = StoreUnavailable("an earlier commit of this instance failed")
+            elif deleting:
+                self.machine.take_changes()  # whatever was pending goes with the rows
+                write = Write(self.ref, Changes(), None, False, delete=True)
+            else:
                 try:
-                    await self.port.commit(write)
-                except StoreUnavailable as error:
-                    self.break_(error)
-                    raise
-                if deleting:
-                    self.deleted = True
-                    return
+                    write = self.take_write()
+                except Exception as failure:  # noqa: BLE001 - handed to the callers
+                    error = failure
+            if write is None:
+                self._finish(callers, error)
+                continue
+            self._in_flight = callers
+            written = write
+            # What readers see once it lands: the status as this write has it. The machine
+            # may move on while the write is in flight (JS runs meanwhile), and a status
+            # read must never show what is not committed yet.
+            view = self.machine.status_view()
+
+            def landed(
+                error: BaseException | None,
+                write: Write = written,
+                deleting: bool = deleting,
+                view: dict[str, Any] = view,
+            ) -> None:
+                self._written(write, deleting, error, view)
+
+            try:
+                self.port.commit_soon(written, landed)
+            except Exception as failure:  # noqa: BLE001 - as if the commit had failed
+                landed(failure)
+
+    def _written(
+        self,
+        write: Write,
+        deleting: bool,
+        error: BaseException | None,
+        view: dict[str, Any] | None = None,
+    ) -> None:
+        callers, self._in_flight = self._in_flight or [], None
+        if error is None:
+            if deleting:
+                self.deleted = True
+            else:
                 self.machine.forget_finished(
                     (row.key for row in write.changes.steps),
                     (event.seq for event in write.changes.events),
                 )
-                self.committed(write.next_wake)
-        finally:
-            self._committing -= 1
-            self.port.release(self)
+                self.committed(write.next_wake, view)
+        elif isinstance(error, StoreUnavailable):
+            self.break_(error)
+        waiter, self._hold_waiter = self._hold_waiter, None
+        if waiter is not None and not waiter.done():
+            self._held = True  # handed straight to the history read waiting for it
+            waiter.set_result(None)
+        self._finish(callers, error)
+        self._write_next()
+
+    def _finish(self, callers: list[CommitDone], error: BaseException | None) -> None:
+        self._committing -= len(callers)
+        self.port.release(self)
+        for done in callers:
+            try:
+                done(error)
+            except Exception:  # noqa: BLE001 - one caller's failure must not stop the others
+                log.exception(
+                    "workflow %s/%s: a commit's caller failed", self.ref.workflow, self.ref.id
+                )
+
+    @contextlib.asynccontextmanager
+    async def _holding_commits(self) -> AsyncIterator[None]:
+        """No write of this cell runs (and none forgets rows) while this is held; commits
+        asked for meanwhile wait and go in one write after it."""
+        async with self._readers:
+            if self._in_flight is None:
+                self._held = True
+            else:
+                waiter: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+                self._hold_waiter = waiter
+                try:
+                    await waiter
+                except BaseException:
+                    self._hold_waiter = None
+                    if waiter.done() and not waiter.cancelled():
+                        self._release_hold()
+                    raise
+            try:
+                yield
+            finally:
+                self._release_hold()
+
+    def _release_hold(self) -> None:
+        self._held = False
+        self._write_next()
 
     def take_write(self) -> Write | None:
         """The machine's changes since the last write, with the log entries they make."""
-        write = write_of(self.ref, self.machine)
-        if write is None:
+        machine = self.machine
+        changes = machine.take_changes()
+        if not changes:
             return None
-        return replace(write, log=tuple(self.log.entries(write.changes, self.port.now())))
+        log = tuple(self.log.entries(changes, self.port.now()))
+        return Write(self.ref, changes, machine.next_wake(), machine.status in RUNNABLE, log=log)
 
-    def committed(self, next_wake: int | None) -> None:
-        """After a successful write: refresh what readers see and the next alarm."""
-        self.snapshot = self.machine.status_view()
+    def committed(self, next_wake: int | None, view: dict[str, Any] | None = None) -> None:
+        """After a successful write: refresh what readers see (`view`, the status as that
+        write has it; by default the machine's, unchanged since the write was taken) and
+        the next alarm."""
+        self.snapshot = self.machine.status_view() if view is None else view
         self.port.schedule(self.ref, next_wake)
 
     def break_(self, error: BaseException) -> None:
@@ -159,10 +267,10 @@ class Cell:
 
     async def restore_history(self) -> None:
         """Bring finished steps back from the store (a new run's journal needs them). Holds
-        the commit lock, so no row is forgotten between the read and the restore."""
+        writes off, so no row is forgotten between the read and the restore."""
         if not self.machine.history_dropped:
             return
-        async with self._commit_lock:
+        async with self._holding_commits():
             if self.broken:
                 raise StoreUnavailable("an earlier commit of this instance failed")
             loaded = await self.port.read(self.ref)
@@ -181,9 +289,9 @@ class Cell:
         if not machine.history_dropped or not machine.journal_on_disk_suffices or not same_version:
             await self.restore_history()
             return machine.start_run(self.port.now())
-        # Under the commit lock: no finished row is committed and forgotten between the
+        # Writes held off: no finished row is committed and forgotten between the
         # read and the start, so every finished step is either on disk or in memory.
-        async with self._commit_lock:
+        async with self._holding_commits():
             if self.broken:
                 raise StoreUnavailable("an earlier commit of this instance failed")
             recorded = await self.port.read_journal(self.ref)
@@ -193,7 +301,7 @@ class Cell:
         """Every step row and event, for viewing (nothing is restored into memory)."""
         if not self.machine.history_dropped:
             return self.machine.steps(), self.machine.events()
-        async with self._commit_lock:
+        async with self._holding_commits():
             loaded = await self.port.read(self.ref)
             return self.machine.merged_history(
                 loaded.steps if loaded else (), loaded.events if loaded else ()
@@ -246,10 +354,19 @@ class Cell:
         host.on_fault = run.on_fault
         self.run = run
         if not preload:
-            await self.commit()  # raises (and drops the run) if the store fails
-        if self.run is run:
-            run.post_start(start, fresh)
-            self.machine.forget_finished()  # JS has the journal now
+            # The start (status, generation) commits while JS already runs: the start
+            # acknowledges nothing, and every answer JS gets waits for a commit of its own,
+            # which comes after this one. If it fails, the cell breaks and drops the run.
+            self.commit_soon(self._start_committed)
+        run.post_start(start, fresh)
+        self.machine.forget_finished()  # JS has the journal now
+
+    def _start_committed(self, error: BaseException | None) -> None:
+        if error is not None and not isinstance(error, StoreUnavailable):
+            log.error(
+                "workflow %s/%s: the commit of a run's start failed: %r",
+                self.ref.workflow, self.ref.id, error,
+            )  # fmt: skip
 
     def _detach_run(self) -> CellRun | None:
         """Close the run in memory now (synchronously: nothing reaches it after this)."""

@@ -57,8 +57,28 @@ class _Seen:
     started: int  # the last attempt logged as started
 
 
-def _config(text: str | None) -> dict[str, Any]:
-    return orjson.loads(text) if text else {}
+def _seq(row: StepRecord) -> int:
+    return row.seq
+
+
+#: Parsed step configs and their `step_started` views by config text: a workflow's steps
+#: share a few configs, and each new step is logged with its config.
+_CONFIGS: dict[str, tuple[dict[str, Any], dict[str, Any] | None]] = {}
+_CONFIGS_MAX = 512
+
+
+def _config(text: str | None) -> tuple[dict[str, Any], dict[str, Any] | None]:
+    """The config of a step row and its view (treat both as read-only)."""
+    if not text:
+        return {}, None
+    found = _CONFIGS.get(text)
+    if found is None:
+        data = orjson.loads(text)
+        found = (data, _config_view(data))
+        if len(_CONFIGS) >= _CONFIGS_MAX:
+            _CONFIGS.clear()
+        _CONFIGS[text] = found
+    return found
 
 
 def _config_view(data: dict[str, Any]) -> dict[str, Any] | None:
@@ -113,15 +133,26 @@ class InstanceLog:
                 else:
                     emit(_STATUS_EVENT[status])
             self._status = status
-        phase = next((r for r in changes.steps if r.type == PHASE), None)
+        phase: StepRecord | None = None
+        forward: list[StepRecord] = []
+        handlers: list[StepRecord] = []
+        for row in changes.steps:
+            if row.type == ROLLBACK:
+                handlers.append(row)
+            else:
+                forward.append(row)
+                if row.type == PHASE:
+                    phase = row
         began = phase is not None and phase.key not in self._steps
-        forward = sorted((r for r in changes.steps if r.type != ROLLBACK), key=lambda r: r.seq)
+        if len(forward) > 1:
+            forward.sort(key=_seq)
         for row in forward:
             self._step(row, emit)
         if began:
             emit("rollback_started")
         # handlers run newest step first: their rows are logged in that order
-        for row in sorted((r for r in changes.steps if r.type == ROLLBACK), key=lambda r: -r.seq):
+        handlers.sort(key=_seq, reverse=True)
+        for row in handlers:
             self._rollback(row, emit)
         if phase is not None and phase.state != ROLLING_BACK:
             emit("rollback_completed" if phase.state == PHASE_COMPLETE else "rollback_errored")
@@ -181,11 +212,11 @@ class InstanceLog:
     def _do(self, row: StepRecord, seen: _Seen | None, emit: Any, prefix: str = "") -> _Seen:
         """A step's (or, with `prefix`, a rollback handler's) events since `seen`."""
         name = f"{row.name}-{row.count}"
-        config = _config(row.config)
+        config, view = _config(row.config)
         step_started, step_completed = f"{prefix}step_started", f"{prefix}step_completed"
         attempt_started, attempt_errored = f"{prefix}attempt_started", f"{prefix}attempt_errored"
         if seen is None:
-            emit(step_started, stepName=name, config=_config_view(config))
+            emit(step_started, stepName=name, config=view)
             emit(attempt_started, stepName=name, attempt=1)
             seen = _Seen("running", 0, 1)
         error = row.error.to_dict() if row.error else {"name": "Error", "message": ""}

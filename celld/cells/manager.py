@@ -22,7 +22,7 @@ import asyncio
 import json
 import logging
 import os
-from collections.abc import AsyncIterator, Coroutine, Mapping
+from collections.abc import AsyncIterator, Callable, Coroutine, Mapping
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from typing import Any
@@ -230,6 +230,14 @@ class CellManager:
         await self.store.write(write)
         if write.log:
             self.log_hub.notify(write.ref)
+
+    def commit_soon(self, write: Write, done: Callable[[BaseException | None], None]) -> None:
+        def committed(error: BaseException | None) -> None:
+            if error is None and write.log:
+                self.log_hub.notify(write.ref)
+            done(error)
+
+        self.store.write_soon(write, committed)
 
     async def read(self, ref: InstanceRef) -> Loaded | None:
         return await self.store.load(ref)

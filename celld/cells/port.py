@@ -9,7 +9,7 @@ that this protocol is the whole of the coupling.
 
 from __future__ import annotations
 
-from collections.abc import Coroutine, Mapping
+from collections.abc import Callable, Coroutine, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -59,6 +59,11 @@ class CellPort(Protocol):
 
     async def commit(self, write: Write) -> None:
         """Commit one instance's changes (raises StoreUnavailable, DuplicateInstance)."""
+        ...
+
+    def commit_soon(self, write: Write, done: Callable[[BaseException | None], None]) -> None:
+        """Commit like `commit`, then call `done(None)` or `done(error)` on the event loop
+        (no task or future: the step path's commit)."""
         ...
 
     async def read(self, ref: InstanceRef) -> Loaded | None:

@@ -5,10 +5,14 @@ The run turns what its isolate reports (`wf.do`, `wf.begin`, `wf.attempt`, `wf.s
 and only then answers JS (commit before acknowledge). Calls the machine suspends wait
 here until an alarm, an event or a lifecycle action settles them.
 
-The host also keeps time for the run: every attempt handed to JS gets one timer handle
-(the engine's `Run.timeout_ms`); when it fires while the attempt is still in flight the
-run tells JS (`wf.timeout`), which abandons the attempt and reports it as timed out.
-Nothing else is armed per step: no task, no message, no promise left behind.
+A step's answer is a `Later` (celld.isolate.host) settled from the callback of the
+commit that holds its result (`Cell.commit_soon`): no task or future per step, and the
+answers of every instance in one group commit go to JS in one pass.
+
+The host also keeps time for the run: every attempt handed to JS gets a deadline (the
+engine's `Run.timeout_ms`), and one timer per run waits for the earliest; past it, an
+attempt still in flight is told (`wf.timeout`), and JS abandons it and reports it as
+timed out. Nothing else is armed per step: no task, no message, no promise left behind.
 
 In test mode an instance may have test modifiers (celld.cells.modifiers): the run
 consults them when a step is called and before an attempt is handed to JS, and records
@@ -32,6 +36,7 @@ import asyncio
 import contextlib
 import inspect
 import logging
+from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any
 
 from celld.cells.clock import Cancellable
@@ -51,7 +56,7 @@ from celld.engine import (
 from celld.engine.errors import missing_callback, status_error
 from celld.engine.state import STEP_TYPES
 from celld.engine.versions import ReplayCheck
-from celld.isolate.host import AnswerWithdrawn, IsolateHost
+from celld.isolate.host import AnswerWithdrawn, IsolateHost, Later, Outcome
 from celld.isolate.isolate import IsolateFault
 from celld.project.cron import parse_scheduled_id
 from celld.store.base import StoreUnavailable
@@ -79,6 +84,28 @@ def _failure(m: dict[str, Any]) -> dict[str, Any]:
     }
 
 
+def _fail(answer: Later, error: BaseException) -> None:
+    """A commit failed under `answer`: a store failure broke the cell (it is reloaded from
+    the store and this run is over: nothing is delivered); anything else goes to JS."""
+    if isinstance(error, StoreUnavailable) or not isinstance(error, Exception):
+        answer.withdraw()
+    else:
+        answer.reject(error)
+
+
+def _forward_outcome(outcome: Outcome, answer: asyncio.Future[Any]) -> None:
+    """A held call's answer: what its `Later` settled with."""
+    if answer.done():
+        return
+    kind, value = outcome
+    if kind == "v":
+        answer.set_result(value)
+    elif kind == "e":
+        answer.set_exception(value)
+    else:
+        answer.set_exception(RunStopped())
+
+
 def _never() -> asyncio.Future[Any]:
     """A request that will not be answered (its run is over)."""
     return asyncio.get_running_loop().create_future()
@@ -96,7 +123,11 @@ class CellRun:
         self.host = host
         self.closed = False
         self.waiters: dict[StepKey, asyncio.Future[Decision]] = {}
-        self._attempt_timers: dict[StepKey, Cancellable] = {}
+        #: deadline (ms) and attempt number of each attempt in flight, and the one timer
+        #: armed for the earliest of them (a handle per attempt cost a heap entry each)
+        self._deadlines: dict[StepKey, tuple[int, int]] = {}
+        self._deadline_timer: Cancellable | None = None
+        self._deadline_at: int | None = None
         self._stall_timer: Cancellable | None = None
         # Decisions taken but not yet in JS's hands (waiting for their commit): while any
         # exist, JS is not idle even if its last turn ended with nothing to do.
@@ -218,6 +249,9 @@ class CellRun:
         return False
 
     def _settle_held(self, result: Any, answer: asyncio.Future[Any]) -> None:
+        if isinstance(result, Later):
+            result.then(lambda outcome: _forward_outcome(outcome, answer))
+            return
         if not inspect.isawaitable(result):
             answer.set_result(result)
             return
@@ -247,9 +281,10 @@ class CellRun:
         for waiter in self.waiters.values():
             waiter.cancel()
         self.waiters.clear()
-        for timer in self._attempt_timers.values():
-            timer.cancel()
-        self._attempt_timers.clear()
+        if self._deadline_timer is not None:
+            self._deadline_timer.cancel()
+        self._deadline_timer = self._deadline_at = None
+        self._deadlines.clear()
         self._attempt_cpu.clear()
         if self._stall_timer is not None:
             self._stall_timer.cancel()
@@ -432,9 +467,7 @@ class CellRun:
 
     def _reported(self, key: StepKey) -> None:
         """An attempt of `key` reported back: its timer and CPU account go."""
-        timer = self._attempt_timers.pop(key, None)
-        if timer is not None:
-            timer.cancel()
+        self._deadlines.pop(key, None)  # the timer finds it gone
         self._attempt_cpu.pop(key, None)
 
     def _on_sleep(self, m: dict[str, Any]) -> Any:
@@ -525,7 +558,9 @@ class CellRun:
         if isinstance(decision, Suspend):
             waiter: asyncio.Future[Decision] = asyncio.get_running_loop().create_future()
             self.waiters[key] = waiter
-            return self._deliver_later(key, waiter)
+            answer = Later()
+            self.cell.commit_soon(lambda error: self._suspended(key, waiter, answer, error))
+            return answer
         if isinstance(decision, Run) and not resumes and self.live:
             # A step's first run acknowledges nothing durable (attempt starts are not
             # written; steps are at least once), so it is answered in the same pass: the
@@ -539,26 +574,37 @@ class CellRun:
         return decision_wire(decision)
 
     def _arm_timeout(self, key: StepKey, decision: Run) -> None:
-        attempt = decision.attempt
+        deadline = self.port.now() + decision.timeout_ms
+        self._deadlines[key] = (deadline, decision.attempt)
+        self._attempt_cpu[key] = 0.0
+        if self._deadline_at is None or deadline < self._deadline_at:
+            self._arm_deadline_timer(deadline)
 
-        def expire() -> None:
-            self._attempt_timers.pop(key, None)
+    def _arm_deadline_timer(self, when: int) -> None:
+        if self._deadline_timer is not None:
+            self._deadline_timer.cancel()
+        self._deadline_at = when
+        self._deadline_timer = self.port.clock.call_at(when, self._deadlines_due)
+
+    def _deadlines_due(self) -> None:
+        """Tell JS of every attempt still in flight past its timeout; wait for the next."""
+        self._deadline_timer = self._deadline_at = None
+        if self.closed:
+            return
+        now = self.port.now()
+        due = [(key, attempt) for key, (at, attempt) in self._deadlines.items() if at <= now]
+        for key, attempt in due:
+            del self._deadlines[key]
             in_flight = self.machine.attempts_in_flight().get(
                 key
             ) == attempt or self.machine.rollback_in_flight() == (key, attempt)
-            if not self.closed and in_flight:
+            if in_flight:
                 self.host.post(
                     {"k": "wf.timeout", "g": self.machine.generation, "key": str(key),
                      "attempt": attempt}
                 )  # fmt: skip
-
-        previous = self._attempt_timers.pop(key, None)
-        if previous is not None:
-            previous.cancel()
-        self._attempt_cpu[key] = 0.0
-        self._attempt_timers[key] = self.port.clock.call_at(
-            self.port.now() + decision.timeout_ms, expire
-        )
+        if self._deadlines:
+            self._arm_deadline_timer(min(at for at, _ in self._deadlines.values()))
 
     async def _withdrawn(self, settling: Any) -> Any:
         # A store failure broke the cell: it is reloaded from the store, this run is over.
@@ -566,45 +612,76 @@ class CellRun:
             await settling
         raise RunStopped()
 
-    async def _deliver_now(self, key: StepKey, decision: Decision, resumes: bool) -> Any:
+    def _deliver_now(
+        self, key: StepKey, decision: Decision, resumes: bool, answer: Later | None = None
+    ) -> Later:
+        """Commit, then answer with `decision`: from the commit's callback, so that the
+        answers of every instance in one group commit go out in one pass, with no task."""
+        answer = answer or Later()
         self._delivering += 1
-        try:
-            try:
-                await self.cell.commit()
-            except StoreUnavailable:
-                raise RunStopped() from None  # the cell broke; nothing is delivered
-            if not self.live:
-                await self.cell.settle_run(self)
-                raise RunStopped()
-            if resumes and self.port.settings.replay_every_step and self.machine.in_flight() == 0:
-                await self.cell.replay(self)
-                raise RunStopped()
-            return self._hand_over(key, decision)
-        finally:
-            self._delivering -= 1
 
-    async def _deliver_later(self, key: StepKey, waiter: asyncio.Future[Decision]) -> Any:
-        try:
-            await self.cell.commit()
-        except StoreUnavailable:
-            raise RunStopped() from None
-        decision: Decision | None = await waiter
-        while True:
-            # a due retry's attempt may be mocked, and its failure retried at once
-            decision, _ = self._modify(key, decision)
-            if not isinstance(decision, Suspend) or not self.live:
-                break
-            waiter = asyncio.get_running_loop().create_future()
-            self.waiters[key] = waiter
-            self._after_turn()  # JS still waits on this call: the run may be idle again
+        def committed(error: BaseException | None) -> None:
+            if error is not None:
+                self._delivering -= 1
+                _fail(answer, error)
+            elif not self.live:
+                self._finish(answer, lambda: self.cell.settle_run(self))
+            elif resumes and self.port.settings.replay_every_step and not self.machine.in_flight():
+                self._finish(answer, lambda: self.cell.replay(self))
+            else:
+                self._delivering -= 1
+                answer.resolve(self._hand_over(key, decision))
+
+        self.cell.commit_soon(committed)
+        return answer
+
+    def _finish(self, answer: Later, settling: Callable[[], Awaitable[Any]]) -> None:
+        """The run stops instead of answering: `settling()` runs first, the answer is
+        withdrawn after it (or carries its error)."""
+
+        async def finish() -> None:
             try:
-                await self.cell.commit()
-            except StoreUnavailable:
-                raise RunStopped() from None
-            decision = await waiter
-        if decision is None:
-            return await self._withdrawn(self.cell.settle_run(self))
-        return await self._deliver_now(key, decision, True)
+                await settling()
+            except Exception as error:  # noqa: BLE001 - handed to JS as the answer's error
+                _fail(answer, error)
+            finally:
+                self._delivering -= 1
+                answer.withdraw()
+
+        self.port.spawn(finish(), "stopping a run after a step", self.cell.on_task_failure)
+
+    def _suspended(
+        self,
+        key: StepKey,
+        waiter: asyncio.Future[Decision],
+        answer: Later,
+        error: BaseException | None,
+    ) -> None:
+        """The suspension is committed: answer once an alarm, an event or a lifecycle
+        action settles the call."""
+        if error is not None:
+            _fail(answer, error)
+        elif not answer.settled:
+            waiter.add_done_callback(lambda _: self._woken(key, waiter, answer))
+
+    def _woken(self, key: StepKey, waiter: asyncio.Future[Decision], answer: Later) -> None:
+        if waiter.cancelled():
+            answer.withdraw()  # the run closed
+            return
+        if answer.settled:
+            return
+        # a due retry's attempt may be mocked, and its failure retried at once
+        decision, _ = self._modify(key, waiter.result())
+        if isinstance(decision, Suspend) and self.live:
+            again: asyncio.Future[Decision] = asyncio.get_running_loop().create_future()
+            self.waiters[key] = again
+            self._after_turn()  # JS still waits on this call: the run may be idle again
+            self.cell.commit_soon(lambda error: self._suspended(key, again, answer, error))
+        elif decision is None:
+            self._delivering += 1
+            self._finish(answer, lambda: self.cell.settle_run(self))
+        else:
+            self._deliver_now(key, decision, True, answer)
 
     # -- after each turn ---------------------------------------------------------------------
 

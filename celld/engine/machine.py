@@ -17,7 +17,6 @@ are ignored. The caller also drops messages carrying an old ``generation``.
 
 from __future__ import annotations
 
-import copy
 import json
 from collections import deque
 from collections.abc import Iterable
@@ -68,7 +67,13 @@ from .state import (
     StepKey,
     StepRecord,
 )
-from .stepconfig import DEFAULT_DELAY_MS, StepConfig, StepConfigError, resolve_step_config
+from .stepconfig import (
+    DEFAULT_DELAY_MS,
+    StepConfig,
+    StepConfigError,
+    resolve_cached,
+    resolve_step_config,
+)
 from .steps import INITIAL_STATE, StepEvent, step_transition
 from .validation import (
     MAX_PAYLOAD_BYTES,
@@ -375,19 +380,23 @@ class Machine:
     def take_changes(self) -> Changes:
         """Everything changed since the last call, as copies; resets the dirty sets."""
         changes = Changes(
-            instance=copy.copy(self._state) if self._instance_dirty else None,
-            created=self._created,
-            steps=[copy.copy(row) for row in self._dirty_steps.values()],
-            deleted_steps=list(self._deleted_steps),
-            events=[copy.copy(ev) for ev in self._dirty_events.values()],
-            deleted_events=sorted(self._deleted_events),
-            wiped=self._wiped,
+            self._state.copied() if self._instance_dirty else None,
+            self._created,
+            [row.copied() for row in self._dirty_steps.values()],
+            list(self._deleted_steps) if self._deleted_steps else [],
+            [ev.copied() for ev in self._dirty_events.values()] if self._dirty_events else [],
+            sorted(self._deleted_events) if self._deleted_events else [],
+            self._wiped,
         )
         self._instance_dirty = self._created = self._wiped = False
-        self._dirty_steps = {}
-        self._deleted_steps = set()
-        self._dirty_events = {}
-        self._deleted_events = set()
+        if self._dirty_steps:
+            self._dirty_steps = {}
+        if self._deleted_steps:
+            self._deleted_steps = set()
+        if self._dirty_events:
+            self._dirty_events = {}
+        if self._deleted_events:
+            self._deleted_events = set()
         return changes
 
     def _touch(self) -> None:
@@ -709,7 +718,7 @@ class Machine:
             return Suspend(None)
         if row is None:
             try:
-                config = resolve_step_config(key.name, raw_config, dynamic_delay=dynamic_delay)
+                config, config_json = resolve_cached(key.name, raw_config, dynamic_delay)
             except StepConfigError:
                 return _thrown(invalid_step_config(key.name))
             rollback_config = None
@@ -727,7 +736,7 @@ class Machine:
                 count=key.count,
                 seq=self._next_seq(),
                 state=INITIAL_STATE["do"],
-                config=config.to_json(),
+                config=config_json,
                 started_at=now,
             )
             self._steps[key] = row

@@ -19,6 +19,8 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
+import orjson
+
 from .backoff import BACKOFFS
 from .durations import MINUTE_MS, DurationError, parse_duration
 from .errors import ErrorInfo, invalid_step_config
@@ -204,3 +206,30 @@ def resolve_step_config(
         return parse_step_config(raw, dynamic_delay=dynamic_delay)
     except StepConfigError as exc:
         raise StepConfigError(exc.detail, name) from None
+
+
+#: Resolved configs by their raw form: a workflow's steps share a few configs, and the
+#: step path resolves one per new step.
+_RESOLVED: dict[tuple[bytes | None, bool], tuple[StepConfig, str]] = {}
+_RESOLVED_MAX = 512
+
+
+def resolve_cached(
+    name: str, raw: dict[str, Any] | None, dynamic_delay: bool = False
+) -> tuple[StepConfig, str]:
+    """:func:`resolve_step_config` and the config's JSON (its step row's text), remembered
+    for configs seen before (only valid ones: an invalid config raises every time, naming
+    its step)."""
+    try:
+        form = None if raw is None else orjson.dumps(raw, option=orjson.OPT_SORT_KEYS)
+    except TypeError:  # not plain JSON data: resolved (and refused) without the cache
+        config = resolve_step_config(name, raw, dynamic_delay=dynamic_delay)
+        return config, config.to_json()
+    found = _RESOLVED.get((form, dynamic_delay))
+    if found is None:
+        config = resolve_step_config(name, raw, dynamic_delay=dynamic_delay)
+        found = (config, config.to_json())
+        if len(_RESOLVED) >= _RESOLVED_MAX:
+            _RESOLVED.clear()
+        _RESOLVED[(form, dynamic_delay)] = found
+    return found

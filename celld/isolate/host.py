@@ -41,6 +41,55 @@ def error_shape(error: BaseException) -> dict[str, str]:
     return {"name": name, "message": str(error) or type(error).__name__}
 
 
+#: How a `Later` ended: ("v", value), ("e", exception) or ("w", None) for withdrawn.
+Outcome = tuple[str, Any]
+
+
+class Later:
+    """An answer a host operation gives later, without a task of its own.
+
+    A handler returns a `Later` and settles it from a callback (a commit landing, say)
+    with `resolve`, `reject` or `withdraw`; the host posts the answer to JS at that
+    moment. A task per request costs several event-loop callbacks (its steps and its
+    done callbacks); this costs none.
+    """
+
+    __slots__ = ("_outcome", "_sinks")
+
+    def __init__(self) -> None:
+        self._outcome: Outcome | None = None
+        self._sinks: list[Callable[[Outcome], None]] = []
+
+    @property
+    def settled(self) -> bool:
+        return self._outcome is not None
+
+    def resolve(self, value: Any) -> None:
+        self._settle(("v", value))
+
+    def reject(self, error: Exception) -> None:
+        self._settle(("e", error))
+
+    def withdraw(self) -> None:
+        """The answer is no longer wanted: nothing is sent (see `AnswerWithdrawn`)."""
+        self._settle(("w", None))
+
+    def then(self, sink: Callable[[Outcome], None]) -> None:
+        """Call `sink(outcome)` once settled (at once if it already is)."""
+        if self._outcome is not None:
+            sink(self._outcome)
+        else:
+            self._sinks.append(sink)
+
+    def _settle(self, outcome: Outcome) -> None:
+        if self._outcome is not None:
+            return
+        self._outcome = outcome
+        sinks, self._sinks = self._sinks, []
+        for sink in sinks:
+            sink(outcome)
+
+
 def _close_unstarted(work: Any) -> None:
     """An operation's coroutine whose task was cancelled before it ran is closed, not
     left to be collected unawaited."""
@@ -67,6 +116,7 @@ class IsolateHost:
         self._pump_task: asyncio.Task[None] | None = None
         self._tasks: set[asyncio.Task[Any]] = set()
         self._by_ticket: dict[int, tuple[asyncio.Task[Any], Awaitable[Any]]] = {}
+        self._laters: dict[Later, int | None] = {}  # answers still to come, with their ticket
         #: host operations still working for JS, by op name
         self.pending_ops: dict[str, int] = {}
         self._idle = asyncio.Event()
@@ -85,7 +135,12 @@ class IsolateHost:
     @property
     def busy(self) -> bool:
         """True while a turn runs or a host operation is still working for JS."""
-        return self._pumping or bool(self._tasks)
+        return self._pumping or bool(self._tasks) or bool(self._laters)
+
+    @property
+    def outstanding(self) -> int:
+        """Host requests still working for JS (tasks and answers still to come)."""
+        return len(self._tasks) + len(self._laters)
 
     @property
     def turn_pending(self) -> bool:
@@ -184,7 +239,7 @@ class IsolateHost:
             self._in_turn = False
             self._run_boundary()
             self._idle.set()
-            if not self._tasks and self.idle_callback is not None:
+            if not self._tasks and not self._laters and self.idle_callback is not None:
                 self.idle_callback()
 
     def _fail(self, fault: IsolateFault) -> None:
@@ -204,7 +259,11 @@ class IsolateHost:
         if op == "cancel":
             # JS no longer wants the answer to request `of` (a cleared timer, say): stop
             # the work so it neither runs on nor counts as pending host work.
-            pending = self._by_ticket.pop(message.get("of"), None)
+            of = message.get("of")
+            for later, later_ticket in list(self._laters.items()):
+                if later_ticket is not None and later_ticket == of:
+                    later.withdraw()
+            pending = self._by_ticket.pop(of, None)
             if pending is not None:
                 task, work = pending
                 task.cancel()
@@ -227,7 +286,9 @@ class IsolateHost:
         except Exception as error:  # noqa: BLE001 - every failure is reported to JS
             self._settle_error(ticket, op, error)
             return
-        if inspect.isawaitable(result):
+        if isinstance(result, Later):
+            self._adopt(ticket, op, result)
+        elif inspect.isawaitable(result):
             task = asyncio.get_running_loop().create_task(self._await(ticket, op, result))
             self._tasks.add(task)
             self.pending_ops[op] = self.pending_ops.get(op, 0) + 1
@@ -240,6 +301,31 @@ class IsolateHost:
         elif ticket is not None:
             self.post({"k": "settle", "t": ticket, "v": result})
 
+    def _adopt(self, ticket: int | None, op: str, later: Later) -> None:
+        """Count `later` as host work for JS until it settles, then answer with it."""
+        if later.settled:
+            self._answer(ticket, op, later)
+            return
+        self._laters[later] = ticket
+        self.pending_ops[op] = self.pending_ops.get(op, 0) + 1
+
+        def settled(_: Outcome) -> None:
+            if later not in self._laters:
+                return  # the host stopped
+            del self._laters[later]
+            self._op_done(op)
+            self._answer(ticket, op, later)
+            self._maybe_idle()
+
+        later.then(settled)
+
+    def _answer(self, ticket: int | None, op: str, later: Later) -> None:
+        kind, value = later._outcome or ("w", None)
+        if kind == "e":
+            self._settle_error(ticket, op, value)
+        elif kind == "v" and ticket is not None and not self.faulted:
+            self.post({"k": "settle", "t": ticket, "v": value})
+
     def _op_done(self, op: str) -> None:
         left = self.pending_ops.get(op, 1) - 1
         if left > 0:
@@ -249,7 +335,12 @@ class IsolateHost:
 
     def _task_done(self, task: asyncio.Task[Any]) -> None:
         self._tasks.discard(task)
-        if not self._tasks and not self._pumping and self.idle_callback is not None:
+        self._maybe_idle()
+
+    def _maybe_idle(self) -> None:
+        """No turn runs and no host work is outstanding: tell the owner."""
+        idle = not self._tasks and not self._laters and not self._pumping
+        if idle and self.idle_callback is not None:
             self.idle_callback()
 
     async def _await(self, ticket: int | None, op: str, awaitable: Awaitable[Any]) -> None:
@@ -280,9 +371,16 @@ class IsolateHost:
     async def detach(self) -> Isolate:
         """Stop serving the isolate but keep it alive (to be reused by another host). An
         isolate whose built-ins user code replaced is marked faulted on the way out, so no
-        warm pool hands it to someone else (checked after every turn, so this costs no
-        trip to the isolate's thread)."""
+        warm pool hands it to someone else: a last turn asks JS (`audit`, js/host.js),
+        which costs no trip to a thread for an isolate turning on the event loop."""
         await self._stop()
+        if self.isolate.fault is None and not self.isolate.tainted:
+            try:
+                await self.isolate.turn([{"k": "audit"}])
+            except IsolateFault:
+                pass  # turn() recorded it: the isolate is not reused
+            except Exception as error:  # noqa: BLE001 - the bridge broke: not reused either
+                self.isolate.fault = IsolateFault("isolate failure", f"{error!r}")
         if self.isolate.tainted and self.isolate.fault is None:
             self.isolate.fault = IsolateFault("built-ins were modified", "")
         return self.isolate
@@ -292,6 +390,9 @@ class IsolateHost:
         self.idle_callback = None
         self.turn_callback = None
         self.cpu_callback = None
+        laters, self._laters = self._laters, {}
+        for later in laters:
+            later.withdraw()
         current = asyncio.current_task()
         for task in list(self._tasks):
             if task is not current:

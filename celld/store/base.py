@@ -23,6 +23,7 @@ celld/store/postgres.py):
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -146,6 +147,11 @@ class Store(Protocol):
     async def close(self) -> None: ...
     async def write(self, write: Write) -> None:
         """Commit one instance's changes durably; many callers share one commit."""
+        ...
+
+    def write_soon(self, write: Write, done: Callable[[BaseException | None], None]) -> None:
+        """Commit like `write`, then call `done(None)` or `done(error)` on the event loop:
+        the step path's commit, with no task or future per caller."""
         ...
 
     async def write_many(self, writes: list[Write]) -> set[InstanceRef]:

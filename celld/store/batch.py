@@ -4,12 +4,19 @@ gathers by kind, and telling every caller of a batch how it went."""
 from __future__ import annotations
 
 import asyncio
+import logging
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
 from celld.store.base import DuplicateInstance, InstanceRef, Write
 from celld.store.health import StoreHealth
 from celld.store.rows import event_row, step_row
+
+log = logging.getLogger("celld.store")
+
+#: How a write queued with `write_soon` went: None (committed) or the error.
+WriteDone = Callable[[BaseException | None], None]
 
 
 @dataclass
@@ -22,6 +29,8 @@ class Pending:
     probe: bool = False
     ticks: list[tuple[str, str, int]] = field(default_factory=list)  # (workflow, cron, ms)
     future: asyncio.Future[set[InstanceRef]] | None = None
+    #: instead of `future`: called on the event loop with the outcome (no task wakes up)
+    done: Callable[[set[InstanceRef] | Exception], None] | None = None
 
 
 class Statements(NamedTuple):
@@ -100,22 +109,71 @@ def settle(batch: list[Pending], outcome: dict[int, Any] | Exception, health: St
     else:
         health.record_success()
     for index, pending in enumerate(batch):
+        result = outcome if isinstance(outcome, Exception) else outcome.get(index, set())
+        if pending.done is not None:
+            try:
+                pending.done(result)
+            except Exception:  # noqa: BLE001 - one caller's failure must not stop the others
+                log.exception("settling a commit's caller failed")
+            continue
         future = pending.future
         if future is None or future.done():
             continue
-        result = outcome if isinstance(outcome, Exception) else outcome.get(index, set())
         if isinstance(result, Exception):
             future.set_exception(result)
         else:
             future.set_result(result)
 
 
+def fan_out(soon: list[tuple[Write, WriteDone]], outcome: set[InstanceRef] | Exception) -> None:
+    """Tell each write gathered by `write_soon` how the commit went."""
+    for write, done in soon:
+        if isinstance(outcome, Exception):
+            error: BaseException | None = outcome
+        else:
+            error = DuplicateInstance(write.ref) if write.ref in outcome else None
+        try:
+            done(error)
+        except Exception:  # noqa: BLE001 - one caller's failure must not stop the others
+            log.exception("settling a commit's caller failed")
+
+
 class GroupCommitWrites:
-    """The write side of the Store interface, for a store whose `_submit` queues a
-    caller's share for its group commit and returns that caller's outcome."""
+    """The write side of the Store interface, for a store whose `_enqueue` queues a
+    caller's share for its group commit and settles it (`settle`) once committed."""
+
+    #: writes queued by `write_soon` in this pass of the event loop, not yet handed over
+    _soon: list[tuple[Write, WriteDone]] | None = None
+
+    def _enqueue(self, pending: Pending) -> None:
+        """Hand `pending` to the writer (raise StoreUnavailable if it cannot be)."""
+        raise NotImplementedError
 
     async def _submit(self, pending: Pending) -> set[InstanceRef]:
-        raise NotImplementedError
+        pending.future = asyncio.get_running_loop().create_future()
+        self._enqueue(pending)
+        return await pending.future
+
+    def write_soon(self, write: Write, done: WriteDone) -> None:
+        """Commit `write` like `write`, then call `done(None)` or `done(error)` on the event
+        loop. Every write queued so in one pass of the loop goes to the writer as one
+        share, at the end of the pass: one hand-over and one wake-up for all of them, and
+        no task or future per caller (the step path's commit)."""
+        if self._soon is None:
+            self._soon = []
+            asyncio.get_running_loop().call_soon(self._flush_soon)
+        self._soon.append((write, done))
+
+    def _flush_soon(self) -> None:
+        soon, self._soon = self._soon or [], None
+        if not soon:
+            return  # flushed already (the store closed)
+        pending = Pending(writes=[write for write, _ in soon])
+        pending.done = lambda outcome: fan_out(soon, outcome)
+        try:
+            self._enqueue(pending)
+        except Exception as error:  # noqa: BLE001 - every caller learns it
+            fan_out(soon, error)
 
     async def write(self, write: Write) -> None:
         if await self._submit(Pending(writes=[write])):

@@ -32,7 +32,15 @@ from celld.store.base import (
     StoreUnavailable,
     Write,
 )
-from celld.store.batch import Gathered, GroupCommitWrites, Pending, Statements, settle
+from celld.store.batch import (
+    Gathered,
+    GroupCommitWrites,
+    Pending,
+    Statements,
+    WriteDone,
+    fan_out,
+    settle,
+)
 from celld.store.health import StoreHealth
 from celld.store.listing import SharedReads
 from celld.store.pgnodes import DEFAULT_LEASE_MS, NodeMembership
@@ -191,16 +199,24 @@ class PostgresStore(GroupCommitWrites, SharedReads):
 
     # -- writes --------------------------------------------------------------------------
 
-    async def _submit(self, pending: Pending) -> set[InstanceRef]:
+    def _enqueue(self, pending: Pending) -> None:
         if not self._open:
             raise StoreUnavailable("the store is not open")
         if self._writer is None or self._writer.done():
             self.writer_restarts += 1
             log.error("the store's writer task had stopped; starting a new one")
             self._start_writer()
-        pending.future = asyncio.get_running_loop().create_future()
         self._jobs.put_nowait(pending)
-        return await pending.future
+
+    def write_soon(self, write: Write, done: WriteDone) -> None:
+        """Each write is a share of its own here: the fence refuses a share as a whole,
+        and one instance that moved to another node must not refuse the others."""
+        pending = Pending(writes=[write])
+        pending.done = lambda outcome: fan_out([(write, done)], outcome)
+        try:
+            self._enqueue(pending)
+        except Exception as error:  # noqa: BLE001 - the caller learns it
+            done(error)
 
     def _start_writer(self) -> None:
         """A writer with a queue of its own: a dead writer's queue is failed as a whole."""

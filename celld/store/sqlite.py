@@ -133,6 +133,7 @@ class SqliteStore(GroupCommitWrites, SharedReads):
         self._open = True
 
     async def close(self) -> None:
+        self._flush_soon()  # writes queued in this pass go before the writer stops
         self._open = False
         thread, self._writer_thread = self._writer_thread, None
         if thread is not None and thread.is_alive():
@@ -144,15 +145,13 @@ class SqliteStore(GroupCommitWrites, SharedReads):
 
     # -- writes ----------------------------------------------------------------------
 
-    async def _submit(self, pending: Pending) -> set[InstanceRef]:
+    def _enqueue(self, pending: Pending) -> None:
         if not self._open and self._writer_thread is None:
             raise StoreUnavailable("the store is not open")
-        pending.future = asyncio.get_running_loop().create_future()
         with self._writer_lock:
             if self._writer_dead:
                 self._restart_writer()
             self._jobs.put(pending)
-        return await pending.future
 
     def _restart_writer(self) -> None:
         """Called with the writer lock held, after the writer thread died."""
@@ -248,7 +247,7 @@ class SqliteStore(GroupCommitWrites, SharedReads):
         self, error: BaseException, jobs: queue.SimpleQueue[Pending | None]
     ) -> None:
         """The writer thread is ending abnormally: fail every writer queued for it now (a
-        write queued later starts a new thread with a queue of its own; see `_submit`)."""
+        write queued later starts a new thread with a queue of its own; see `_enqueue`)."""
         with self._writer_lock:
             if self._jobs is jobs:
                 self._writer_dead = True

@@ -80,8 +80,7 @@ async def test_steps_leave_no_host_work_behind(tmp_path: Path) -> None:
             raise AssertionError("the instance never parked on its sleep")
         host = cell.run.host
         await host.wait_idle()
-        assert len(host._tasks) == 1  # noqa: SLF001 - what the test is about
-        assert len(host._by_ticket) == 1  # noqa: SLF001
+        assert host.outstanding == 1
         assert len(cell.run.waiters) == 1
         assert cell.machine.unfinished_steps()[0].name == "nap"
         assert len(service.cells.tasks) <= 5  # its own loops and at most one bookkeeping task

@@ -307,3 +307,36 @@ async def test_a_light_claim_leaves_finished_steps_to_the_journal(store: AnyStor
     }
     assert expected["waitForEvent:1:late"]["error"]["name"] == "WorkflowTimeoutError"
     assert json.loads(expected["waitForEvent:1:go"]["payload"]) == {"p": 1}
+
+
+async def _written_soon(store: AnyStore, writes: list[Write]) -> list[BaseException | None]:
+    """`write_soon` every write in one pass of the loop; what each caller was told."""
+    import asyncio
+
+    loop = asyncio.get_running_loop()
+    told: list[asyncio.Future[BaseException | None]] = [loop.create_future() for _ in writes]
+    for write, future in zip(writes, told, strict=True):
+        store.write_soon(write, future.set_result)
+    return list(await asyncio.gather(*told))
+
+
+async def test_writes_queued_in_one_pass_commit_together(store: AnyStore) -> None:
+    """The step path's commit: callers are told through a callback, each after its rows
+    are committed; a taken id is that caller's DuplicateInstance only."""
+    await store.write(write_of(new("taken")))
+    commits = store.commits
+    outcome = await _written_soon(store, [write_of(new(i)) for i in ("a", "taken", "b", "c")])
+    assert outcome[0] is None and outcome[2] is None and outcome[3] is None
+    assert isinstance(outcome[1], DuplicateInstance)
+    for instance_id in ("a", "b", "c"):
+        assert await store.exists(InstanceRef("wf", instance_id))
+    if isinstance(store, SqliteStore):
+        assert store.commits == commits + 1  # one transaction for the whole pass
+
+
+async def test_writes_queued_in_one_pass_all_learn_a_failure(store: AnyStore) -> None:
+    store.fault = disk_full
+    outcome = await _written_soon(store, [write_of(new(f"i{n}")) for n in range(5)])
+    assert all(isinstance(error, StoreUnavailable) for error in outcome)
+    store.fault = None
+    assert await store.counts() == {}
