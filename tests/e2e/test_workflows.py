@@ -105,13 +105,15 @@ def test_retry_delay_is_waited_on_the_engine_clock(server: CelldServer) -> None:
         return int(server.step("script-workflow", "retrier", "flaky").get("failed_attempts", 0))
 
     server.wait_for(lambda: attempts() == 1)  # first attempt failed; retry due in 10 s
-    assert status(server, "retrier")["status"] == "waiting"
+    # (the status settles in the commit after the failed attempt's row)
+    server.wait_for(lambda: status(server, "retrier")["status"] == "waiting")
     server.advance(9_000)
     assert attempts() == 1
     server.advance(1_000)
     server.wait_for(lambda: attempts() == 2)  # second attempt failed; next retry in 20 s
     server.advance(19_000)
-    assert attempts() == 2 and status(server, "retrier")["status"] == "waiting"
+    server.wait_for(lambda: status(server, "retrier")["status"] == "waiting")
+    assert attempts() == 2
     server.advance(1_000)
     out = wait_status(server, "retrier", "complete")["output"]["results"][0]
     assert out == {"step": "flaky", "attempt": 3}
