@@ -336,11 +336,7 @@ class Isolate:
                     raise IsolateFault("its storage could not commit", str(error)) from None
         finally:
             self._disarm()
-            spent = (time.thread_time() - cpu_start) * 1000
-            self.last_turn_cpu_ms = spent
-            self.cpu_used_ms += spent
-            self.streak_ms = 0.0 if drained else self.streak_ms + spent
-            self.runnable = not drained
+            self._account(cpu_start, drained)
         if not isinstance(outbox, str):
             raise IsolateFault("the isolate's message bridge is broken", "the outbox is not text")
         if self._allowance_ms() <= 0:
@@ -375,14 +371,18 @@ class Isolate:
             raise classify_fault(error) from None
         finally:
             bridge.disarm()
-            spent = (time.thread_time() - cpu_start) * 1000
-            self.last_turn_cpu_ms = spent
-            self.cpu_used_ms += spent
-            self.streak_ms = 0.0 if drained else self.streak_ms + spent
-            self.runnable = not drained
+            self._account(cpu_start, drained)
         if self._allowance_ms() <= 0:
             raise IsolateFault(CPU_LIMIT_REASON, "its jobs kept running past the CPU limit")
         return outbox
+
+    def _account(self, cpu_start: float, drained: bool) -> None:
+        """Charge the turn that began at thread CPU time `cpu_start` to the budgets."""
+        spent = (time.thread_time() - cpu_start) * 1000
+        self.last_turn_cpu_ms = spent
+        self.cpu_used_ms += spent
+        self.streak_ms = 0.0 if drained else self.streak_ms + spent
+        self.runnable = not drained
 
     def _arm(self, allowed_ms: float) -> None:
         if self._runtime is not None:
