@@ -260,16 +260,25 @@ class WorkerPool:
                 # Every moved request leaves the stuck isolate's books before the first
                 # await below: while a new home is picked, that isolate may go idle, and a
                 # request it still listed but no longer held would be declared hung.
-                moving = []
-                for message in slot.host.take_undelivered("fetch"):
-                    request_id = int(message["id"])
-                    future = slot.pending.pop(request_id, None)
-                    slot.live.pop(request_id, None)
-                    if future is not None and not future.done():
-                        moving.append((request_id, future, message))
-                for request_id, future, message in moving:
+                for request_id, future, message in self._take_undelivered(slot):
                     target = await self._pick()
                     self._dispatch(target, request_id, future, message)
+
+    @staticmethod
+    def _take_undelivered(
+        slot: _Slot,
+    ) -> list[tuple[int, asyncio.Future[WireResponse], dict[str, Any]]]:
+        """Take the requests `slot`'s isolate has not seen off its inbox and its books (at
+        once, so that the isolate going idle meanwhile cannot declare them hung); those
+        still awaited, to be dispatched elsewhere."""
+        moved = []
+        for message in slot.host.take_undelivered("fetch"):
+            request_id = int(message["id"])
+            future = slot.pending.pop(request_id, None)
+            slot.live.pop(request_id, None)
+            if future is not None and not future.done():
+                moved.append((request_id, future, message))
+        return moved
 
     # -- answers from JS -------------------------------------------------------------
 
@@ -338,13 +347,7 @@ class WorkerPool:
         if slot in self._slots:
             self._slots.remove(slot)
         # Requests the isolate never saw are not its to fail: they go to another one.
-        moved: list[tuple[int, asyncio.Future[WireResponse], dict[str, Any]]] = []
-        for message in slot.host.take_undelivered("fetch"):
-            request_id = int(message["id"])
-            future = slot.pending.pop(request_id, None)
-            slot.live.pop(request_id, None)
-            if future is not None and not future.done():
-                moved.append((request_id, future, message))
+        moved = self._take_undelivered(slot)
         if moved:
             self._in_background(self._redispatch(moved), "moving requests off a failed isolate")
         for future in slot.pending.values():
