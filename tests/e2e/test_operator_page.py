@@ -84,7 +84,30 @@ def page(browser: Any, server: CelldServer) -> Iterator[Page]:
 
 
 def open_page(page: Page, server: CelldServer, fragment: str) -> None:
+    """Go to a view and wait until it is rendered: a fragment-only change does not reload
+    the page, and acting on the previous view's controls (the same ids) would be a race."""
     page.goto(f"{server.url}/cdn-cgi/celld/{fragment}")
+    page.wait_for_function(
+        "(h) => document.getElementById('view').dataset.route === h", arg=fragment
+    )
+
+
+def boxes(page: Page, *selectors: str) -> list[dict[str, float]]:
+    """The boxes of elements measured in one task of the page: the page re-renders every
+    second, and a locator's `bounding_box()` can land between a render detaching the old
+    element and attaching the new one (it then answers None)."""
+    found = page.wait_for_function(
+        """(selectors) => {
+            const nodes = selectors.map((s) => document.querySelector(s));
+            if (nodes.some((n) => !n)) return null;
+            return nodes.map((n) => {
+                const r = n.getBoundingClientRect();
+                return { x: r.x, y: r.y, width: r.width, height: r.height };
+            });
+        }""",
+        arg=list(selectors),
+    )
+    return found.json_value()
 
 
 def test_workflows_with_counts(page: Page, server: CelldServer, client: Client) -> None:
@@ -157,9 +180,7 @@ def test_instance_timeline_actions_and_live_updates(
     width, _, rows = decode_png(png)
     green = columns_with(rows, GREEN)
     purple = columns_with(rows, PURPLE)
-    track = page.locator('.step[data-step="cool down"] .track').bounding_box()
-    timeline = page.locator("#timeline").bounding_box()
-    assert track is not None and timeline is not None
+    track, timeline = boxes(page, '.step[data-step="cool down"] .track', "#timeline")
     track_left = track["x"] - timeline["x"]
     assert green and min(green) <= track_left + 12, (sorted(green)[:5], track_left)
     assert purple, "no sleep bar in the timeline screenshot"

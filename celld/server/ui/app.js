@@ -287,6 +287,7 @@
   async function render(initial) {
     const mine = ++generation;
     clearTimeout(timer);
+    const routeShown = location.hash;
     const { parts, params } = route();
     let nodes;
     let delay = 1000;
@@ -308,7 +309,10 @@
       if (initial) nodes = [h("p", { class: "notice" }, error.message)];
     }
     if (mine !== generation) return;
-    if (nodes && (initial || keepFocusFree())) view.replaceChildren(...nodes);
+    if (nodes && (initial || keepFocusFree())) {
+      view.replaceChildren(...nodes);
+      view.dataset.route = routeShown; // which route the view shows (the tests wait on it)
+    }
     timer = setTimeout(() => render(false), delay);
   }
 
