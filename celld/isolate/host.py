@@ -22,6 +22,10 @@ log = logging.getLogger("celld.isolate")
 OpHandler = Callable[[dict[str, Any]], Any]
 
 
+#: How long closing waits for the host operations it cancelled to unwind.
+STOP_GRACE_S = 1.0
+
+
 class HostError(Exception):
     """An error meant for JS: `js_name` becomes the JS error's name."""
 
@@ -394,9 +398,13 @@ class IsolateHost:
         for later in laters:
             later.withdraw()
         current = asyncio.current_task()
-        for task in list(self._tasks):
-            if task is not current:
-                task.cancel()
+        cancelled = [task for task in self._tasks if task is not current]
+        for task in cancelled:
+            task.cancel()
+        if cancelled:
+            # Let them unwind now, while what they use is still open: a task left pending
+            # when the loop ends is destroyed mid-await (and logged as such at shutdown).
+            await asyncio.wait(cancelled, timeout=STOP_GRACE_S)
         if (
             self._pump_task is not None
             and self._pump_task is not current
