@@ -278,7 +278,7 @@ class Cell:
                 loaded.steps if loaded else (), loaded.events if loaded else ()
             )
 
-    async def _run_start(self) -> RunStart:
+    async def _run_start(self, quiet: bool = False) -> RunStart:
         """`Machine.start_run` with the finished steps it needs. When only they are missing
         from memory, the store reads them as journal text (no row becomes a Python
         object); otherwise the rows are restored first. A replay under another version
@@ -288,14 +288,14 @@ class Cell:
         same_version = version is None or version == self.port.version
         if not machine.history_dropped or not machine.journal_on_disk_suffices or not same_version:
             await self.restore_history()
-            return machine.start_run(self.port.now())
+            return machine.start_run(self.port.now(), quiet=quiet)
         # Writes held off: no finished row is committed and forgotten between the
         # read and the start, so every finished step is either on disk or in memory.
         async with self._holding_commits():
             if self.broken:
                 raise StoreUnavailable("an earlier commit of this instance failed")
             recorded = await self.port.read_journal(self.ref)
-            return machine.start_run(self.port.now(), recorded)
+            return machine.start_run(self.port.now(), recorded, quiet=quiet)
 
     async def history(self) -> tuple[list[StepRecord], list[EventRecord]]:
         """Every step row and event, for viewing (nothing is restored into memory)."""
@@ -321,7 +321,8 @@ class Cell:
         this cell and has set `starting`; this returns it through the port.
 
         `preload`: brought in ahead of its deadline; the replay only rebuilds the pending
-        promise, so the instance goes on reading `waiting` (nothing is committed for it).
+        promise, so the instance goes on reading `waiting` throughout (a quiet start, see
+        `Machine.start_run`: nothing changes, nothing is committed for it).
         """
         try:
             await self._start_run(preload)
@@ -344,7 +345,7 @@ class Cell:
             await self.port.give_isolate(isolate)
             return
         try:
-            start = await self._run_start()
+            start = await self._run_start(quiet=preload)
         except BaseException:
             await self.port.give_isolate(isolate)
             raise
