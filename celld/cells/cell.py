@@ -438,6 +438,24 @@ class Cell:
 
     # -- outside events ----------------------------------------------------------------------
 
+    def alarm_now(self, done: CommitDone) -> bool:
+        """A deadline came for a resident run that only has to settle its due calls (no
+        rollback, no replay per step): settle them and commit, with no task; `done` is
+        told how the commit went. False (nothing done) when `on_alarm` must handle it."""
+        run = self.run
+        if (
+            run is None
+            or self.starting
+            or self.broken
+            or self.machine.rolling_back
+            or self.port.settings.replay_every_step
+            or self.machine.status not in (Status.RUNNING, Status.WAITING)
+        ):
+            return False
+        run.deliver(self.machine.wake(self.port.now()))
+        self.commit_soon(done)
+        return True
+
     async def on_alarm(self) -> None:
         """A deadline came: settle due calls of the resident run, or replay."""
         if self.machine.status not in (Status.RUNNING, Status.WAITING):
