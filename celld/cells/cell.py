@@ -66,6 +66,8 @@ class Cell:
         self._committing = 0  # commit callers not yet answered
         self._queued: list[tuple[CommitDone, bool]] = []  # (done, deleting) for the next write
         self._in_flight: list[CommitDone] | None = None  # callers of the write in flight
+        #: the write in flight, whether it deletes, and the status view it lands with
+        self._landing: tuple[Write, bool, dict[str, Any]] | None = None
         self._readers = asyncio.Lock()  # history reads, one at a time
         self._held = False  # a history read holds writes off
         self._hold_waiter: asyncio.Future[None] | None = None
@@ -118,11 +120,15 @@ class Cell:
     def _write_next(self) -> None:
         """Start the next write of the queue (a deletion is a write of its own)."""
         while self._queued and self._in_flight is None and not self._held:
-            deleting = self._queued[0][1]
-            taken = 1 if deleting else len(self._queued)
-            if not deleting:
-                taken = next((i for i, (_, d) in enumerate(self._queued) if d), taken)
-            group, self._queued = self._queued[:taken], self._queued[taken:]
+            queued = self._queued
+            deleting = queued[0][1]
+            if len(queued) == 1:  # (the usual case: one caller)
+                group, self._queued = queued, []
+            else:
+                taken = 1 if deleting else len(queued)
+                if not deleting:
+                    taken = next((i for i, (_, d) in enumerate(queued) if d), taken)
+                group, self._queued = queued[:taken], queued[taken:]
             callers = [done for done, _ in group]
             write: Write | None = None
             error: BaseException | None = None
@@ -142,24 +148,21 @@ class Cell:
                 self._finish(callers, error)
                 continue
             self._in_flight = callers
-            written = write
             # What readers see once it lands: the status as this write has it. The machine
             # may move on while the write is in flight (JS runs meanwhile), and a status
             # read must never show what is not committed yet.
-            view = self.machine.status_view()
-
-            def landed(
-                error: BaseException | None,
-                write: Write = written,
-                deleting: bool = deleting,
-                view: dict[str, Any] = view,
-            ) -> None:
-                self._written(write, deleting, error, view)
-
+            self._landing = (write, deleting, self.machine.status_view())
             try:
-                self.port.commit_soon(written, landed)
+                self.port.commit_soon(write, self._landed)
             except Exception as failure:  # noqa: BLE001 - as if the commit had failed
-                landed(failure)
+                self._landed(failure)
+
+    def _landed(self, error: BaseException | None) -> None:
+        """The write in flight landed (or failed): one at a time, so it is `_landing`."""
+        landing, self._landing = self._landing, None
+        assert landing is not None
+        write, deleting, view = landing
+        self._written(write, deleting, error, view)
 
     def _written(
         self,

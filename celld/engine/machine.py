@@ -674,13 +674,14 @@ class Machine:
         None, "dynamic": its delay is a function}`` (registered at first execution)."""
         if not self._active():
             return None
-        self._js_active(StepKey("do", name, count), now)
+        key = StepKey("do", name, count)
+        self._js_active(key, now)
         self._ordinal += 1
         if (ordinal if ordinal is not None else self._ordinal) > self.step_limit:
             return _thrown(step_limit_reached(self.step_limit))
         if not step_name_ok(name):
             return _thrown(invalid_step_name(name))
-        return self._decide_do(StepKey("do", name, count), raw_config, dynamic_delay, now, rollback)
+        return self._decide_do(key, raw_config, dynamic_delay, now, rollback)
 
     def step_begin(
         self,

@@ -338,7 +338,10 @@ class IsolateHost:
         except Exception as error:  # noqa: BLE001 - every failure is reported to JS
             self._settle_error(ticket, op, error)
             return
-        if isinstance(result, Later):
+        if result is None:  # (a report: nothing more to do for most messages)
+            if ticket is not None:
+                self.post({"k": "settle", "t": ticket, "v": None})
+        elif isinstance(result, Later):
             self._adopt(ticket, op, result)
         elif inspect.isawaitable(result):
             task = asyncio.get_running_loop().create_task(self._await(ticket, op, result))
