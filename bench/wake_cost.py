@@ -48,9 +48,9 @@ SLEEP_MS = 600_000
 async def _until(condition: Any, what: str, timeout_s: float = 300) -> None:
     deadline = time.monotonic() + timeout_s
     while not condition():
+        await asyncio.sleep(0.02)
         if time.monotonic() > deadline:
             raise SystemExit(f"never: {what}")
-        await asyncio.sleep(0.02)
 
 
 async def measure(args: argparse.Namespace) -> None:
@@ -152,10 +152,11 @@ async def measure(args: argparse.Namespace) -> None:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("-n", type=int, default=1000, help="sleepers")
+    parser.add_argument("--sort", default="tottime", help="profile: by own time, or cumulative")
     parser.add_argument("--profile", type=int, default=0, help="print the top N functions")
-    parser.add_argument("--sort", default="tottime", help="by own time, or cumulative")
-    asyncio.run(measure(parser.parse_args()))
+    parser.add_argument("-n", type=int, default=1000, help="sleepers")
+    args = parser.parse_args()
+    asyncio.run(measure(args))
 
 
 if __name__ == "__main__":

@@ -77,3 +77,12 @@ async def wait_for(
         if time.monotonic() > deadline:
             raise AssertionError(f"not all {statuses}: {seen}")
         await asyncio.sleep(0.05)
+
+
+async def until(condition: Any, what: str, timeout: float = 20) -> None:
+    """Poll `condition()` (cheap, in memory) until it holds; fail naming `what`."""
+    deadline = time.monotonic() + timeout
+    while not condition():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"never: {what}")
+        await asyncio.sleep(0.005)

@@ -4,14 +4,12 @@ until the sleep ends. The preload's replay changes nothing and logs nothing."""
 
 from __future__ import annotations
 
-import asyncio
 from pathlib import Path
-from typing import Any
 
 from celld.cells.clock import ManualClock
 from celld.engine import Status
 from celld.store.base import InstanceRef
-from tests.inprocess import call, params, running_service
+from tests.inprocess import call, params, running_service, until
 
 DAY = 86_400_000
 START = 1_700_000_000_000
@@ -24,14 +22,6 @@ SLEEPER = {
 }
 
 
-async def _until(condition: Any, what: str) -> None:
-    for _ in range(4000):
-        if condition():
-            return
-        await asyncio.sleep(0.005)
-    raise AssertionError(f"never: {what}")
-
-
 async def test_a_preloaded_instance_reads_waiting_throughout(tmp_path: Path) -> None:
     clock = ManualClock(START)
     async with running_service(tmp_path / "state", clock=clock) as service:
@@ -40,7 +30,7 @@ async def test_a_preloaded_instance_reads_waiting_throughout(tmp_path: Path) -> 
         ref = InstanceRef("script-workflow", "sleeper")
         await call(service, ref.workflow, "create", id=ref.id, params=params(SLEEPER))
         # it runs to its day-long sleep and hibernates (the deadline is past the window)
-        await _until(
+        await until(
             lambda: cells.loaded(ref) is None and cells.residency.queue.priority(ref) is None,
             "the sleeper hibernated",
         )
@@ -60,7 +50,7 @@ async def test_a_preloaded_instance_reads_waiting_throughout(tmp_path: Path) -> 
             return cell is not None and cell.run is not None and cell.parked
 
         clock.advance(DAY - 60_000)
-        await _until(resident_and_parked, "the sleeper was paged in ahead of its deadline")
+        await until(resident_and_parked, "the sleeper was paged in ahead of its deadline")
         cell = cells.loaded(ref)
         assert cell is not None and cell.machine.status is Status.WAITING
         assert set(seen) == {"waiting"}, seen
@@ -74,7 +64,7 @@ async def test_a_preloaded_instance_reads_waiting_throughout(tmp_path: Path) -> 
 
         # the deadline: it runs on from the resident run, running then complete
         clock.advance(60_000)
-        await _until(
+        await until(
             lambda: (c := cells.loaded(ref)) is None or c.snapshot["status"] == "complete",
             "the sleeper completed",
         )
