@@ -16,6 +16,7 @@ from typing import Any
 
 import orjson
 
+from celld.cells.clock import Clock
 from celld.cells.manager import CellSettings
 from celld.project.config import find_config, load_config
 from celld.server.service import Service, ServiceOptions
@@ -31,9 +32,12 @@ async def running_service(
     cells: CellSettings | None = None,
     js_threads: int = 2,
     step_limits: dict[str, int] | None = None,
+    clock: Clock | None = None,
 ) -> AsyncIterator[Service]:
     config = load_config(find_config(project, None))
     options = ServiceOptions(persist_to=state, js_threads=js_threads)
+    if clock is not None:
+        options.clock = clock
     if cells is not None:
         options.cells = cells
     service = Service(config, options)
@@ -73,3 +77,12 @@ async def wait_for(
         if time.monotonic() > deadline:
             raise AssertionError(f"not all {statuses}: {seen}")
         await asyncio.sleep(0.05)
+
+
+async def until(condition: Any, what: str, timeout: float = 20) -> None:
+    """Poll `condition()` (cheap, in memory) until it holds; fail naming `what`."""
+    deadline = time.monotonic() + timeout
+    while not condition():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"never: {what}")
+        await asyncio.sleep(0.005)

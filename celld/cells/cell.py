@@ -66,6 +66,8 @@ class Cell:
         self._committing = 0  # commit callers not yet answered
         self._queued: list[tuple[CommitDone, bool]] = []  # (done, deleting) for the next write
         self._in_flight: list[CommitDone] | None = None  # callers of the write in flight
+        #: the write in flight, whether it deletes, and the status view it lands with
+        self._landing: tuple[Write, bool, dict[str, Any]] | None = None
         self._readers = asyncio.Lock()  # history reads, one at a time
         self._held = False  # a history read holds writes off
         self._hold_waiter: asyncio.Future[None] | None = None
@@ -118,11 +120,15 @@ class Cell:
     def _write_next(self) -> None:
         """Start the next write of the queue (a deletion is a write of its own)."""
         while self._queued and self._in_flight is None and not self._held:
-            deleting = self._queued[0][1]
-            taken = 1 if deleting else len(self._queued)
-            if not deleting:
-                taken = next((i for i, (_, d) in enumerate(self._queued) if d), taken)
-            group, self._queued = self._queued[:taken], self._queued[taken:]
+            queued = self._queued
+            deleting = queued[0][1]
+            if len(queued) == 1:  # (the usual case: one caller)
+                group, self._queued = queued, []
+            else:
+                taken = 1 if deleting else len(queued)
+                if not deleting:
+                    taken = next((i for i, (_, d) in enumerate(queued) if d), taken)
+                group, self._queued = queued[:taken], queued[taken:]
             callers = [done for done, _ in group]
             write: Write | None = None
             error: BaseException | None = None
@@ -142,24 +148,21 @@ class Cell:
                 self._finish(callers, error)
                 continue
             self._in_flight = callers
-            written = write
             # What readers see once it lands: the status as this write has it. The machine
             # may move on while the write is in flight (JS runs meanwhile), and a status
             # read must never show what is not committed yet.
-            view = self.machine.status_view()
-
-            def landed(
-                error: BaseException | None,
-                write: Write = written,
-                deleting: bool = deleting,
-                view: dict[str, Any] = view,
-            ) -> None:
-                self._written(write, deleting, error, view)
-
+            self._landing = (write, deleting, self.machine.status_view())
             try:
-                self.port.commit_soon(written, landed)
+                self.port.commit_soon(write, self._landed)
             except Exception as failure:  # noqa: BLE001 - as if the commit had failed
-                landed(failure)
+                self._landed(failure)
+
+    def _landed(self, error: BaseException | None) -> None:
+        """The write in flight landed (or failed): one at a time, so it is `_landing`."""
+        landing, self._landing = self._landing, None
+        assert landing is not None
+        write, deleting, view = landing
+        self._written(write, deleting, error, view)
 
     def _written(
         self,
@@ -278,7 +281,7 @@ class Cell:
                 loaded.steps if loaded else (), loaded.events if loaded else ()
             )
 
-    async def _run_start(self) -> RunStart:
+    async def _run_start(self, quiet: bool = False) -> RunStart:
         """`Machine.start_run` with the finished steps it needs. When only they are missing
         from memory, the store reads them as journal text (no row becomes a Python
         object); otherwise the rows are restored first. A replay under another version
@@ -288,14 +291,14 @@ class Cell:
         same_version = version is None or version == self.port.version
         if not machine.history_dropped or not machine.journal_on_disk_suffices or not same_version:
             await self.restore_history()
-            return machine.start_run(self.port.now())
+            return machine.start_run(self.port.now(), quiet=quiet)
         # Writes held off: no finished row is committed and forgotten between the
         # read and the start, so every finished step is either on disk or in memory.
         async with self._holding_commits():
             if self.broken:
                 raise StoreUnavailable("an earlier commit of this instance failed")
             recorded = await self.port.read_journal(self.ref)
-            return machine.start_run(self.port.now(), recorded)
+            return machine.start_run(self.port.now(), recorded, quiet=quiet)
 
     async def history(self) -> tuple[list[StepRecord], list[EventRecord]]:
         """Every step row and event, for viewing (nothing is restored into memory)."""
@@ -321,7 +324,8 @@ class Cell:
         this cell and has set `starting`; this returns it through the port.
 
         `preload`: brought in ahead of its deadline; the replay only rebuilds the pending
-        promise, so the instance goes on reading `waiting` (nothing is committed for it).
+        promise, so the instance goes on reading `waiting` throughout (a quiet start, see
+        `Machine.start_run`: nothing changes, nothing is committed for it).
         """
         try:
             await self._start_run(preload)
@@ -344,7 +348,7 @@ class Cell:
             await self.port.give_isolate(isolate)
             return
         try:
-            start = await self._run_start()
+            start = await self._run_start(quiet=preload)
         except BaseException:
             await self.port.give_isolate(isolate)
             raise
@@ -436,6 +440,24 @@ class Cell:
             self.port.release(self)  # queued runs may take its slot
 
     # -- outside events ----------------------------------------------------------------------
+
+    def alarm_now(self, done: CommitDone) -> bool:
+        """A deadline came for a resident run that only has to settle its due calls (no
+        rollback, no replay per step): settle them and commit, with no task; `done` is
+        told how the commit went. False (nothing done) when `on_alarm` must handle it."""
+        run = self.run
+        if (
+            run is None
+            or self.starting
+            or self.broken
+            or self.machine.rolling_back
+            or self.port.settings.replay_every_step
+            or self.machine.status not in (Status.RUNNING, Status.WAITING)
+        ):
+            return False
+        run.deliver(self.machine.wake(self.port.now()))
+        self.commit_soon(done)
+        return True
 
     async def on_alarm(self) -> None:
         """A deadline came: settle due calls of the resident run, or replay."""

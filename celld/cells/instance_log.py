@@ -81,6 +81,20 @@ def _config(text: str | None) -> tuple[dict[str, Any], dict[str, Any] | None]:
     return found
 
 
+_VIEW_TEXTS: dict[str | None, str] = {}
+
+
+def _view_text(text: str | None, view: dict[str, Any] | None) -> str:
+    """`view` (the `step_started` view of config `text`) as JSON, remembered by text."""
+    found = _VIEW_TEXTS.get(text)
+    if found is None:
+        found = orjson.dumps(view).decode()
+        if len(_VIEW_TEXTS) >= _CONFIGS_MAX:
+            _VIEW_TEXTS.clear()
+        _VIEW_TEXTS[text] = found
+    return found
+
+
 def _config_view(data: dict[str, Any]) -> dict[str, Any] | None:
     """`step_started.config`: {retries: {limit, delay, backoff}, timeout, sensitive?}."""
     if "limit" not in data:
@@ -147,6 +161,10 @@ class InstanceLog:
         if len(forward) > 1:
             forward.sort(key=_seq)
         for row in forward:
+            done_at_once = row.type == "do" and row.state == "done" and not row.attempts
+            if done_at_once and row.key not in self._steps:  # begun and done in one commit
+                self._done_at_once(row, out)
+                continue
             self._step(row, emit)
         if began:
             emit("rollback_started")
@@ -193,6 +211,22 @@ class InstanceLog:
             self._steps.pop(row.key, None)
         else:
             self._steps[row.key] = seen or _Seen(row.state, row.attempts, 0)
+
+    def _done_at_once(self, row: StepRecord, out: list[LogEntry]) -> None:
+        """The events of a step whose first attempt began and succeeded since the last
+        commit (most steps): what `_do` emits for it, with its texts made directly."""
+        now = self._now
+        named = '{"stepName":' + orjson.dumps(f"{row.name}-{row.count}").decode()
+        config, view = _config(row.config)
+        view_text = _view_text(row.config, view)
+        sensitive = config.get("sensitive") == "output"
+        output = REDACTED_TEXT if sensitive else (row.value or "null")
+        attempt = named + ',"attempt":1}'
+        out.append((now, "step_started", named + ',"config":' + view_text + "}"))
+        out.append((now, "attempt_started", attempt))
+        out.append((now, "attempt_completed", attempt))
+        output_text = orjson.dumps(output).decode()
+        out.append((now, "step_completed", named + ',"$output":' + output_text + "}"))
 
     def _rollback(self, row: StepRecord, emit: Any) -> None:
         """A rollback handler's row: nothing while it is only registered, then the same

@@ -488,7 +488,18 @@ class CellManager:
             # alarm firing again for a run already queued costs nothing.
             self.request_run(ref, Priority.WAKE)
             return
+        cell = self.residency.get(ref)
+        if self.tasks.closed:
+            return
+        if cell is not None and cell.alarm_now(lambda error: self._woken(ref, error)):
+            return  # a resident run: its due calls are settled without a task
         self.tasks.spawn(self._wake(ref), "waking an instance", self._wake_failed(ref))
+
+    def _woken(self, ref: InstanceRef, error: BaseException | None) -> None:
+        """The commit of a resident wake-up landed (or failed)."""
+        if error is not None:  # as the task of `_wake` would have failed
+            log.error("waking %s/%s failed", ref.workflow, ref.id, exc_info=error)
+            self._wake_failed(ref)(error)
 
     def _wake_failed(self, ref: InstanceRef) -> ErrorHandler:
         def handle(error: BaseException) -> None:

@@ -178,6 +178,8 @@ class Residency:
     def release(self, cell: Cell) -> None:
         """Free the cell's slot if its run is over, unload it if nothing holds it, and let
         queued runs take freed or parked slots."""
+        if cell.run is not None and not cell.parked:
+            return  # a busy run (every step's commit): nothing to free, settle or hand on
         freed = False
         if self._slots.get(cell.ref) is cell and cell.run is None and not cell.starting:
             del self._slots[cell.ref]

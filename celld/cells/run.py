@@ -697,6 +697,10 @@ class CellRun:
         if self.closed or self._delivering or self.machine.in_flight():
             # Not idle (idle() would do nothing); the attempt's report commits what changed.
             return
+        if self.machine.status not in (Status.RUNNING, Status.WAITING):
+            # idle() would do nothing either: the run is ending (its end commits) or a
+            # pause is settling (the pause commits)
+            return
         self.machine.idle(self.port.now())
         self.port.spawn(self._after_idle(), "settling an idle run", self.cell.on_task_failure)
 

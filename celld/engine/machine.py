@@ -166,6 +166,9 @@ class Machine:
         self._refused: dict[StepKey, Decision] = {}
         self._ordinal = 0
         self._idle_since: int | None = None
+        #: a quiet replay (a preload): the instance reads `waiting` while JS only asks
+        #: again for the calls it is recorded as waiting on (see :meth:`start_run`)
+        self._quiet = False
         #: finished rows and consumed events were dropped from memory (they are on disk)
         self._history_dropped = history_dropped
 
@@ -435,6 +438,7 @@ class Machine:
         self._refused.clear()
         self._ordinal = 0
         self._idle_since = None
+        self._quiet = False
 
     def _finish(self, event: LifecycleEvent, now: int, retention_ms: int) -> None:
         self._go(event)
@@ -460,11 +464,24 @@ class Machine:
     def _pausing(self) -> bool:
         return self._state.status is Status.WAITING_FOR_PAUSE
 
-    def _js_active(self) -> None:
-        """JS did something: the stall clock stops and a waiting instance runs again."""
+    def _js_active(self, key: StepKey | None = None, now: int = 0) -> None:
+        """JS did something: the stall clock stops and a waiting instance runs again.
+        In a quiet replay, a call of `key` that is recorded as still waiting (a sleep or
+        retry delay not due, a wait with no event for it) is only the replay catching
+        up: the instance goes on waiting. Anything else ends the quiet replay."""
         self._idle_since = None
+        if self._quiet:
+            if key is not None and self._still_waiting(key, now):
+                return
+            self._quiet = False
         if self._state.status is Status.WAITING:
             self._go(_E.WAKE)
+
+    def _still_waiting(self, key: StepKey, now: int) -> bool:
+        row = self._steps.get(key)
+        if row is None or key not in self._timed or row.wake_at is None or row.wake_at <= now:
+            return False
+        return row.type != "waitForEvent" or not self._buffer.get(row.event_type or "")
 
     def _settle_pause_if_idle(self, now: int) -> None:
         if self._pausing() and not self._in_flight:
@@ -501,8 +518,13 @@ class Machine:
         which needs the forward steps' rows, is to be made."""
         return not (self._deleted_steps or self._wiped or self.rolling_back)
 
-    def start_run(self, now: int, recorded: str | None = None) -> RunStart:
+    def start_run(self, now: int, recorded: str | None = None, *, quiet: bool = False) -> RunStart:
         """A run (re)starts from the top: queued/running/waiting -> running.
+
+        ``quiet``: a waiting instance is brought in ahead of its deadline (a preload). Its
+        status stays ``waiting`` (nothing changes, nothing is to be committed) while the
+        replay only asks again for the calls it waits on; it turns ``running`` as soon
+        as anything else happens (a deadline already passed, an attempt, a new step).
 
         Returns every finished step. Sleeps whose end has passed are marked done, and waits
         whose deadline has passed take a buffered event sent before the deadline or time out,
@@ -515,7 +537,9 @@ class Machine:
         """
         if recorded is None or not self.journal_on_disk_suffices:
             self._need_history("start_run()")
-        self._go(_E.START)
+        quiet = quiet and self._state.status is Status.WAITING and not self.rolling_back
+        if not quiet:
+            self._go(_E.START)
         if self._state.started_at is None:
             self._state.started_at = now
         self._clear_run()
@@ -525,10 +549,14 @@ class Machine:
                 continue
             due = row.wake_at is not None and row.wake_at <= now
             if due and row.type != "do" and row.state in TIMED_STATES:
+                if quiet:  # a deadline passed meanwhile: this is a real run after all
+                    quiet = False
+                    self._go(_E.WAKE)
                 self._settle_due(row, now)
             entry = self.journal_entry(row)
             if entry is not None:
                 journal[str(key)] = entry
+        self._quiet = quiet
         return RunStart(
             self._state.generation,
             journal,
@@ -646,13 +674,14 @@ class Machine:
         None, "dynamic": its delay is a function}`` (registered at first execution)."""
         if not self._active():
             return None
-        self._js_active()
+        key = StepKey("do", name, count)
+        self._js_active(key, now)
         self._ordinal += 1
         if (ordinal if ordinal is not None else self._ordinal) > self.step_limit:
             return _thrown(step_limit_reached(self.step_limit))
         if not step_name_ok(name):
             return _thrown(invalid_step_name(name))
-        return self._decide_do(StepKey("do", name, count), raw_config, dynamic_delay, now, rollback)
+        return self._decide_do(key, raw_config, dynamic_delay, now, rollback)
 
     def step_begin(
         self,
@@ -897,10 +926,10 @@ class Machine:
         not make it a new sleep."""
         if not self._active():
             return None
-        self._js_active()
+        key = StepKey("sleep", name, count)
+        self._js_active(key, now)
         if not step_name_ok(name):
             return _thrown(invalid_step_name(name))
-        key = StepKey("sleep", name, count)
         row = self._steps.get(key)
         if row is None:
             if until_ms is not None:
@@ -952,10 +981,10 @@ class Machine:
         else pending until an event or the deadline (stored at first reach)."""
         if not self._active():
             return None
-        self._js_active()
+        key = StepKey("waitForEvent", name, count)
+        self._js_active(key, now)
         if not step_name_ok(name):
             return _thrown(invalid_step_name(name))
-        key = StepKey("waitForEvent", name, count)
         row = self._steps.get(key)
         if row is None:
             try:

@@ -14,6 +14,7 @@ import logging
 from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 
+from celld.isolate.inline import InlineTurns, inline_turns
 from celld.isolate.isolate import Isolate, IsolateFault
 
 log = logging.getLogger("celld.isolate")
@@ -118,6 +119,8 @@ class IsolateHost:
         self._in_turn = False  # a batch has been taken and its outbox not yet dispatched
         self._at_boundary: list[Callable[[], None]] = []
         self._pump_task: asyncio.Task[None] | None = None
+        self._inline: InlineTurns | None = None  # the loop's inline slices, once used
+        self._pump_waiters: list[asyncio.Future[None]] = []  # `_stop` waiting for the pump
         self._tasks: set[asyncio.Task[Any]] = set()
         self._by_ticket: dict[int, tuple[asyncio.Task[Any], Awaitable[Any]]] = {}
         self._laters: dict[Later, int | None] = {}  # answers still to come, with their ticket
@@ -180,6 +183,17 @@ class IsolateHost:
         if not self._pumping and not self.faulted:
             self._pumping = True
             self._idle.clear()
+            self._pump_soon()
+
+    def _pump_soon(self) -> None:
+        """Queue the pump: an isolate turning on the event loop is pumped one turn at a
+        time from the inline slices (no task, no future per turn); others by a task that
+        awaits each turn on the isolate's JS thread."""
+        if self.isolate.turns_inline:
+            if self._inline is None:
+                self._inline = inline_turns()
+            self._inline.call(self._pump_inline)
+        else:
             self._pump_task = asyncio.get_running_loop().create_task(self._pump())
 
     def at_turn_boundary(self, callback: Callable[[], None]) -> None:
@@ -210,41 +224,75 @@ class IsolateHost:
                 self._in_turn = True
                 try:
                     outbox = await self.isolate.turn(batch)
-                except IsolateFault as fault:
-                    self._fail(fault)
+                except Exception as error:  # noqa: BLE001 - a fault, or the bridge broke
+                    self._turn_failed(error)
                     return
-                except Exception as error:  # noqa: BLE001 - the bridge itself broke
-                    log.exception("a turn failed outside JS; the isolate is dropped")
-                    fault = IsolateFault("isolate failure", f"{type(error).__name__}: {error}")
-                    self.isolate.fault = fault
-                    self._fail(fault)
-                    return
-                for message in outbox:
-                    self._dispatch(message)
-                if self.cpu_callback is not None:
-                    self.cpu_callback(self.isolate.last_turn_cpu_ms)
-                if self.turn_callback is not None and not self.isolate.runnable:
-                    self.turn_callback()
-                self._in_turn = False
-                self._run_boundary()
-                if self.faulted:  # an owner's callback condemned the isolate
-                    try:
-                        if self.on_fault is not None and self.isolate.fault is not None:
-                            self.on_fault(self.isolate.fault)
-                    finally:
-                        self._inbox.clear()
-                    return
-                # A turn that ended its slice with jobs left runs again, after the other
-                # isolates queued on the same thread have had theirs.
-                if not self._inbox and not self.isolate.runnable:
+                if not self._turn_done(outbox):
                     return
         finally:
-            self._pumping = False
-            self._in_turn = False
-            self._run_boundary()
-            self._idle.set()
-            if not self._tasks and not self._laters and self.idle_callback is not None:
-                self.idle_callback()
+            self._pump_ended()
+
+    def _pump_inline(self) -> None:
+        """One turn of the pump, run in an inline slice; queued again (behind the other
+        isolates' turns) while there is more to do."""
+        if not self.isolate.turns_inline:  # moved off the loop meanwhile
+            self._pump_task = asyncio.get_running_loop().create_task(self._pump())
+            return
+        again = False
+        try:
+            batch, self._inbox = self._inbox, []
+            self._in_turn = True
+            try:
+                outbox = self.isolate.turn_now(batch)
+            except Exception as error:  # noqa: BLE001 - a fault, or the bridge broke
+                self._turn_failed(error)
+                return
+            again = self._turn_done(outbox)
+        finally:
+            if again:
+                self._pump_soon()
+            else:
+                self._pump_ended()
+
+    def _turn_failed(self, error: Exception) -> None:
+        if not isinstance(error, IsolateFault):
+            log.error("a turn failed outside JS; the isolate is dropped", exc_info=error)
+            error = IsolateFault("isolate failure", f"{type(error).__name__}: {error}")
+            self.isolate.fault = error
+        self._fail(error)
+
+    def _turn_done(self, outbox: list[dict[str, Any]]) -> bool:
+        """Dispatch a turn's outbox and tell the owner; True if another turn must follow."""
+        for message in outbox:
+            self._dispatch(message)
+        if self.cpu_callback is not None:
+            self.cpu_callback(self.isolate.last_turn_cpu_ms)
+        if self.turn_callback is not None and not self.isolate.runnable:
+            self.turn_callback()
+        self._in_turn = False
+        self._run_boundary()
+        if self.faulted:  # an owner's callback condemned the isolate
+            try:
+                if self.on_fault is not None and self.isolate.fault is not None:
+                    self.on_fault(self.isolate.fault)
+            finally:
+                self._inbox.clear()
+            return False
+        # A turn that ended its slice with jobs left runs again, after the other
+        # isolates queued on the same thread (or the loop's slices) have had theirs.
+        return bool(self._inbox) or self.isolate.runnable
+
+    def _pump_ended(self) -> None:
+        self._pumping = False
+        self._in_turn = False
+        self._run_boundary()
+        self._idle.set()
+        waiters, self._pump_waiters = self._pump_waiters, []
+        for waiter in waiters:
+            if not waiter.done():
+                waiter.set_result(None)
+        if not self._tasks and not self._laters and self.idle_callback is not None:
+            self.idle_callback()
 
     def _fail(self, fault: IsolateFault) -> None:
         """The owner hears of the fault while what JS never saw is still queued (it may
@@ -290,18 +338,21 @@ class IsolateHost:
         except Exception as error:  # noqa: BLE001 - every failure is reported to JS
             self._settle_error(ticket, op, error)
             return
-        if isinstance(result, Later):
+        if result is None:  # (a report: nothing more to do for most messages)
+            if ticket is not None:
+                self.post({"k": "settle", "t": ticket, "v": None})
+        elif isinstance(result, Later):
             self._adopt(ticket, op, result)
         elif inspect.isawaitable(result):
             task = asyncio.get_running_loop().create_task(self._await(ticket, op, result))
             self._tasks.add(task)
             self.pending_ops[op] = self.pending_ops.get(op, 0) + 1
-            task.add_done_callback(lambda _, o=op: self._op_done(o))
-            task.add_done_callback(self._task_done)
-            task.add_done_callback(lambda _, work=result: _close_unstarted(work))
+            # one done callback (each is a pass through the event loop of its own)
+            task.add_done_callback(
+                lambda t, o=op, k=ticket, w=result: self._op_task_done(t, o, k, w)
+            )
             if ticket is not None:
                 self._by_ticket[ticket] = (task, result)
-                task.add_done_callback(lambda _, t=ticket: self._by_ticket.pop(t, None))
         elif ticket is not None:
             self.post({"k": "settle", "t": ticket, "v": result})
 
@@ -336,6 +387,16 @@ class IsolateHost:
             self.pending_ops[op] = left
         else:
             self.pending_ops.pop(op, None)
+
+    def _op_task_done(
+        self, task: asyncio.Task[Any], op: str, ticket: int | None, work: Awaitable[Any]
+    ) -> None:
+        """An operation's task ended: it no longer counts as host work for JS."""
+        self._op_done(op)
+        if ticket is not None:
+            self._by_ticket.pop(ticket, None)
+        _close_unstarted(work)
+        self._task_done(task)
 
     def _task_done(self, task: asyncio.Task[Any]) -> None:
         self._tasks.discard(task)
@@ -414,3 +475,7 @@ class IsolateHost:
                 await self._pump_task
             except Exception:  # noqa: BLE001 - the isolate is going away either way
                 log.debug("pump ended with an error while closing", exc_info=True)
+        elif self._pumping:  # pumped from the inline slices: its queued turn runs first
+            waiter: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+            self._pump_waiters.append(waiter)
+            await waiter

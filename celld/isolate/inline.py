@@ -16,6 +16,7 @@ the slices add up to is what the loop can spare; the JS work is the same.
 from __future__ import annotations
 
 import asyncio
+import logging
 import time
 from collections import deque
 from collections.abc import Callable
@@ -23,6 +24,8 @@ from typing import Any, TypeVar
 from weakref import WeakKeyDictionary
 
 T = TypeVar("T")
+
+log = logging.getLogger("celld.isolate")
 
 #: Turns run back to back for at most this long before the loop gets a pass of its own.
 BUDGET_S = 0.001
@@ -33,11 +36,19 @@ class InlineTurns:
 
     def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
         self._loop = loop
-        self._queue: deque[tuple[Callable[[], Any], asyncio.Future[Any]]] = deque()
+        self._queue: deque[tuple[Callable[[], Any], asyncio.Future[Any] | None]] = deque()
         self._scheduled = False
 
     def __len__(self) -> int:
         return len(self._queue)
+
+    def call(self, turn: Callable[[], Any]) -> None:
+        """Run `turn` (which reports its own outcome) on this thread in the next slice:
+        what an isolate's host pumps with, without a future or a task per turn."""
+        self._queue.append((turn, None))
+        if not self._scheduled:
+            self._scheduled = True
+            self._loop.call_soon(self._slice)
 
     async def run(self, turn: Callable[[], T]) -> T:
         """Run `turn` on this thread in the next slice; its result or exception."""
@@ -54,12 +65,18 @@ class InlineTurns:
         end = time.perf_counter() + BUDGET_S
         while queue:
             turn, future = queue.popleft()
-            if future.done():  # its awaiter was cancelled: the turn is not wanted
+            if future is None:
+                try:
+                    turn()
+                except Exception:  # noqa: BLE001 - one broken turn must not stop the others
+                    log.exception("an inline turn failed")
+            elif future.done():  # its awaiter was cancelled: the turn is not wanted
                 continue
-            try:
-                future.set_result(turn())
-            except Exception as error:  # noqa: BLE001 - handed to the awaiting pump
-                future.set_exception(error)
+            else:
+                try:
+                    future.set_result(turn())
+                except Exception as error:  # noqa: BLE001 - handed to the awaiting pump
+                    future.set_exception(error)
             if time.perf_counter() >= end:
                 break
         if queue and not self._scheduled:

@@ -256,6 +256,11 @@ class Isolate:
 
     # -- turns -----------------------------------------------------------------------
 
+    @property
+    def turns_inline(self) -> bool:
+        """Its turns run on the event-loop thread (see `turn_now`)."""
+        return self.inline and self._native is not None
+
     async def turn(self, inbox: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
         """Deliver `inbox`, run pending jobs for up to one slice, return the outbox.
 
@@ -269,14 +274,30 @@ class Isolate:
                 outbox = await inline_turns().run(lambda: self._turn_sync(payload, inline=True))
             else:
                 outbox = await self.thread.run_batched(lambda: self._turn_sync(payload))
-        except IsolateFault as fault:
-            self.fault = fault
-            raise
-        except (quickjs.JSException, quickjs.StackOverflow, NativeJsError) as error:
-            self.fault = classify_fault(error)
-            raise self.fault from None
+        except _TURN_FAILURES as error:
+            raise self._faulted(error) from None
         finally:
             self.turn_queued_at = None
+        return self._messages(outbox)
+
+    def turn_now(self, inbox: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
+        """`turn` for an isolate that `turns_inline`, run right here: the caller is an
+        inline slice (celld/isolate/inline.py), so no future and no task per turn."""
+        if self.fault is not None:
+            raise self.fault
+        try:
+            outbox = self._turn_sync(_dumps(inbox), inline=True)
+        except _TURN_FAILURES as error:
+            raise self._faulted(error) from None
+        return self._messages(outbox)
+
+    def _faulted(self, error: BaseException) -> IsolateFault:
+        """The fault a failed turn leaves on the isolate."""
+        self.fault = error if isinstance(error, IsolateFault) else classify_fault(error)
+        return self.fault
+
+    def _messages(self, outbox: bytes | str) -> list[dict[str, Any]]:
+        """A turn's outbox as messages (a broken one faults the isolate)."""
         try:
             messages = _loads(outbox)
             if not isinstance(messages, list) or not all(isinstance(m, dict) for m in messages):
@@ -448,6 +469,10 @@ class Isolate:
             return dict(self._enter().memory())
 
         return await self._where_it_turns(read)
+
+
+#: What a turn may fail with: a limit, or JS failing outside any job's own handling.
+_TURN_FAILURES = (IsolateFault, quickjs.JSException, quickjs.StackOverflow, NativeJsError)
 
 
 def _dumps(value: Any) -> bytes:
