@@ -112,12 +112,32 @@
     return { ticket, promise };
   }
 
+  /** Queue a request whose answer goes straight to `onValue` / `onError`, called from the
+   * delivery itself: no promise, and no job between the answer and the caller's reaction.
+   * `body` is the JSON text of the message's other fields (`"name":...,"count":...`),
+   * written by a caller that built it from values it knows to be sendable. */
+  function queueCall(op, body, onValue, onError) {
+    const ticket = nextTicket++;
+    ArrayPrototypePush(outbox, `{"op":"${op}","t":${ticket},${body}}`);
+    waiting.set(ticket, { resolve: onValue, reject: onError, owner: currentOwner });
+    return ticket;
+  }
+
   const host = ObjectFreeze({
     /** Queue a message that needs no answer (a log line, a response). Throws a
      * TypeError when the message cannot be sent (a cycle, too deep). */
     notify(op, fields) {
       ArrayPrototypePush(outbox, encode(ObjectAssign({ op }, fields)));
     },
+    /** Queue a message that needs no answer, given as its JSON text (the caller built it
+     * from values it knows to be sendable: the hot paths of the runtime). */
+    notifyText(text) {
+      ArrayPrototypePush(outbox, text);
+    },
+    /** Queue a request given as the JSON text of its fields but `op` and the ticket; the
+     * answer calls `onValue(value)` or `onError(error)` during its delivery, which must
+     * not throw. Returns the ticket. */
+    call: queueCall,
     /** Queue a request; the promise settles when the host answers it (and rejects at
      * once if the request cannot be sent). */
     request(op, fields) {
