@@ -405,13 +405,15 @@
         const count = (counts.get(name) || 0) + 1;
         counts.set(name, count);
         const ordinal = ++this.#ordinal;
-        const key = `do:${count}:${name}`;
+        const key = count === 1 ? "do:1:" + name : `do:${count}:${name}`;
         if (rollback) this.rollbacks.set(key, rollback);
         const journal = this.#journal;
         const recorded = journal[key];
         if (recorded !== undefined) {
           delete journal[key];
           if (run.checkVersion) this.#replayed(key);
+          // (a recorded primitive is its own value: no calls for the usual replayed step)
+          if (recorded === null || typeof recorded !== "object") return resolved(recorded);
           if (isRecordedError(recorded)) return PromiseReject(engineError(recorded.error));
           return resolved(recordedValue(recorded));
         }
@@ -671,7 +673,7 @@
     const ctx = { waitUntil(promise) { PromisePrototypeThen(PromiseResolve(promise), undefined, () => {}); } };
     const plan = message.rollback || null;
     const step = new WorkflowStep(
-      message.g, JSONParse(message.journal), message.unfinished || [], message.stepLimit, plan !== null,
+      message.g, typeof message.journal === "string" ? JSONParse(message.journal) : message.journal, message.unfinished || [], message.stepLimit, plan !== null,
     );
     run.step = step;
     run.plan = plan;
