@@ -432,7 +432,11 @@
           known !== undefined && run.mayBegin && !run.checkVersion && run.generation === this.#generation
           && !this.#unfinished.has(key) && ordinal <= this.#stepLimit && plainStepName(name)
         ) {
-          return this.#begin(name, key, count, ordinal, callback, rawConfig, rollback, wire, shape, known);
+          // (a config with no JSON text, a symbol, goes the general way)
+          const configText = wire === NO_CONFIG ? "null" : stringify(wire.config);
+          if (configText !== undefined) {
+            return this.#begin(name, key, count, ordinal, callback, rawConfig, rollback, wire, configText, shape, known);
+          }
         }
         const call = { name, count, ordinal, config: wire.config, dynamic: wire.dynamic };
         if (rollback) call.rollback = rollback.wire;
@@ -479,10 +483,9 @@
      * own with a fresh context, its value or error is recorded as reported, and the step
      * settles with what the engine answers.
      */
-    #begin(name, key, count, ordinal, callback, rawConfig, rollback, wire, shape, known) {
+    #begin(name, key, count, ordinal, callback, rawConfig, rollback, wire, configText, shape, known) {
       const g = this.#generation;
       const nameText = JSONStringify(name);
-      const configText = wire === NO_CONFIG ? "null" : stringify(wire.config);
       const rollbackText = rollback ? `,"rollback":${stringify(rollback.wire)}` : "";
       host.notifyText(
         `{"op":"wf.begin","g":${g},"name":${nameText},"count":${count},"ordinal":${ordinal},`
