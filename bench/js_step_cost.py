@@ -1,6 +1,6 @@
 """The JavaScript of one workflow step, alone: one isolate, a host that answers at once.
 
-    nice -n 10 python bench/js_step_cost.py [-k 2000] [--repeat 5] [--jobs]
+    nice -n 10 python bench/js_step_cost.py [-k 2000] [--repeat 5] [--isolates 1] [--jobs]
 
 One warm workflow isolate (the runtime and bench/project's Worker, as the cells load it)
 runs `BenchWorkflow` with K steps on the calling thread through the direct calls of
@@ -12,7 +12,10 @@ with the value), so nothing but the JS of a step and the bridge is priced:
   and taking the outbox, per step (median of `--repeat` runs);
 * promise jobs, turns and messages each way per step;
 * with `--jobs`, CPU of each job position within a step's turn (the jobs timed one by one,
-  so each figure carries one clock read more).
+  so each figure carries one clock read more);
+* with `--isolates M`, M isolates each run an instance and their turns alternate, as the
+  event loop interleaves many instances: what a step's JS costs once the caches hold other
+  isolates' memory between two of its turns.
 
 Figures are CPU, not wall time: the machine is shared.
 """
@@ -21,10 +24,12 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import ctypes
 import statistics
 import sys
 import tempfile
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -102,13 +107,13 @@ class Meter:
         self.by_position: dict[int, list[float]] = {}
 
 
-def run_one(bridge: NativeBridge, k: int, generation: int, per_job: bool) -> tuple[Meter, Any]:
-    """Drive one instance to its end; what it cost and its `wf.done` message."""
-    meter = Meter()
+def run_turns(
+    bridge: NativeBridge, meter: Meter, k: int, generation: int, per_job: bool
+) -> Iterator[Any]:
+    """Drive one instance to its end, one turn per iteration; yields None after each turn
+    and its `wf.done` message at the end."""
     lib, runtime = bridge._lib, bridge.runtime
     execute = lib.execute_pending_job
-    import ctypes
-
     job_context = ctypes.c_void_p()
     out = ctypes.byref(job_context)
     inbox: list[dict[str, Any]] = [{"k": "reset"}, start_message(k, generation)]
@@ -124,28 +129,18 @@ def run_one(bridge: NativeBridge, k: int, generation: int, per_job: bool) -> tup
         after = CLOCK()
         meter.cpu["deliver"] += after - before
         position = 0
-        if per_job:
-            while True:
-                start = CLOCK()
-                ran = execute(runtime, out)
-                end = CLOCK()
-                if ran <= 0:
-                    if ran < 0:
-                        bridge._raise_pending()
-                    break
-                meter.by_position.setdefault(position, []).append(end - start)
+        while True:
+            start = CLOCK() if per_job else 0.0
+            ran = execute(runtime, out)
+            if ran <= 0:
+                if ran < 0:
+                    bridge._raise_pending()
+                break
+            if per_job:
+                meter.by_position.setdefault(position, []).append(CLOCK() - start)
                 position += 1
-                meter.jobs += 1
-            meter.cpu["jobs"] += CLOCK() - after
-        else:
-            while True:
-                ran = execute(runtime, out)
-                if ran <= 0:
-                    if ran < 0:
-                        bridge._raise_pending()
-                    break
-                meter.jobs += 1
-            meter.cpu["jobs"] += CLOCK() - after
+            meter.jobs += 1
+        meter.cpu["jobs"] += CLOCK() - after
         before = CLOCK()
         text = bridge.take()
         meter.cpu["take"] += CLOCK() - before
@@ -158,7 +153,26 @@ def run_one(bridge: NativeBridge, k: int, generation: int, per_job: bool) -> tup
             reply = answer(message)
             if reply is not None:
                 inbox.append(reply)
-    return meter, done
+        if done is None:
+            yield None
+    yield done
+
+
+def run_round(bridges: list[NativeBridge], k: int, generation: int, per_job: bool) -> Meter:
+    """One instance of K steps in each isolate, their turns taken in turn (as the event
+    loop interleaves the runs of many instances); what all of it cost."""
+    meter = Meter()
+    runs = [run_turns(bridge, meter, k, generation, per_job) for bridge in bridges]
+    while runs:
+        still = []
+        for run in runs:
+            outcome = next(run)
+            if outcome is None:
+                still.append(run)
+            elif "output" not in outcome:
+                raise RuntimeError(f"the run failed: {outcome}")
+        runs = still
+    return meter
 
 
 async def measure(args: argparse.Namespace) -> None:
@@ -169,33 +183,37 @@ async def measure(args: argparse.Namespace) -> None:
         try:
             manager = service.cells
             assert manager is not None
-            isolate: Isolate
-            isolate, _ = await manager.take_isolate()
+            isolates: list[Isolate] = []
             try:
-                await isolate.turn([{"k": "env", **manager.settings.env_message}])
-                bridge = isolate._native
-                if bridge is None:
+                for _ in range(args.isolates):
+                    isolate, _ = await manager.take_isolate()
+                    isolates.append(isolate)
+                    await isolate.turn([{"k": "env", **manager.settings.env_message}])
+                bridges = [isolate._native for isolate in isolates]
+                if any(bridge is None for bridge in bridges):
                     raise SystemExit("no direct calls into QuickJS with this binding")
 
                 def drive() -> list[Meter]:
-                    bridge.enter(JS_STACK_LIMIT_BYTES)
+                    for bridge in bridges:
+                        bridge.enter(JS_STACK_LIMIT_BYTES)
                     meters = []
                     for generation in range(2, args.repeat + 3):
-                        meter, done = run_one(bridge, args.k, generation, args.jobs)
-                        if "output" not in done:
-                            raise RuntimeError(f"the run failed: {done}")
-                        meters.append(meter)
-                    return meters[1:]  # the first run warms up
+                        meters.append(run_round(bridges, args.k, generation, args.jobs))
+                    return meters[1:]  # the first round warms up
 
-                meters = await isolate.thread.run(drive)
+                meters = await isolates[0].thread.run(drive)
             finally:
-                await isolate.close()
+                for isolate in isolates:
+                    await isolate.close()
         finally:
             await service.stop()
-    k = args.k
+    k = args.k * args.isolates
     per = {name: statistics.median(m.cpu[name] for m in meters) / k * 1e6 for name in meters[0].cpu}
     m = meters[-1]
-    print(f"BenchWorkflow, K={k}, {len(meters)} runs (medians), direct calls, answered at once")
+    print(
+        f"BenchWorkflow, K={args.k} in each of {args.isolates} isolate(s), turns interleaved, "
+        f"{len(meters)} rounds (medians), direct calls, answered at once"
+    )
     print(
         f"JS per step (us): deliver {per['deliver']:.1f}, jobs {per['jobs']:.1f}, "
         f"take {per['take']:.1f}, all {sum(per.values()):.1f}"
@@ -217,6 +235,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("-k", type=int, default=2000, help="steps per run")
     parser.add_argument("--repeat", type=int, default=5)
+    parser.add_argument("--isolates", type=int, default=1, help="instances side by side")
     parser.add_argument("--jobs", action="store_true", help="time each job of a turn")
     asyncio.run(measure(parser.parse_args()))
 
