@@ -536,8 +536,12 @@
         };
         // A returned stream is read to its end within the attempt (and its timeout).
         const take = (value) => {
-          if (value instanceof ReadableStreamClass) PromisePrototypeThen(recordStream(value), finish, fail);
-          else finish(value);
+          try {
+            if (value instanceof ReadableStreamClass) PromisePrototypeThen(recordStream(value), finish, fail);
+            else finish(value);
+          } catch (error) {
+            fail(error); // (a patched instanceof): the attempt failed, as on the general path
+          }
         };
         const invoke = () => {
           const config = known.configText === "null" ? null : JSONParse(known.configText);
