@@ -129,15 +129,6 @@
     notify(op, fields) {
       ArrayPrototypePush(outbox, encode(ObjectAssign({ op }, fields)));
     },
-    /** Queue a message that needs no answer, given as its JSON text (the caller built it
-     * from values it knows to be sendable: the hot paths of the runtime). */
-    notifyText(text) {
-      ArrayPrototypePush(outbox, text);
-    },
-    /** Queue a request given as the JSON text of its fields but `op` and the ticket; the
-     * answer calls `onValue(value)` or `onError(error)` during its delivery, which must
-     * not throw. Returns the ticket. */
-    call: queueCall,
     /** Queue a request; the promise settles when the host answers it (and rejects at
      * once if the request cannot be sent). */
     request(op, fields) {
@@ -224,8 +215,25 @@
     return json;
   }
 
+  // Messages given as text, for the runtime's hot paths (js/workflows/step.js), which take
+  // this once and delete it before user code runs: text that is not JSON would break the
+  // bridge, so only callers that build it from values known to be plain may send it.
+  const hostText = ObjectFreeze({
+    /** Queue a message that needs no answer, given as its JSON text. */
+    notify(text) {
+      ArrayPrototypePush(outbox, text);
+    },
+    /** Queue a request given as the JSON text of its fields but `op` and the ticket; the
+     * answer calls `onValue(value)` or `onError(error)` during its delivery, which must
+     * not throw. Returns the ticket. */
+    call: queueCall,
+  });
+
   const hidden = { configurable: false, enumerable: false, writable: false };
   ObjectDefineProperty(globalThis, "__celld_host", ObjectAssign({ value: host }, hidden));
+  ObjectDefineProperty(globalThis, "__celld_host_text", {
+    value: hostText, configurable: true, enumerable: false, writable: false,
+  });
   ObjectDefineProperty(globalThis, "__celld_deliver", ObjectAssign({ value: deliver }, hidden));
   ObjectDefineProperty(globalThis, "__celld_take", ObjectAssign({ value: take }, hidden));
   ObjectDefineProperty(globalThis, "__celld_builtin_modules", ObjectAssign(

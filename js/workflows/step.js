@@ -31,6 +31,8 @@
   const RegExpPrototypeExec = uncurryThis(RegExp.prototype.exec);
   const FunctionPrototypeBind = uncurryThis(Function.prototype.bind);
   const host = globalThis.__celld_host;
+  const hostText = globalThis.__celld_host_text; // (js/host.js: taken here, gone for user code)
+  delete globalThis.__celld_host_text;
   const cloudflare = globalThis.__celld_cloudflare;
   const serialize = (value) => globalThis.__celld_serialize(value);
   const deserialize = (text) => globalThis.__celld_deserialize(text);
@@ -489,7 +491,7 @@
       const g = this.#generation;
       const nameText = JSONStringify(name);
       const rollbackText = rollback ? `,"rollback":${stringify(rollback.wire)}` : "";
-      host.notifyText(
+      hostText.notify(
         `{"op":"wf.begin","g":${g},"name":${nameText},"count":${count},"ordinal":${ordinal},`
           + `"config":${configText},"dynamic":${wire.dynamic}${rollbackText}}`,
       );
@@ -529,7 +531,7 @@
             else reject(error);
             return;
           }
-          host.call(
+          hostText.call(
             "wf.attempt",
             `"g":${g},"name":${nameText},"count":${count},"attempt":1,"ok":true,"value":${JSONStringify(text)}`,
             decided,

@@ -31,6 +31,7 @@ async def test_steps_started_at_once_keep_the_semantics_of_steps(tmp_path: Path)
             status = done[instance_id]
             assert status["status"] == "complete", status
             output = orjson.loads(status["output"])
+            assert output["bridgeTextHidden"] is True  # user code cannot send raw text
             assert output["ranInsideCall"] is False
             assert output["first"] == context("ctx", 1, DEFAULT_CONFIG)
             assert output["second"] == context("ctx", 2, DEFAULT_CONFIG)

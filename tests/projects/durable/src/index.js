@@ -248,6 +248,7 @@ export class StartedAtOnceWorkflow extends WorkflowEntrypoint {
       exhausted = `${error.name}: ${error.message}`;
     }
     return {
+      bridgeTextHidden: !("__celld_host_text" in globalThis),
       ranInsideCall,
       first: JSON.parse(first),
       second: JSON.parse(second),
