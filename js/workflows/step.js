@@ -683,9 +683,9 @@
     const event = ObjectFreeze(fields);
     const ctx = { waitUntil(promise) { PromisePrototypeThen(PromiseResolve(promise), undefined, () => {}); } };
     const plan = message.rollback || null;
-    const step = new WorkflowStep(
-      message.g, typeof message.journal === "string" ? JSONParse(message.journal) : message.journal, message.unfinished || [], message.stepLimit, plan !== null,
-    );
+    // (the journal comes as raw JSON inside the message, RawJson; JSON text is parsed here)
+    const journal = typeof message.journal === "string" ? JSONParse(message.journal) : message.journal;
+    const step = new WorkflowStep(message.g, journal, message.unfinished || [], message.stepLimit, plan !== null);
     run.step = step;
     run.plan = plan;
     const running = PromisePrototypeThen(PromiseResolve(undefined), () =>
