@@ -158,8 +158,8 @@ async def _wake(service: Service, n: int, sleep_ms: int) -> list[float]:
 
 class JsMeter:
     """CPU (thread time) inside NativeBridge's calls into QuickJS, jobs run and messages
-    each way, while installed. The counting wrapper around each job costs about 0.1 us of
-    its own, which is in the jobs' figure."""
+    each way, while installed. The counting wrapper around each job costs a few tenths of
+    a us of its own, which is in the jobs' figure."""
 
     def __init__(self) -> None:
         self.cpu = {"deliver": 0.0, "jobs": 0.0, "take": 0.0}
