@@ -39,7 +39,7 @@ sys.path.insert(0, str(ROOT))
 
 from celld.cells.manager import CellSettings  # noqa: E402
 from celld.engine import Machine  # noqa: E402
-from celld.isolate.isolate import Isolate, _dumps  # noqa: E402
+from celld.isolate.isolate import Isolate, RawJson, _dumps  # noqa: E402
 from celld.project.config import find_config, load_config  # noqa: E402
 from celld.server.service import Service, ServiceOptions  # noqa: E402
 from celld.store.base import InstanceRef  # noqa: E402
@@ -179,7 +179,7 @@ def start_message(start: Any, loaded: Any) -> dict[str, Any]:
             "workflowName": state.workflow,
             "schedule": None,
         },
-        "journal": start.journal_json(),
+        "journal": RawJson(start.journal_json()),
         "unfinished": [],
         "stepLimit": start.step_limit,
         "speculate": True,

@@ -8,7 +8,10 @@ Workflow binding's own host operation, and the harness reports, for the steps th
   whole process per step (`time.process_time()`: JS threads and the SQLite writer too);
 * event-loop callbacks per step (every `asyncio.Handle` the loop ran, Task steps included);
 * commits per step (the store's group commits);
-* with `--profile`, cProfile's top entries for the event-loop thread.
+* with `--profile`, cProfile's top entries for the event-loop thread;
+* with `--js`, the JavaScript of those steps: thread CPU inside the direct calls into
+  QuickJS (celld/isolate/native.py: delivering the inbox, running pending jobs, taking
+  the outbox), and the promise jobs and bridge messages per step.
 
 Wall-clock figures are printed too, but on a shared machine only the CPU and callback
 counts compare between runs. Usage:
@@ -24,6 +27,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import cProfile
 import io
 import pstats
@@ -39,6 +43,7 @@ import orjson
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from celld.isolate import native  # noqa: E402
 from celld.project.config import find_config, load_config  # noqa: E402
 from celld.server.service import Service, ServiceOptions  # noqa: E402
 from celld.store.base import InstanceRef  # noqa: E402
@@ -151,6 +156,84 @@ async def _wake(service: Service, n: int, sleep_ms: int) -> list[float]:
     return [done[i]["late_ms"] for i in ids]
 
 
+class JsMeter:
+    """CPU (thread time) inside NativeBridge's calls into QuickJS, jobs run and messages
+    each way, while installed. The counting wrapper around each job costs a few tenths of
+    a us of its own, which is in the jobs' figure."""
+
+    def __init__(self) -> None:
+        self.cpu = {"deliver": 0.0, "jobs": 0.0, "take": 0.0}
+        self.jobs = 0
+        self.inbound = 0  # messages delivered
+        self.outbound = 0  # messages taken
+        self.turns = 0
+        self._saved: dict[str, Any] = {}
+
+    def __enter__(self) -> JsMeter:
+        bridge = native.NativeBridge
+        meter = self
+        self._saved = {name: getattr(bridge, name) for name in ("deliver", "run_jobs", "take")}
+        deliver, run_jobs, take = (self._saved[n] for n in ("deliver", "run_jobs", "take"))
+        clock = time.thread_time
+
+        def timed_deliver(self: Any, payload: bytes) -> None:
+            meter.turns += 1
+            meter.inbound += len(orjson.loads(payload))
+            before = clock()
+            try:
+                deliver(self, payload)
+            finally:
+                meter.cpu["deliver"] += clock() - before
+
+        def timed_run_jobs(self: Any, limit: int) -> bool:
+            lib = self._lib
+            execute = lib.execute_pending_job
+
+            def counted(*args: Any) -> int:
+                ran = execute(*args)
+                if ran > 0:
+                    meter.jobs += 1
+                return ran
+
+            lib.execute_pending_job = counted
+            before = clock()
+            try:
+                return run_jobs(self, limit)
+            finally:
+                meter.cpu["jobs"] += clock() - before
+                lib.execute_pending_job = execute
+
+        def timed_take(self: Any) -> bytes:
+            before = clock()
+            try:
+                out = take(self)
+            finally:
+                meter.cpu["take"] += clock() - before
+            meter.outbound += len(orjson.loads(out))
+            return out
+
+        bridge.deliver = timed_deliver  # type: ignore[method-assign]
+        bridge.run_jobs = timed_run_jobs  # type: ignore[method-assign]
+        bridge.take = timed_take  # type: ignore[method-assign]
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        for name, original in self._saved.items():
+            setattr(native.NativeBridge, name, original)
+
+    def report(self, steps: int) -> str:
+        per = {name: cpu / steps * 1e6 for name, cpu in self.cpu.items()}
+        return "\n".join(
+            [
+                f"JS per step (us): deliver {per['deliver']:.1f}, jobs {per['jobs']:.1f}, "
+                f"take {per['take']:.1f}, all {sum(per.values()):.1f}",
+                f"per step: {self.jobs / steps:.2f} promise jobs, {self.turns / steps:.2f} "
+                f"deliveries, {self.inbound / steps:.2f} messages in, "
+                f"{self.outbound / steps:.2f} out",
+            ]
+        )
+
+
 async def measure(args: argparse.Namespace) -> None:
     config = load_config(find_config(PROJECT, None))
     with tempfile.TemporaryDirectory(prefix="celld-step-cost-") as state:
@@ -163,7 +246,8 @@ async def measure(args: argparse.Namespace) -> None:
             store: Any = service.cells.store if service.cells else None
             commits0 = store.commits
             profile = cProfile.Profile(time.thread_time) if args.profile else None  # CPU, not wall
-            with CallbackCounter() as callbacks:
+            meter = JsMeter() if args.js else None
+            with CallbackCounter() as callbacks, meter or contextlib.nullcontext():
                 loop0, proc0, wall0 = time.thread_time(), time.process_time(), time.perf_counter()
                 if profile is not None:
                     profile.enable()
@@ -207,6 +291,8 @@ async def measure(args: argparse.Namespace) -> None:
             f"create-to-complete p50 {statistics.median(spans):.1f} ms, "
             f"max {max(spans):.1f} ms (noise here)"
         )
+    if meter is not None:
+        print(meter.report(steps))
     if profile is not None:
         out = io.StringIO()
         stats = pstats.Stats(profile, stream=out)
@@ -223,6 +309,7 @@ def main() -> None:
     parser.add_argument("--wake", type=int, default=0, help="sleepers woken at once")
     parser.add_argument("--sleep-ms", type=int, default=2000, help="their sleep")
     parser.add_argument("--threads", type=int, default=2, help="JS threads")
+    parser.add_argument("--js", action="store_true", help="price the JS of the steps")
     parser.add_argument("--profile", type=int, default=0, help="print the top N functions")
     parser.add_argument("--sort", default="tottime", help="by own time, or cumulative")
     asyncio.run(measure(parser.parse_args()))

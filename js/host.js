@@ -112,6 +112,17 @@
     return { ticket, promise };
   }
 
+  /** Queue a request whose answer goes straight to `onValue` / `onError`, called from the
+   * delivery itself: no promise, and no job between the answer and the caller's reaction.
+   * `body` is the JSON text of the message's other fields (`"name":...,"count":...`),
+   * written by a caller that built it from values it knows to be sendable. */
+  function queueCall(op, body, onValue, onError) {
+    const ticket = nextTicket++;
+    ArrayPrototypePush(outbox, `{"op":"${op}","t":${ticket},${body}}`);
+    waiting.set(ticket, { resolve: onValue, reject: onError, owner: currentOwner });
+    return ticket;
+  }
+
   const host = ObjectFreeze({
     /** Queue a message that needs no answer (a log line, a response). Throws a
      * TypeError when the message cannot be sent (a cycle, too deep). */
@@ -204,8 +215,25 @@
     return json;
   }
 
+  // Messages given as text, for the runtime's hot paths (js/workflows/step.js), which take
+  // this once and delete it before user code runs: text that is not JSON would break the
+  // bridge, so only callers that build it from values known to be plain may send it.
+  const hostText = ObjectFreeze({
+    /** Queue a message that needs no answer, given as its JSON text. */
+    notify(text) {
+      ArrayPrototypePush(outbox, text);
+    },
+    /** Queue a request given as the JSON text of its fields but `op` and the ticket; the
+     * answer calls `onValue(value)` or `onError(error)` during its delivery, which must
+     * not throw. Returns the ticket. */
+    call: queueCall,
+  });
+
   const hidden = { configurable: false, enumerable: false, writable: false };
   ObjectDefineProperty(globalThis, "__celld_host", ObjectAssign({ value: host }, hidden));
+  ObjectDefineProperty(globalThis, "__celld_host_text", {
+    value: hostText, configurable: true, enumerable: false, writable: false,
+  });
   ObjectDefineProperty(globalThis, "__celld_deliver", ObjectAssign({ value: deliver }, hidden));
   ObjectDefineProperty(globalThis, "__celld_take", ObjectAssign({ value: take }, hidden));
   ObjectDefineProperty(globalThis, "__celld_builtin_modules", ObjectAssign(

@@ -57,7 +57,7 @@ from celld.engine.errors import missing_callback, status_error
 from celld.engine.state import STEP_TYPES
 from celld.engine.versions import ReplayCheck
 from celld.isolate.host import AnswerWithdrawn, IsolateHost, Later, Outcome
-from celld.isolate.isolate import IsolateFault
+from celld.isolate.isolate import IsolateFault, RawJson
 from celld.project.cron import parse_scheduled_id
 from celld.store.base import StoreUnavailable
 
@@ -181,7 +181,8 @@ class CellRun:
                     "workflowName": state.workflow,
                     "schedule": self._schedule(state.id),
                 },
-                "journal": start.journal_json(),
+                # as raw JSON inside the message: JS parses it once, with the message
+                "journal": RawJson(start.journal_json()),
                 "unfinished": [
                     str(row.key) for row in self.machine.unfinished_steps() if row.type == "do"
                 ],

@@ -477,11 +477,11 @@ _TURN_FAILURES = (IsolateFault, quickjs.JSException, quickjs.StackOverflow, Nati
 
 def _dumps(value: Any) -> bytes:
     try:
-        return orjson.dumps(value)
+        return orjson.dumps(value, default=_raw)
     except TypeError:
         # orjson refuses strings holding lone surrogates (JS strings may); the stdlib writes
         # them as \uXXXX escapes, which JSON.parse turns back into the same JS string.
-        return json.dumps(value).encode()
+        return json.dumps(value, default=_raw_parsed).encode()
 
 
 def _loads(text: bytes | str) -> Any:
@@ -490,3 +490,25 @@ def _loads(text: bytes | str) -> Any:
     except orjson.JSONDecodeError:
         # JSON.stringify escapes a lone surrogate as \udXXX, which orjson refuses.
         return json.loads(text)
+
+
+class RawJson:
+    """JSON text to be put into a message as it is (a run's journal): JS parses it with
+    the message, once, instead of a string that it parses again."""
+
+    __slots__ = ("text",)
+
+    def __init__(self, text: str) -> None:
+        self.text = text
+
+
+def _raw(value: Any) -> Any:
+    if isinstance(value, RawJson):
+        return orjson.Fragment(value.text)
+    raise TypeError(f"{type(value).__name__} cannot be sent to JS")
+
+
+def _raw_parsed(value: Any) -> Any:
+    if isinstance(value, RawJson):
+        return json.loads(value.text)
+    raise TypeError(f"{type(value).__name__} cannot be sent to JS")

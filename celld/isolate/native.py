@@ -317,7 +317,8 @@ class NativeBridge:
         result = lib.call(context, self._deliver, self._undefined, 1, ctypes.byref(text))
         lib.free_value(context, text)
         self._check(result)
-        lib.free_value(context, result)
+        if result.tag < 0:  # (only values with a negative tag are counted: deliver's is undefined)
+            lib.free_value(context, result)
 
     def run_jobs(self, limit: int) -> bool:
         """Run up to `limit` pending jobs; True once the queue is empty."""

@@ -25,7 +25,7 @@
   const {
     ArrayIsArray, ArrayPrototypePush, ArrayPrototypePop, ArrayBufferIsView, BigIntPrototypeToString,
     BigIntPrototypeValueOf, BooleanPrototypeValueOf, DatePrototypeGetTime, FunctionPrototypeToString,
-    JSONParse, MapPrototypeForEach, MapPrototypeSet, NumberIsNaN, NumberPrototypeValueOf,
+    JSONParse, JSONStringify, MapPrototypeForEach, MapPrototypeSet, NumberIsNaN, NumberPrototypeValueOf,
     ObjectDefineProperty, ObjectIs, ObjectKeys, ObjectPrototypeHasOwnProperty,
     ObjectPrototypeToString, SafeMap, SafeSet, SetPrototypeAdd, SetPrototypeForEach,
     StringPrototypeSlice, StringPrototypeValueOf, SymbolPrototypeToString, stringify,
@@ -325,6 +325,22 @@
   /** Value -> JSON text. Throws DataCloneError for what cannot be cloned and
    * RangeError for values nested too deeply to store or send. */
   function serialize(value) {
+    // A plain JSON primitive is its own JSON text (JSON.stringify looks up no toJSON for
+    // primitives): no walk for shared references, no tree.
+    switch (typeof value) {
+      case "string":
+        return JSONStringify(value);
+      case "boolean":
+        return value ? "true" : "false";
+      case "number":
+        if (value === value && value !== Infinity && value !== -Infinity && (value !== 0 || 1 / value > 0)) {
+          return JSONStringify(value);
+        }
+        break;
+      case "object":
+        if (value === null) return "null";
+        break;
+    }
     return stringify(encode(value));
   }
 

@@ -28,9 +28,11 @@
     isDate,
     DatePrototypeGetTime,
   } = globalThis.__celld_primordials;
-  const StringPrototypeCharCodeAt = uncurryThis(String.prototype.charCodeAt);
+  const RegExpPrototypeExec = uncurryThis(RegExp.prototype.exec);
   const FunctionPrototypeBind = uncurryThis(Function.prototype.bind);
   const host = globalThis.__celld_host;
+  const hostText = globalThis.__celld_host_text; // (js/host.js: taken here, gone for user code)
+  delete globalThis.__celld_host_text;
   const cloudflare = globalThis.__celld_cloudflare;
   const serialize = (value) => globalThis.__celld_serialize(value);
   const deserialize = (text) => globalThis.__celld_deserialize(text);
@@ -243,12 +245,18 @@
   // a step with the same config starts its first attempt at once and tells the engine
   // in the same message batch (`wf.begin`), saving a round trip per step.
   const firstAttempts = new SafeMap();
+  // A step.do call without config or rollback (the usual one): its wire form and shape.
+  const NO_CONFIG = ObjectFreeze({ config: null, dynamic: false });
+  const NO_CONFIG_SHAPE = stringify([null, false, null]);
+  const RESOLVED = PromiseResolve(undefined);
   const MAX_STEP_NAME = 256;
 
+  // (a control character; the regular expression is this module's own, so its exec reads
+  // nothing user code can reach, and it is cheaper here than a loop over the name)
+  const CONTROL_CHARACTER = /[\x00-\x1f]/;
+
   function plainStepName(name) {
-    if (name.length > MAX_STEP_NAME) return false;
-    for (let i = 0; i < name.length; i++) if (StringPrototypeCharCodeAt(name, i) < 0x20) return false;
-    return true;
+    return name.length <= MAX_STEP_NAME && RegExpPrototypeExec(CONTROL_CHARACTER, name) === null;
   }
 
   /** Run one attempt of a step callback (or a rollback handler) and report how it went:
@@ -268,31 +276,13 @@
         timeout,
       );
     } catch (error) {
-      const report = {
-        ok: false,
-        error: host.describeError(error),
-        nonretryable: isNonRetryable(error),
-        timedOut: Boolean(error && error.timedOut),
-      };
-      const delay = rawConfig && rawConfig.retries && rawConfig.retries.delay;
-      if (typeof delay === "function" && willRetry && !report.nonretryable) {
-        try {
-          report.delay = await withTimeout(
-            PromisePrototypeThen(PromiseResolve(undefined), () => delay({ ctx: copyContext(context), error })),
-            DELAY_FUNCTION_TIMEOUT_MS,
-            () => {
-              const error = new Error("the delay function timed out");
-              error.delayTimedOut = true;
-              return error;
-            },
-          );
-        } catch (delayError) {
-          if (delayError && delayError.delayTimedOut) report.delayTimedOut = true;
-          else report.delayError = host.describeError(delayError);
-        }
-      }
-      return report;
+      return failureReport(error, rawConfig, context, willRetry);
     }
+    return successReport(value);
+  }
+
+  /** `{ok: true, value}` with the value serialized, or `{unserializable}`. */
+  function successReport(value) {
     let text;
     try {
       text = serialize(value);
@@ -301,6 +291,35 @@
       throw error;
     }
     return { ok: true, value: text };
+  }
+
+  /** The report of an attempt that threw `error`, with the retry delay a delay function
+   * computes when the step has one and will retry. */
+  async function failureReport(error, rawConfig, context, willRetry) {
+    const report = {
+      ok: false,
+      error: host.describeError(error),
+      nonretryable: isNonRetryable(error),
+      timedOut: Boolean(error && error.timedOut),
+    };
+    const delay = rawConfig && rawConfig.retries && rawConfig.retries.delay;
+    if (typeof delay === "function" && willRetry && !report.nonretryable) {
+      try {
+        report.delay = await withTimeout(
+          PromisePrototypeThen(PromiseResolve(undefined), () => delay({ ctx: copyContext(context), error })),
+          DELAY_FUNCTION_TIMEOUT_MS,
+          () => {
+            const error = new Error("the delay function timed out");
+            error.delayTimedOut = true;
+            return error;
+          },
+        );
+      } catch (delayError) {
+        if (delayError && delayError.delayTimedOut) report.delayTimedOut = true;
+        else report.delayError = host.describeError(delayError);
+      }
+    }
+    return report;
   }
 
   /** A folded engine refusal, thrown into run() as the engine's own would be. */
@@ -390,54 +409,162 @@
         const count = (counts.get(name) || 0) + 1;
         counts.set(name, count);
         const ordinal = ++this.#ordinal;
-        const key = `do:${count}:${name}`;
+        const key = count === 1 ? "do:1:" + name : `do:${count}:${name}`;
         if (rollback) this.rollbacks.set(key, rollback);
         const journal = this.#journal;
         const recorded = journal[key];
         if (recorded !== undefined) {
           delete journal[key];
           if (run.checkVersion) this.#replayed(key);
+          // (a recorded primitive is its own value: no calls for the usual replayed step)
+          if (recorded === null || typeof recorded !== "object") return resolved(recorded);
           if (isRecordedError(recorded)) return PromiseReject(engineError(recorded.error));
           return resolved(recordedValue(recorded));
         }
         if (this.#replayOnly) return never();
-        return this.#run(name, key, count, ordinal, callback, rawConfig, rollback);
+        if (typeof callback !== "function") return this.#refuse(name);
+        let wire, shape;
+        if (rawConfig === undefined && rollback === undefined) {
+          wire = NO_CONFIG;
+          shape = NO_CONFIG_SHAPE;
+        } else {
+          wire = wireConfig(rawConfig);
+          shape = stringify([wire.config, wire.dynamic, rollback ? rollback.wire : null]);
+        }
+        const known = firstAttempts.get(shape);
+        if (
+          known !== undefined && run.mayBegin && !run.checkVersion && run.generation === this.#generation
+          && !this.#unfinished.has(key) && ordinal <= this.#stepLimit && plainStepName(name)
+        ) {
+          // (a config with no JSON text, a symbol, goes the general way)
+          const configText = wire === NO_CONFIG ? "null" : stringify(wire.config);
+          if (configText !== undefined) {
+            return this.#begin(name, key, count, ordinal, callback, rawConfig, rollback, wire, configText, shape, known);
+          }
+        }
+        const call = { name, count, ordinal, config: wire.config, dynamic: wire.dynamic };
+        if (rollback) call.rollback = rollback.wire;
+        return this.#run(call, key, callback, rawConfig, shape);
       } catch (error) {
         return PromiseReject(error);
       }
     }
 
-    /** A step the journal does not have: asked of the engine (or started at once). */
-    async #run(name, key, count, ordinal, callback, rawConfig, rollback) {
-      if (typeof callback !== "function") {
-        const refusal = await this.#ask("wf.fatal", { name });
-        throw engineError(refusal.reject);
-      }
-      const { config, dynamic } = wireConfig(rawConfig);
-      const call = { name, count, ordinal, config, dynamic };
-      if (rollback) call.rollback = rollback.wire;
-      const shape = stringify([config, dynamic, rollback ? rollback.wire : null]);
-      const known = firstAttempts.get(shape);
-      let decision;
-      const speculate = known && run.mayBegin && !run.checkVersion && run.generation === this.#generation;
-      if (speculate && !this.#unfinished.has(key) && ordinal <= this.#stepLimit && plainStepName(name)) {
-        host.notify("wf.begin", ObjectAssign({ g: this.#generation }, call));
-        const context = { step: { name, count }, attempt: 1, config: known.config };
-        const report = await attemptOnce(key, callback, rawConfig, context, known.timeout, known.willRetry);
-        decision = await this.#ask("wf.attempt", ObjectAssign({ name, count, attempt: 1 }, report));
-      } else {
-        decision = await this.#ask("wf.do", call);
-      }
+    /** A step.do call without a callback: the engine's refusal, thrown into run(). */
+    async #refuse(name) {
+      const refusal = await this.#ask("wf.fatal", { name });
+      throw engineError(refusal.reject);
+    }
+
+    /** A step the journal does not have, asked of the engine (`wf.do`). */
+    async #run(call, key, callback, rawConfig, shape) {
+      const decision = await this.#ask("wf.do", call);
+      return this.#decided(decision, call.name, key, call.count, callback, rawConfig, shape);
+    }
+
+    /** Follow the engine's decisions for a step until it resolves or rejects: run the
+     * attempts it asks for and report each. */
+    async #decided(decision, name, key, count, callback, rawConfig, shape) {
       for (;;) {
         if ("resolve" in decision) return revive(deserialize(decision.resolve));
         if ("reject" in decision) throw engineError(decision.reject);
         const { attempt, context, timeout, willRetry } = decision.run;
         if (attempt === 1 && !firstAttempts.has(shape)) {
-          firstAttempts.set(shape, { config: context.config, timeout, willRetry });
+          firstAttempts.set(shape, { config: context.config, configText: stringify(context.config), timeout, willRetry });
         }
         const report = await attemptOnce(key, callback, rawConfig, context, timeout, willRetry);
         decision = await this.#ask("wf.attempt", ObjectAssign({ name, count, attempt }, report));
       }
+    }
+
+    /**
+     * The first attempt of a step whose config the engine has answered before, started at
+     * once: the engine hears of it (`wf.begin`) in the same message batch as, usually, the
+     * attempt's report. The hot path of a workflow, written without async functions and
+     * with its two messages as text: three promise jobs from the step.do call to run()
+     * going on (invoke the callback, take its value, run()'s own await) where the general
+     * path takes nine. What user code sees is the same: the callback runs in a job of its
+     * own with a fresh context, its value or error is recorded as reported, and the step
+     * settles with what the engine answers.
+     */
+    #begin(name, key, count, ordinal, callback, rawConfig, rollback, wire, configText, shape, known) {
+      const g = this.#generation;
+      const nameText = JSONStringify(name);
+      const rollbackText = rollback ? `,"rollback":${stringify(rollback.wire)}` : "";
+      hostText.notify(
+        `{"op":"wf.begin","g":${g},"name":${nameText},"count":${count},"ordinal":${ordinal},`
+          + `"config":${configText},"dynamic":${wire.dynamic}${rollbackText}}`,
+      );
+      const slot = `${key}#1`;
+      return new Promise((resolve, reject) => {
+        let live = true; // neither finished nor timed out yet
+        const decided = (decision) => {
+          try {
+            if ("resolve" in decision) resolve(revive(deserialize(decision.resolve)));
+            else if ("reject" in decision) reject(engineError(decision.reject));
+            else resolve(this.#decided(decision, name, key, count, callback, rawConfig, shape));
+          } catch (error) {
+            reject(error);
+          }
+        };
+        const report = (fields) => {
+          PromisePrototypeThen(
+            this.#ask("wf.attempt", ObjectAssign({ name, count, attempt: 1 }, fields)), decided, reject,
+          );
+        };
+        const fail = (error) => {
+          if (!live) return;
+          live = false;
+          run.attempts.delete(slot);
+          const context = { step: { name, count }, attempt: 1, config: known.config };
+          PromisePrototypeThen(failureReport(error, rawConfig, context, known.willRetry), report, reject);
+        };
+        const finish = (value) => {
+          if (!live) return;
+          live = false;
+          run.attempts.delete(slot);
+          let text;
+          try {
+            text = serialize(value);
+          } catch (error) {
+            if (error && error.name === "DataCloneError") report({ unserializable: true });
+            else reject(error);
+            return;
+          }
+          hostText.call(
+            "wf.attempt",
+            `"g":${g},"name":${nameText},"count":${count},"attempt":1,"ok":true,"value":${JSONStringify(text)}`,
+            decided,
+            reject,
+          );
+        };
+        // A returned stream is read to its end within the attempt (and its timeout).
+        const take = (value) => {
+          try {
+            if (value instanceof ReadableStreamClass) PromisePrototypeThen(recordStream(value), finish, fail);
+            else finish(value);
+          } catch (error) {
+            fail(error); // (a patched instanceof): the attempt failed, as on the general path
+          }
+        };
+        const invoke = () => {
+          const config = known.configText === "null" ? null : JSONParse(known.configText);
+          let result;
+          try {
+            result = callback({ step: { name, count }, attempt: 1, config });
+          } catch (error) {
+            fail(error);
+            return;
+          }
+          if (result !== null && (typeof result === "object" || typeof result === "function")) {
+            PromisePrototypeThen(PromiseResolve(result), take, fail);
+          } else {
+            finish(result);
+          }
+        };
+        run.attempts.set(slot, () => fail(attemptTimedOut(known.timeout)));
+        PromisePrototypeThen(RESOLVED, invoke);
+      });
     }
 
     sleep(name, duration) {
@@ -556,9 +683,9 @@
     const event = ObjectFreeze(fields);
     const ctx = { waitUntil(promise) { PromisePrototypeThen(PromiseResolve(promise), undefined, () => {}); } };
     const plan = message.rollback || null;
-    const step = new WorkflowStep(
-      message.g, JSONParse(message.journal), message.unfinished || [], message.stepLimit, plan !== null,
-    );
+    // (the journal comes as raw JSON inside the message, RawJson; JSON text is parsed here)
+    const journal = typeof message.journal === "string" ? JSONParse(message.journal) : message.journal;
+    const step = new WorkflowStep(message.g, journal, message.unfinished || [], message.stepLimit, plan !== null);
     run.step = step;
     run.plan = plan;
     const running = PromisePrototypeThen(PromiseResolve(undefined), () =>

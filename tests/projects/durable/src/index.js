@@ -207,3 +207,61 @@ export class StreamWorkflow extends WorkflowEntrypoint {
     return { isStream, text, again };
   }
 }
+
+/** Step calls that JS starts on its own (the engine answered their config before, in the
+ * same isolate: js/workflows/step.js, `#begin`), with callbacks of every kind. */
+export class StartedAtOnceWorkflow extends WorkflowEntrypoint {
+  async run(event, step) {
+    const quick = { retries: { limit: 2, delay: 1, backoff: "constant" } };
+    await step.do("learn", async () => 0);
+    await step.do("learn quick", quick, async () => 0);
+    let ran = false;
+    const later = step.do("later", async () => {
+      ran = true;
+      return 1;
+    });
+    const ranInsideCall = ran;
+    await later;
+    const first = await step.do("ctx", async (ctx) => {
+      const text = JSON.stringify(ctx);
+      ctx.config.retries.limit = 99;
+      ctx.step.name = "changed";
+      return text;
+    });
+    const second = await step.do("ctx", async (ctx) => JSON.stringify(ctx));
+    const attempts = [];
+    const syncThrow = await step.do("sync throw", quick, (ctx) => {
+      attempts.push(ctx.attempt);
+      if (ctx.attempt < 2) throw new TypeError("not yet");
+      return ctx.attempt;
+    });
+    const thenable = await step.do("thenable", () => ({ then(resolve) { resolve("from then"); } }));
+    const plain = await step.do("plain", () => 7);
+    const shared = { a: 1 };
+    const structured = await step.do("structured", async () => ({ when: new Date(5), list: [shared, shared], n: -0 }));
+    let exhausted;
+    try {
+      await step.do("always", quick, async (ctx) => {
+        throw new RangeError(`attempt ${ctx.attempt}`);
+      });
+    } catch (error) {
+      exhausted = `${error.name}: ${error.message}`;
+    }
+    return {
+      bridgeTextHidden: !("__celld_host_text" in globalThis),
+      ranInsideCall,
+      first: JSON.parse(first),
+      second: JSON.parse(second),
+      attempts,
+      syncThrow,
+      thenable,
+      plain,
+      structured: {
+        when: structured.when instanceof Date && structured.when.getTime(),
+        same: structured.list[0] === structured.list[1],
+        negativeZero: Object.is(structured.n, -0),
+      },
+      exhausted,
+    };
+  }
+}
