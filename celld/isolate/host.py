@@ -206,6 +206,12 @@ class IsolateHost:
             return
         self._at_boundary.append(callback)
 
+    def after_next_turn(self, callback: Callable[[], None]) -> None:
+        """Run `callback` once the next turn's messages are dispatched (or when the pump
+        stops before one: a fault). A run's owner holds work back until JS has had its
+        first turn with it."""
+        self._at_boundary.append(callback)
+
     def _run_boundary(self) -> None:
         callbacks, self._at_boundary = self._at_boundary, []
         for callback in callbacks:
