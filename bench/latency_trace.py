@@ -12,7 +12,7 @@ step). A diagnostic for finding waits that are not fsync; wall time on a shared 
 so compare runs made back to back.
 
     python bench/latency_trace.py -n 100
-    python bench/latency_trace.py -n 200 --quiet        # latency figures only
+    python bench/latency_trace.py -n 200 --quiet        # figures only
 """
 
 from __future__ import annotations
@@ -36,6 +36,7 @@ from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
 PROJECT = ROOT / "bench" / "project"
+sys.path.insert(0, str(ROOT))  # this checkout's celld, whatever is installed
 
 _events: list[tuple[int, str, str]] = []
 
@@ -208,13 +209,11 @@ def drive(n: int, k: int, quiet: bool) -> None:
         f"p90 {pct(latencies, 90):.1f} ms; create answered p50 {pct(created, 50):.2f} ms, "
         f"p90 {pct(created, 90):.2f} ms"
     )
-    if quiet:
-        return
     events = json.loads(trace_file.read_text())
-    report(events, sent_at, latencies)
+    report(events, sent_at, latencies, quiet)
 
 
-def report(events: list[Any], sent_at: list[int], latencies: list[float]) -> None:
+def report(events: list[Any], sent_at: list[int], latencies: list[float], quiet: bool) -> None:
     """The median instance's timeline, then the median of every gap between points."""
     per_instance: list[list[tuple[int, str, str]]] = []
     bounds = [*sent_at, 2**63]
@@ -231,6 +230,27 @@ def report(events: list[Any], sent_at: list[int], latencies: list[float]) -> Non
             len(chunk),
         )
         per_instance.append(chunk[:cut])
+    spans = []
+    for chunk in per_instance:
+        inside = sum(
+            t1 - t0
+            for (t0, _, a), (t1, _, b) in zip(chunk, chunk[1:], strict=False)
+            if a.startswith("commit>") and b.startswith("commit<")
+        )
+        ends = [t for t, _, label in chunk if label.startswith("commit<")]
+        if chunk and ends:
+            spans.append(((ends[-1] - chunk[0][0]) / 1e6, inside / 1e6))
+    if spans:
+        total = [s for s, _ in spans]
+        committing = [c for _, c in spans]
+        rest = [s - c for s, c in spans]
+        print(
+            f"server side, request in -> last commit: p50 {pct(total, 50):.2f} ms; "
+            f"in commits p50 {pct(committing, 50):.2f} ms; "
+            f"the rest p50 {pct(rest, 50):.2f} ms, p90 {pct(rest, 90):.2f} ms"
+        )
+    if quiet:
+        return
     median = sorted(range(len(latencies)), key=lambda i: latencies[i])[len(latencies) // 2]
     timeline = per_instance[median]
     if not timeline:

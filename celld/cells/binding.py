@@ -203,6 +203,12 @@ class WorkflowBindings:
         cell = self.manager.loaded(ref)
         if cell is not None and not cell.broken:
             return cell.snapshot
+        if cell is None and not self.manager.residency.busy(ref):
+            # Not in memory, not being created or loaded: its rows are what it committed.
+            view = await self.manager.peek_status(ref)
+            if view is None:
+                raise NotFoundError()
+            return view
         try:
             async with self.manager.using(ref) as loaded:
                 if loaded is None:
