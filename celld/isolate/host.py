@@ -349,6 +349,13 @@ class IsolateHost:
                 self.post({"k": "settle", "t": ticket, "v": None})
         elif isinstance(result, Later):
             self._adopt(ticket, op, result)
+        elif isinstance(result, asyncio.Future) and result.done() and not result.cancelled():
+            # answered already (a handler's fast path): no task, no trip through the loop
+            error = result.exception()
+            if error is not None:
+                self._settle_error(ticket, op, error)  # type: ignore[arg-type]
+            elif ticket is not None:
+                self.post({"k": "settle", "t": ticket, "v": result.result()})
         elif inspect.isawaitable(result):
             task = asyncio.get_running_loop().create_task(self._await(ticket, op, result))
             self._tasks.add(task)
