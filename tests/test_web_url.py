@@ -159,6 +159,30 @@ async def test_can_parse_and_parse() -> None:
     assert result == [False, True, False, None, "http://a/x"]
 
 
+async def test_parsing_the_same_text_again_gives_a_url_of_its_own() -> None:
+    """A URL parsed from the same text as the one before is its own object: changing one
+    (setters, its search params) changes no other, nor what the next parse gives."""
+    result = await run_js_async(
+        """
+        const text = "https://h.com/a/b?x=1#f";
+        const first = new URL(text);
+        first.pathname = "/changed";
+        first.searchParams.append("y", "2");
+        first.hash = "";
+        const second = new URL(text);
+        second.host = "other.org";
+        const third = new URL(text);
+        return [first.href, second.href, third.href, new URL("/c", text).href];
+        """
+    )
+    assert result == [
+        "https://h.com/changed?x=1&y=2",
+        "https://other.org/a/b?x=1#f",
+        "https://h.com/a/b?x=1#f",
+        "https://h.com/c",
+    ]
+
+
 async def test_search_params_live_link() -> None:
     result = await run_js_async(
         """

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import asyncio
 import uuid
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable
 from contextlib import asynccontextmanager
 from typing import TYPE_CHECKING, Any
 
@@ -70,8 +70,31 @@ class WorkflowBindings:
     def __init__(self, manager: CellManager) -> None:
         self.manager = manager
 
-    async def handle(self, message: dict[str, Any]) -> Any:
-        """The `wf.binding` host operation: one method of a Workflow binding."""
+    def handle(self, message: dict[str, Any]) -> Awaitable[Any]:
+        """The `wf.binding` host operation: one method of a Workflow binding. `get` and
+        `status` of an instance in memory are answered at once, as a future already done
+        (the host posts the answer without a task; a Worker polling a running instance
+        makes two such calls a request); everything else runs as a coroutine."""
+        answer = self._answer_now(message)
+        if answer is not None:
+            return answer
+        return self._handle(message)
+
+    def _answer_now(self, message: dict[str, Any]) -> asyncio.Future[Any] | None:
+        method = message.get("method")
+        if method not in ("get", "status") or message.get("forwarded"):
+            return None
+        workflow, instance_id = message.get("workflow"), message.get("id")
+        if workflow not in self.manager.specs or not isinstance(instance_id, str):
+            return None
+        cell = self.manager.loaded(InstanceRef(workflow, instance_id))
+        if cell is None or cell.broken:
+            return None
+        answer: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
+        answer.set_result({"id": instance_id} if method == "get" else cell.snapshot)
+        return answer
+
+    async def _handle(self, message: dict[str, Any]) -> Any:
         workflow = message.get("workflow")
         method = message.get("method")
         if workflow not in self.manager.specs:
@@ -203,6 +226,12 @@ class WorkflowBindings:
         cell = self.manager.loaded(ref)
         if cell is not None and not cell.broken:
             return cell.snapshot
+        if cell is None and not self.manager.residency.busy(ref):
+            # Not in memory, not being created or loaded: its rows are what it committed.
+            view = await self.manager.peek_status(ref)
+            if view is None:
+                raise NotFoundError()
+            return view
         try:
             async with self.manager.using(ref) as loaded:
                 if loaded is None:

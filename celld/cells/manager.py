@@ -323,6 +323,19 @@ class CellManager:
         machine = Machine(loaded.state, loaded.steps, loaded.events, step_limit=spec.step_limit)
         return Cell(self, ref, spec, machine)
 
+    async def peek_status(self, ref: InstanceRef) -> dict[str, Any] | None:
+        """`status()` of an instance that is not in memory, from its committed row (and
+        rollback phase): nothing is loaded or claimed, so a poll costs two reads. None if
+        there is no such instance."""
+        spec = self.specs.get(ref.workflow)
+        peeked = await self.store.peek(ref) if spec is not None else None
+        if spec is None or peeked is None:
+            return None
+        machine = Machine(
+            peeked.state, peeked.steps, [], step_limit=spec.step_limit, history_dropped=True
+        )
+        return machine.status_view()
+
     # -- a store shared by several nodes (NodeEvents) ------------------------------------------
 
     def instances_claimed(self, claimed: list[Claimed]) -> None:

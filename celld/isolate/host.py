@@ -206,6 +206,12 @@ class IsolateHost:
             return
         self._at_boundary.append(callback)
 
+    def after_next_turn(self, callback: Callable[[], None]) -> None:
+        """Run `callback` once the next turn's messages are dispatched (or when the pump
+        stops before one: a fault). A run's owner holds work back until JS has had its
+        first turn with it."""
+        self._at_boundary.append(callback)
+
     def _run_boundary(self) -> None:
         callbacks, self._at_boundary = self._at_boundary, []
         for callback in callbacks:
@@ -343,6 +349,13 @@ class IsolateHost:
                 self.post({"k": "settle", "t": ticket, "v": None})
         elif isinstance(result, Later):
             self._adopt(ticket, op, result)
+        elif isinstance(result, asyncio.Future) and result.done() and not result.cancelled():
+            # answered already (a handler's fast path): no task, no trip through the loop
+            error = result.exception()
+            if error is not None:
+                self._settle_error(ticket, op, error)  # type: ignore[arg-type]
+            elif ticket is not None:
+                self.post({"k": "settle", "t": ticket, "v": result.result()})
         elif inspect.isawaitable(result):
             task = asyncio.get_running_loop().create_task(self._await(ticket, op, result))
             self._tasks.add(task)

@@ -1,4 +1,4 @@
-"""uvicorn's HTTP/1.1 protocol with a deadline for request headers.
+"""uvicorn's HTTP/1.1 protocol (httptools) with a deadline for request headers.
 
 uvicorn times out idle keep-alive connections, but any byte that arrives cancels that
 timer, so a client that sends its headers one byte at a time (or opens a connection
@@ -6,6 +6,9 @@ and sends nothing) holds the connection, and a slot of the connection cap, for e
 Here a connection waiting for request headers, new or between two requests, has
 `HEADER_TIMEOUT_S` to complete them, then it is closed. Body reads have their own
 timeout (celld.server.limits).
+
+The parser is httptools (llhttp, in C) rather than h11: h11 parses in Python on the event
+loop's thread, about 150 us of its CPU per request here (bench/PROFILE.md).
 """
 
 from __future__ import annotations
@@ -13,8 +16,7 @@ from __future__ import annotations
 import asyncio
 import logging
 
-import h11
-from uvicorn.protocols.http.h11_impl import H11Protocol
+from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
 
 log = logging.getLogger("celld.server")
 
@@ -22,33 +24,31 @@ log = logging.getLogger("celld.server")
 HEADER_TIMEOUT_S = 10.0
 
 
-class GuardedH11Protocol(H11Protocol):
+class GuardedHttpToolsProtocol(HttpToolsProtocol):
     header_timeout = HEADER_TIMEOUT_S
     _header_timer: asyncio.TimerHandle | None = None
+    #: True from the connection's start, and from a request's first byte, until that
+    #: request's headers are complete.
+    _awaiting_headers = True
 
     def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
         super().connection_made(transport)
+        self._awaiting_headers = True
         self._arm_header_timer()
 
-    def data_received(self, data: bytes) -> None:
-        super().data_received(data)
-        self._watch_headers()
+    def on_message_begin(self) -> None:
+        super().on_message_begin()
+        self._awaiting_headers = True
+        self._arm_header_timer()
 
-    def on_response_complete(self) -> None:
-        super().on_response_complete()
-        self._watch_headers()
+    def on_headers_complete(self) -> None:
+        self._awaiting_headers = False
+        self._cancel_header_timer()
+        super().on_headers_complete()
 
     def connection_lost(self, exc: Exception | None) -> None:
         self._cancel_header_timer()
         super().connection_lost(exc)
-
-    def _watch_headers(self) -> None:
-        """Armed while the peer owes us request headers it has started to send."""
-        partial, _ = self.conn.trailing_data
-        if self.conn.their_state is h11.IDLE and partial:
-            self._arm_header_timer()
-        elif self.conn.their_state is not h11.IDLE:
-            self._cancel_header_timer()
 
     def _arm_header_timer(self) -> None:
         if self._header_timer is None:
@@ -61,11 +61,13 @@ class GuardedH11Protocol(H11Protocol):
 
     def _headers_late(self) -> None:
         self._header_timer = None
-        if self.conn.their_state is h11.IDLE and not self.transport.is_closing():
+        if self._awaiting_headers and not self.transport.is_closing():
             log.info("closing a connection that sent no complete request headers in time")
             self.transport.close()
 
 
-def guarded_protocol(header_timeout: float) -> type[GuardedH11Protocol]:
+def guarded_protocol(header_timeout: float) -> type[GuardedHttpToolsProtocol]:
     """The protocol class with `header_timeout` seconds for request headers."""
-    return type("CelldH11Protocol", (GuardedH11Protocol,), {"header_timeout": header_timeout})
+    return type(
+        "CelldHttpToolsProtocol", (GuardedHttpToolsProtocol,), {"header_timeout": header_timeout}
+    )

@@ -167,6 +167,11 @@ class Store(Protocol):
         """The instance's committed rows (any node may read any instance)."""
         ...
 
+    async def peek(self, ref: InstanceRef) -> Loaded | None:
+        """The instance's row and its rollback phase row, if it has one: what a status read
+        needs, without its history (any node may read any instance; nothing is claimed)."""
+        ...
+
     async def claim(self, ref: InstanceRef) -> Loaded | None:
         """Load the instance to run it or change it: this node must own it. A store shared
         by several nodes takes it over if its owner is gone, and raises OwnedElsewhere if

@@ -11,7 +11,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from celld.store.base import InstanceRef, InstanceSummary, LogRow
+from celld.engine import rollback
+from celld.store.base import InstanceRef, InstanceSummary, Loaded, LogRow
+from celld.store.rows import instance_from_row, step_from_row
 
 
 class SharedReads:
@@ -38,6 +40,25 @@ class SharedReads:
                 params.append(value)
                 where.append(clause + self._mark(len(params)))
         return " AND ".join(where), params
+
+    async def peek(self, ref: InstanceRef) -> Loaded | None:
+        """Two indexed reads, no history: a status poll of an instance that is not in
+        memory costs no load (three reads, a cell built and dropped)."""
+        key = (ref.workflow, ref.id)
+        rows = await self._fetch(
+            f"SELECT * FROM instances WHERE workflow = {self._mark(1)} AND id = {self._mark(2)}",
+            key,
+        )
+        if not rows:
+            return None
+        phase = await self._fetch(
+            f"SELECT * FROM steps WHERE workflow = {self._mark(1)} AND instance_id = "
+            f"{self._mark(2)} AND type = '{rollback.PHASE}'",
+            key,
+        )
+        return Loaded(
+            instance_from_row(rows[0]), [step_from_row(r) for r in phase], [], history_dropped=True
+        )
 
     async def exists(self, ref: InstanceRef) -> bool:
         rows = await self._fetch(

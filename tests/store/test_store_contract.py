@@ -340,3 +340,32 @@ async def test_writes_queued_in_one_pass_all_learn_a_failure(store: AnyStore) ->
     assert all(isinstance(error, StoreUnavailable) for error in outcome)
     store.fault = None
     assert await store.counts() == {}
+
+
+async def test_a_peek_gives_the_status_a_full_load_gives(store: AnyStore) -> None:
+    """`peek` reads the instance row and its rollback phase only: the status view built from
+    it is the one a full load builds, for a finished instance and one rolling back."""
+    done = new("done")
+    done.start_run(T0)
+    done.step_do("a", 1, None, None, T0)
+    done.attempt_succeeded(StepKey("do", "a", 1), 1, '{"x":1}', T0)
+    done.run_succeeded('{"out":2}', T0)
+    rolling = new("rolling")
+    rolling.start_run(T0)
+    rolling.step_do("b", 1, None, None, T0, rollback={"config": None, "dynamic": False})
+    rolling.attempt_succeeded(StepKey("do", "b", 1), 1, "1", T0)
+    rolling.terminate(T0, rollback=True)
+    for machine in (done, rolling):
+        await store.write(write_of(machine))
+    peeked_machines = {}
+    for name in ("done", "rolling"):
+        ref = InstanceRef("wf", name)
+        full, peeked = await store.load(ref), await store.peek(ref)
+        assert full is not None and peeked is not None
+        assert peeked.history_dropped and not peeked.events
+        machine = Machine(peeked.state, peeked.steps, [], history_dropped=True)
+        assert machine.status_view() == Machine(full.state, full.steps, full.events).status_view()
+        peeked_machines[name] = machine
+    assert peeked_machines["done"].status_view() == {"status": "complete", "output": '{"out":2}'}
+    assert peeked_machines["rolling"].rolling_back  # its phase row came along
+    assert await store.peek(InstanceRef("wf", "nope")) is None
