@@ -29,6 +29,7 @@
     DatePrototypeGetTime,
   } = globalThis.__celld_primordials;
   const RegExpPrototypeExec = uncurryThis(RegExp.prototype.exec);
+  const ObjectSetPrototypeOf = Object.setPrototypeOf; // (as it was before user code ran)
   const FunctionPrototypeBind = uncurryThis(Function.prototype.bind);
   const host = globalThis.__celld_host;
   const hostText = globalThis.__celld_host_text; // (js/host.js: taken here, gone for user code)
@@ -348,7 +349,12 @@
     #waitCounts = new SafeMap();
     #ordinal = 0;
     #generation;
-    #journal;
+    // The journal (celld/engine/decisions.py, JournalText): the first step.do call of each
+    // name by name alone (`#first`, most of a replay: one lookup, no key to build), every
+    // other finished step by its key "<type>:<count>:<name>" (`#keyed`). Both without a
+    // prototype, so a name such as "constructor" or "__proto__" finds only a recording.
+    #first;
+    #keyed;
     #unfinished;
     #stepLimit;
     // A rollback run replays run() only to find the handlers again: finished steps resolve
@@ -359,7 +365,8 @@
 
     constructor(generation, journal, unfinished, stepLimit, replayOnly) {
       this.#generation = generation;
-      this.#journal = journal;
+      this.#first = ObjectSetPrototypeOf(journal.first, null);
+      this.#keyed = ObjectSetPrototypeOf(journal.keyed, null);
       this.#unfinished = new SafeSet(unfinished);
       this.#stepLimit = stepLimit;
       this.#replayOnly = Boolean(replayOnly);
@@ -377,9 +384,9 @@
 
     /** The journal's entry of `key`, taken out of it (undefined: not recorded). */
     #recorded(key) {
-      const entry = this.#journal[key];
+      const entry = this.#keyed[key];
       if (entry === undefined) return undefined;
-      delete this.#journal[key];
+      delete this.#keyed[key];
       if (run.checkVersion) this.#replayed(key);
       return entry;
     }
@@ -409,13 +416,16 @@
         const count = (counts.get(name) || 0) + 1;
         counts.set(name, count);
         const ordinal = ++this.#ordinal;
-        const key = count === 1 ? "do:1:" + name : `do:${count}:${name}`;
-        if (rollback) this.rollbacks.set(key, rollback);
-        const journal = this.#journal;
-        const recorded = journal[key];
+        // (the key "do:<count>:<name>" is built only where it is needed: a first call found
+        // in the journal, every step of a long replay, has its name for a key)
+        const first = count === 1;
+        const journal = first ? this.#first : this.#keyed;
+        const at = first ? name : `do:${count}:${name}`;
+        if (rollback) this.rollbacks.set(first ? "do:1:" + name : at, rollback);
+        const recorded = journal[at];
         if (recorded !== undefined) {
-          delete journal[key];
-          if (run.checkVersion) this.#replayed(key);
+          delete journal[at];
+          if (run.checkVersion) this.#replayed(first ? "do:1:" + name : at);
           // (a recorded primitive is its own value: no calls for the usual replayed step)
           if (recorded === null || typeof recorded !== "object") return resolved(recorded);
           if (isRecordedError(recorded)) return PromiseReject(engineError(recorded.error));
@@ -423,6 +433,7 @@
         }
         if (this.#replayOnly) return never();
         if (typeof callback !== "function") return this.#refuse(name);
+        const key = first ? "do:1:" + name : at;
         let wire, shape;
         if (rawConfig === undefined && rollback === undefined) {
           wire = NO_CONFIG;
