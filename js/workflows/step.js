@@ -342,6 +342,8 @@
   }
 
   const never = () => new Promise(() => {});
+  // What a first step.do call taken from the journal leaves in its place (see `do`).
+  const TAKEN = ObjectFreeze({});
 
   class WorkflowStep {
     #doCounts = new SafeMap();
@@ -412,20 +414,32 @@
         if (typeof name !== "string") name = String(name);
         const options = hasConfig ? maybeRollback : maybeCallback;
         const rollback = options === undefined ? undefined : rollbackOptions(name, options);
-        const counts = this.#doCounts;
-        const count = (counts.get(name) || 0) + 1;
-        counts.set(name, count);
+        // The call's count among the step.do calls of its name. A first call found in the
+        // journal (every step of a long replay) leaves TAKEN in its place, which counts it:
+        // one lookup and one store, no key built; #doCounts counts the names called
+        // otherwise. `at`: the key of a later call ("do:<count>:<name>").
+        const first = this.#first;
+        let recorded = first[name];
+        let count = 1;
+        let at;
+        if (recorded !== undefined && recorded !== TAKEN) {
+          first[name] = TAKEN;
+        } else {
+          const counts = this.#doCounts;
+          const seen = counts.get(name);
+          count = seen !== undefined ? seen + 1 : recorded === TAKEN ? 2 : 1;
+          counts.set(name, count);
+          recorded = undefined;
+          if (count > 1) {
+            at = `do:${count}:${name}`;
+            recorded = this.#keyed[at];
+            if (recorded !== undefined) delete this.#keyed[at];
+          }
+        }
         const ordinal = ++this.#ordinal;
-        // (the key "do:<count>:<name>" is built only where it is needed: a first call found
-        // in the journal, every step of a long replay, has its name for a key)
-        const first = count === 1;
-        const journal = first ? this.#first : this.#keyed;
-        const at = first ? name : `do:${count}:${name}`;
-        if (rollback) this.rollbacks.set(first ? "do:1:" + name : at, rollback);
-        const recorded = journal[at];
+        if (rollback) this.rollbacks.set(count === 1 ? "do:1:" + name : at, rollback);
         if (recorded !== undefined) {
-          delete journal[at];
-          if (run.checkVersion) this.#replayed(first ? "do:1:" + name : at);
+          if (run.checkVersion) this.#replayed(count === 1 ? "do:1:" + name : at);
           // (a recorded primitive is its own value: no calls for the usual replayed step)
           if (recorded === null || typeof recorded !== "object") return resolved(recorded);
           if (isRecordedError(recorded)) return PromiseReject(engineError(recorded.error));
@@ -433,7 +447,7 @@
         }
         if (this.#replayOnly) return never();
         if (typeof callback !== "function") return this.#refuse(name);
-        const key = first ? "do:1:" + name : at;
+        const key = count === 1 ? "do:1:" + name : at;
         let wire, shape;
         if (rawConfig === undefined && rollback === undefined) {
           wire = NO_CONFIG;
