@@ -40,6 +40,7 @@ from celld.cells.schedules import Scheduler
 from celld.cells.tasks import ErrorHandler, TaskOwner
 from celld.cells.trim import trim_after_bursts
 from celld.engine import Machine, Status, rollback
+from celld.engine.decisions import JournalText
 from celld.isolate.host import OpHandler
 from celld.isolate.isolate import Isolate, Limits
 from celld.isolate.program import Program
@@ -242,7 +243,7 @@ class CellManager:
     async def read(self, ref: InstanceRef) -> Loaded | None:
         return await self.store.load(ref)
 
-    async def read_journal(self, ref: InstanceRef) -> str:
+    async def read_journal(self, ref: InstanceRef) -> JournalText:
         return await self.store.journal(ref)
 
     def schedule(self, ref: InstanceRef, next_wake: int | None) -> None:

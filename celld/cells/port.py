@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 from celld.cells.clock import Clock
 from celld.cells.runqueue import Priority
 from celld.cells.tasks import ErrorHandler
+from celld.engine.decisions import JournalText
 from celld.isolate.host import OpHandler
 from celld.isolate.isolate import Isolate
 from celld.isolate.linemap import LineMap
@@ -70,8 +71,8 @@ class CellPort(Protocol):
         """The instance's committed rows (to restore history dropped from memory)."""
         ...
 
-    async def read_journal(self, ref: InstanceRef) -> str:
-        """The instance's committed finished steps as journal members (`Store.journal`)."""
+    async def read_journal(self, ref: InstanceRef) -> JournalText:
+        """The instance's committed finished steps as journal text (`Store.journal`)."""
         ...
 
     def schedule(self, ref: InstanceRef, next_wake: int | None) -> None:

@@ -76,18 +76,41 @@ class RunStart:
     #: entries, in the order they run]}``; the runtime replays ``run()`` only to find the
     #: handlers again, then runs them one by one as the machine says.
     rollback: dict[str, Any] | None = None
-    #: Finished steps read from the store as journal members, already JSON text
-    #: (``"<key>":{...},...``; see :func:`journal_member`), when the machine started the
-    #: run without them in memory; ``journal`` then holds only the ones in memory.
-    recorded: str = ""
+    #: Finished steps read from the store as journal members, already JSON text (see
+    #: :class:`JournalText`), when the machine started the run without them in memory;
+    #: ``journal`` then holds only the ones in memory.
+    recorded: JournalText | None = None
 
     def journal_json(self) -> str:
-        """The journal as one JSON text for a single hand-over to JS, ``{"<key>": entry}``
-        (see :func:`journal_member`). A key both in ``recorded`` and in memory appears
-        twice with the same entry (a finished row never changes); JSON.parse keeps one."""
-        parts = [self.recorded] if self.recorded else []
-        parts.extend(journal_member(key, entry) for key, entry in self.journal.items())
-        return "{" + ",".join(parts) + "}"
+        """The journal as one JSON text for a single hand-over to JS (see
+        :class:`JournalText` for its two sections). A key both in ``recorded`` and in
+        memory appears twice with the same entry (a finished row never changes);
+        JSON.parse keeps one."""
+        first = [self.recorded.first] if self.recorded and self.recorded.first else []
+        keyed = [self.recorded.keyed] if self.recorded and self.recorded.keyed else []
+        for key, entry in self.journal.items():
+            if key.startswith(FIRST_DO_PREFIX):  # str(StepKey): "<type>:<count>:<name>"
+                first.append(journal_member(key[len(FIRST_DO_PREFIX) :], entry))
+            else:
+                keyed.append(journal_member(key, entry))
+        return '{"first":{' + ",".join(first) + '},"keyed":{' + ",".join(keyed) + "}}"
+
+
+#: The key prefix of a first ``step.do`` call of its name, journaled by name alone.
+FIRST_DO_PREFIX = "do:1:"
+
+
+class JournalText(NamedTuple):
+    """Finished steps as the two sections of the JS journal, each JSON object members
+    (see :func:`journal_member`, comma-separated, "" if none).
+
+    ``first``: the first ``step.do`` call of each name (``count`` 1, most of any replay),
+    keyed by the name alone: it resolves in JS with one lookup and no key to build, and
+    a store builds its members with less string work. ``keyed``: every other finished
+    step, keyed ``"<type>:<count>:<name>"`` (``str(StepKey)``)."""
+
+    first: str = ""
+    keyed: str = ""
 
 
 #: The serialized form of ``undefined`` (js/web/serialize.js): the entry of a finished sleep

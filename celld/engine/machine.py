@@ -24,7 +24,17 @@ from typing import Any
 
 from . import rollback as rb
 from .backoff import retry_delay_ms
-from .decisions import Decision, Fail, JournalEntry, Reject, Resolve, Run, RunStart, Suspend
+from .decisions import (
+    Decision,
+    Fail,
+    JournalEntry,
+    JournalText,
+    Reject,
+    Resolve,
+    Run,
+    RunStart,
+    Suspend,
+)
 from .durations import DAY_MS, HOUR_MS, SECOND_MS, YEAR_MS, DurationError, parse_duration
 from .errors import (
     SLEEP_IN_PAST,
@@ -518,7 +528,9 @@ class Machine:
         which needs the forward steps' rows, is to be made."""
         return not (self._deleted_steps or self._wiped or self.rolling_back)
 
-    def start_run(self, now: int, recorded: str | None = None, *, quiet: bool = False) -> RunStart:
+    def start_run(
+        self, now: int, recorded: JournalText | None = None, *, quiet: bool = False
+    ) -> RunStart:
         """A run (re)starts from the top: queued/running/waiting -> running.
 
         ``quiet``: a waiting instance is brought in ahead of its deadline (a preload). Its
@@ -531,7 +543,7 @@ class Machine:
         durably, so the journal and the rows agree.
 
         With history dropped from memory, either restore it first or pass ``recorded``:
-        the store's journal members of every committed finished step (read while nothing
+        the store's journal text of every committed finished step (read while nothing
         is committed, see :attr:`journal_on_disk_suffices`); the finished rows in memory
         are added to them.
         """
@@ -562,7 +574,7 @@ class Machine:
             journal,
             self.step_limit,
             self._rollback_plan(),
-            recorded if self._history_dropped and recorded else "",
+            recorded if self._history_dropped and recorded else None,
         )
 
     def _rollback_plan(self) -> dict[str, Any] | None:

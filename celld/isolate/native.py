@@ -81,9 +81,11 @@ class _Library:
             lib.JS_ToCStringLen2, _P, [_P, ctypes.POINTER(ctypes.c_size_t), JSValue, ctypes.c_bool]
         )
         self.free_c_string = self._fn(lib.JS_FreeCString, None, [_P, _P])
-        self.execute_pending_job = self._fn(
-            lib.JS_ExecutePendingJob, ctypes.c_int, [_P, ctypes.POINTER(_P)]
-        )
+        #: Without argument types: the job pump calls it with ctypes objects only (a
+        #: c_void_p runtime, a byref), so ctypes skips converting each argument, which was
+        #: half the cost of a call here (0.27 against 0.52 us), once per replayed step.
+        self.execute_pending_job = lib.JS_ExecutePendingJob
+        self.execute_pending_job.restype = ctypes.c_int
         self.get_exception = self._fn(lib.JS_GetException, JSValue, [_P])
         self.set_interrupt_handler = self._fn(
             lib.JS_SetInterruptHandler, None, [_P, _INTERRUPT_HANDLER, _P]
@@ -265,6 +267,7 @@ class NativeBridge:
         self.runtime = runtime
         self._context = context
         self._job_context = _P()
+        self._runtime_pointer = _P(runtime)  # (a ctypes object, for the untyped job call)
         global_object = lib.global_object(context)
         try:
             self._deliver = lib.get_property(context, global_object, deliver.encode())
@@ -324,7 +327,7 @@ class NativeBridge:
         """Run up to `limit` pending jobs; True once the queue is empty."""
         execute, runtime, out = (
             self._lib.execute_pending_job,
-            self.runtime,
+            self._runtime_pointer,
             ctypes.byref(self._job_context),
         )
         for _ in range(limit):

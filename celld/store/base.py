@@ -27,6 +27,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Protocol
 
+from celld.engine.decisions import JournalText
 from celld.engine.state import Changes, EventRecord, InstanceState, StepRecord
 from celld.store.health import StoreHealth
 
@@ -179,10 +180,10 @@ class Store(Protocol):
         (`Loaded.history_dropped`)."""
         ...
 
-    async def journal(self, ref: InstanceRef) -> str:
-        """The instance's committed finished steps as JS journal members, JSON text
-        (``celld.engine.decisions.journal_member`` of each, comma-separated; "" if none):
-        what a run needs of the history a light `claim` left on disk."""
+    async def journal(self, ref: InstanceRef) -> JournalText:
+        """The instance's committed finished steps as the JS journal's two sections of
+        members, JSON text (``celld.engine.decisions.JournalText``): what a run needs of
+        the history a light `claim` left on disk."""
         ...
 
     async def serve(self, events: NodeEvents) -> None:

@@ -23,6 +23,7 @@ from typing import Any
 
 import asyncpg
 
+from celld.engine.decisions import JournalText
 from celld.store.base import (
     Fenced,
     InstanceRef,
@@ -52,7 +53,7 @@ from celld.store.rows import (
     event_from_row,
     instance_from_row,
     instance_row,
-    journal_members,
+    journal_text,
     step_from_row,
 )
 
@@ -410,10 +411,10 @@ class PostgresStore(GroupCommitWrites, SharedReads):
             )
         return list(rows), list(steps), list(events)
 
-    async def journal(self, ref: InstanceRef) -> str:
+    async def journal(self, ref: InstanceRef) -> JournalText:
         """From a full load (a run that starts with history dropped from memory)."""
         loaded = await self.load(ref)
-        return journal_members(loaded.steps) if loaded is not None else ""
+        return journal_text(loaded.steps) if loaded is not None else JournalText()
 
     async def claim(self, ref: InstanceRef) -> Loaded | None:
         """Load the instance for this node to run or change: take it over if its owner is

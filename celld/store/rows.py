@@ -6,7 +6,7 @@ from collections.abc import Iterable
 from typing import Any
 
 from celld.engine import rollback as rb
-from celld.engine.decisions import ERROR_TAG, UNDEFINED_ENTRY, journal_member
+from celld.engine.decisions import ERROR_TAG, UNDEFINED_ENTRY, JournalText, journal_member
 from celld.engine.errors import ErrorInfo
 from celld.engine.lifecycle import Status
 from celld.engine.machine import Machine
@@ -224,25 +224,46 @@ UNFINISHED_STEPS_WHERE = f"(state NOT IN ({_sql_list(FINISHED_STATES)}) OR type 
 #: One journal member per finished step, as JSON text built by the database (no row
 #: reaches Python): the same text as `journal_member` of `Machine.journal_entry(row)`.
 #: Values and errors are stored as JSON text and spliced in verbatim; SQL's json_quote
-#: escapes the key (type:count:name) as JSON requires.
+#: escapes the key as JSON requires. The first step.do call of a name (most rows of a
+#: long history) is keyed by its name alone (`JournalText.first`): half the string work
+#: per row of the full key (type:count:name).
+_ERROR_ENTRY_SQL = f"""'{{"$":"{ERROR_TAG}","error":' || coalesce(error, 'null') || '}}'"""
 JOURNAL_MEMBER_SQL = f"""json_quote(type || ':' || count || ':' || name) || ':' || CASE
     WHEN state IN ('{DO_DONE}', '{WAIT_RECEIVED}') THEN
         CASE WHEN type = 'sleep' OR value IS NULL THEN '{UNDEFINED_ENTRY}' ELSE value END
-    ELSE '{{"$":"{ERROR_TAG}","error":' || coalesce(error, 'null') || '}}' END"""
+    ELSE {_ERROR_ENTRY_SQL} END"""
+FIRST_DO_MEMBER_SQL = f"""json_quote(name) || ':' || CASE
+    WHEN state = '{DO_DONE}' THEN coalesce(value, '{UNDEFINED_ENTRY}')
+    ELSE {_ERROR_ENTRY_SQL} END"""
 JOURNAL_STEPS_WHERE = (
     f"type IN ({_sql_list(STEP_TYPES)}) "
     f"AND state IN ({_sql_list({DO_DONE, DO_FAILED, WAIT_RECEIVED, WAIT_TIMED_OUT})})"
 )
+_FIRST_DO_WHERE = "type = 'do' AND count = 1"
+#: Both sections of an instance's journal (parameters: workflow, instance id), one row
+#: each, tagged 0 (first) and 1 (keyed): two range reads of the primary key.
+JOURNAL_SQL = (
+    f"SELECT 0, group_concat({FIRST_DO_MEMBER_SQL}, ',') FROM steps "
+    f"WHERE workflow = ?1 AND instance_id = ?2 AND {_FIRST_DO_WHERE} "
+    f"AND state IN ('{DO_DONE}', '{DO_FAILED}') "
+    f"UNION ALL SELECT 1, group_concat({JOURNAL_MEMBER_SQL}, ',') FROM steps "
+    f"WHERE workflow = ?1 AND instance_id = ?2 AND NOT ({_FIRST_DO_WHERE}) "
+    f"AND {JOURNAL_STEPS_WHERE}"
+)
 
 
-def journal_members(steps: Iterable[StepRecord]) -> str:
-    """The journal members of the finished steps among `steps` (a store that reads rows
-    into Python builds its journal text here)."""
-    parts = []
+def journal_text(steps: Iterable[StepRecord]) -> JournalText:
+    """The journal of the finished steps among `steps` (a store that reads rows into
+    Python builds its journal text here)."""
+    first, keyed = [], []
     for row in steps:
         if row.type not in STEP_TYPES:
             continue
         entry = Machine.journal_entry(row)
-        if entry is not None:
-            parts.append(journal_member(str(row.key), entry))
-    return ",".join(parts)
+        if entry is None:
+            continue
+        if row.type == "do" and row.count == 1:
+            first.append(journal_member(row.name, entry))
+        else:
+            keyed.append(journal_member(str(row.key), entry))
+    return JournalText(",".join(first), ",".join(keyed))

@@ -37,6 +37,7 @@ from typing import Any
 
 import aiosqlite
 
+from celld.engine.decisions import JournalText
 from celld.store.base import (
     InstanceRef,
     Loaded,
@@ -49,8 +50,7 @@ from celld.store.listing import SharedReads
 from celld.store.rows import (
     ADDED_INSTANCE_COLUMNS,
     INSERT_INSTANCE,
-    JOURNAL_MEMBER_SQL,
-    JOURNAL_STEPS_WHERE,
+    JOURNAL_SQL,
     SCHEMA,
     UNFINISHED_STEPS_WHERE,
     UPSERT_EVENT,
@@ -387,14 +387,11 @@ class SqliteStore(GroupCommitWrites, SharedReads):
         self.claims += 1
         return await self._load(ref, light=True)
 
-    async def journal(self, ref: InstanceRef) -> str:
+    async def journal(self, ref: InstanceRef) -> JournalText:
         """Built by SQLite in one statement: no row becomes a Python object."""
-        rows = await self._fetch(
-            f"SELECT group_concat({JOURNAL_MEMBER_SQL}, ',') FROM steps "
-            f"WHERE workflow = ? AND instance_id = ? AND {JOURNAL_STEPS_WHERE}",
-            (ref.workflow, ref.id),
-        )
-        return rows[0][0] or ""
+        rows = await self._fetch(JOURNAL_SQL, (ref.workflow, ref.id))
+        sections = {row[0]: row[1] or "" for row in rows}
+        return JournalText(sections.get(0, ""), sections.get(1, ""))
 
     async def serve(self, events: NodeEvents) -> None:
         """Nothing to do: no other node shares this file."""

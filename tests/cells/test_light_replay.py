@@ -27,8 +27,16 @@ OPS: list[dict[str, Any]] = [
      "config": {"retries": {"limit": 0, "delay": 1000}}},
     {"do": "typed", "returns": "nested"},
     {"do": "bytes", "returns": "u8"},
+    # names an object's prototype has, later calls of a name, a later call that failed
+    {"do": "constructor", "value": "c", "once": True},
+    {"do": "__proto__", "value": "p", "once": True},
+    {"do": "toString", "returns": "undefined", "once": True},
+    {"do": "repeat", "value": 3, "once": True},
+    {"do": "doomed", "always": True, "error": "range", "catch": True,
+     "config": {"retries": {"limit": 0, "delay": 1000}}},
     {"wait": "approval", "type": "approve"},
     {"do": "after", "value": "done"},
+    {"do": "hasOwnProperty", "value": "h"},  # not in the journal: runs
 ]  # fmt: skip
 
 
@@ -55,16 +63,35 @@ async def test_a_hibernated_instance_replays_from_the_stores_journal(tmp_path: P
         light = await service.store.claim(ref)
         assert light is not None and light.history_dropped
         assert [row.key.name for row in light.steps] == ["approval"]  # the wait only
-        journal = orjson.loads("{" + await service.store.journal(ref) + "}")
-        assert len(journal) == 11, str(sorted(journal))
+        recorded = await service.store.journal(ref)
+        first = orjson.loads("{" + recorded.first + "}")
+        keyed = orjson.loads("{" + recorded.keyed + "}")
+        assert len(first) == 13, sorted(first)
+        assert sorted(keyed) == ["do:2:doomed", "do:2:repeat", "do:3:repeat"]
+        rows_before = await service.store.load(ref)
         replayed = await finish(service, "hibernated")
+        rows_after = await service.store.load(ref)
+        # every recorded step came from the journal: none ran (or started) again
+        assert rows_before is not None and rows_after is not None
+        started = {row.key: (row.started_at, row.attempts) for row in rows_after.steps}
+        for row in rows_before.steps:
+            if row.key.type == "do":
+                assert started[row.key] == (row.started_at, row.attempts), row.key
 
     assert replayed == resident
     results = resident["results"]
     assert results[0]["ctx"]["step"] == {"name": "first", "count": 1}
     assert results[2:4] == [1, 2]
     assert results[6] == {"caught": {"name": "TypeError", "message": "doomed failed on attempt 1"}}
-    assert results[9]["payload"] == {"ok": 1}
+    assert results[9:14] == [
+        "c",
+        "p",
+        {"type": "undefined"},
+        3,
+        {"caught": {"name": "RangeError", "message": "doomed failed on attempt 1"}},
+    ]
+    assert results[14]["payload"] == {"ok": 1}
+    assert results[15:] == ["done", "h"]
 
 
 async def test_an_event_wakes_a_hibernated_instance_with_one_read_of_it(tmp_path: Path) -> None:

@@ -274,6 +274,9 @@ async def test_a_light_claim_leaves_finished_steps_to_the_journal(store: AnyStor
     m.attempt_failed(
         StepKey("do", "boom", 1), 1, ErrorInfo("TypeError", "no"), T0, nonretryable=True
     )
+    for count in (1, 2):  # a name called twice: its second call is keyed
+        m.step_do("again", count, None, None, T0)
+        m.attempt_succeeded(StepKey("do", "again", count), 1, str(count), T0)
     m.step_sleep("nap", 1, T0, duration_ms=10)
     m.step_wait("late", 1, "never", "1 second", T0)
     m.step_wait("go", 1, "go", None, T0)  # takes the event below
@@ -297,16 +300,26 @@ async def test_a_light_claim_leaves_finished_steps_to_the_journal(store: AnyStor
     else:  # a store whose claim reads everything
         started = Machine(light.state, light.steps, light.events).start_run(T0 + 3000)
     expected = json.loads(whole.journal_json())
-    assert len(expected) == len(names) + 5, sorted(expected)
     assert json.loads(started.journal_json()) == expected
-    assert expected['do:1:quo"te\\back'] == {"i": 1, "s": 'quo"te\\back'}
-    assert expected["do:1:undefined"] == expected["sleep:1:nap"] == {"$": "undefined"}
-    assert expected["do:1:boom"] == {
+    # first step.do calls by name; every other finished step by its key
+    first, keyed = expected["first"], expected["keyed"]
+    assert sorted(first) == sorted([*names, "undefined", "boom", "again"]), sorted(first)
+    assert sorted(keyed) == [
+        "do:2:again",
+        "sleep:1:nap",
+        "waitForEvent:1:go",
+        "waitForEvent:1:late",
+    ]
+    assert first['quo"te\\back'] == {"i": 1, "s": 'quo"te\\back'}
+    assert first["ünï\u2028code"] == {"i": 3, "s": "ünï\u2028code"}
+    assert first["again"] == 1 and keyed["do:2:again"] == 2
+    assert first["undefined"] == keyed["sleep:1:nap"] == {"$": "undefined"}
+    assert first["boom"] == {
         "$": "celld:error",
         "error": {"name": "TypeError", "message": "no"},
     }
-    assert expected["waitForEvent:1:late"]["error"]["name"] == "WorkflowTimeoutError"
-    assert json.loads(expected["waitForEvent:1:go"]["payload"]) == {"p": 1}
+    assert keyed["waitForEvent:1:late"]["error"]["name"] == "WorkflowTimeoutError"
+    assert json.loads(keyed["waitForEvent:1:go"]["payload"]) == {"p": 1}
 
 
 async def _written_soon(store: AnyStore, writes: list[Write]) -> list[BaseException | None]:
