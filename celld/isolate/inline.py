@@ -11,6 +11,13 @@ turns and schedules itself again: the loop polls its sockets and runs everything
 between two slices. Turns run in the order they were asked for, and a run that needs
 another turn queues behind the others, so the busy instances take turns fairly. What
 the slices add up to is what the loop can spare; the JS work is the same.
+
+A turn a client is waiting on (a Worker's request, on a JS thread) goes first: while one
+is in flight (`hold`), a slice due to start waits, up to `HOLD_S`, for it to end. Meanwhile
+the loop runs only its other callbacks and then sleeps in its poll, so the JS thread gets
+the GIL at once instead of after a switch interval or a whole inline turn (a direct call
+into QuickJS holds the GIL until it returns). A slice waits at most once in a row: a stream
+of requests, or a CPU-bound one, slows the workflows down but cannot stop them.
 """
 
 from __future__ import annotations
@@ -29,6 +36,8 @@ log = logging.getLogger("celld.isolate")
 
 #: Turns run back to back for at most this long before the loop gets a pass of its own.
 BUDGET_S = 0.001
+#: A slice waits at most this long for the prompt turns in flight (see `hold`).
+HOLD_S = 0.002
 
 
 class InlineTurns:
@@ -38,6 +47,10 @@ class InlineTurns:
         self._loop = loop
         self._queue: deque[tuple[Callable[[], Any], asyncio.Future[Any] | None]] = deque()
         self._scheduled = False
+        self._holds = 0
+        self._held_at = 0.0  # when the holds in force began
+        self._waiting: asyncio.TimerHandle | None = None  # a slice waiting for them
+        self._waited = False  # the last slice due waited: the next one runs
 
     def __len__(self) -> int:
         return len(self._queue)
@@ -59,7 +72,30 @@ class InlineTurns:
             self._loop.call_soon(self._slice)
         return await future
 
+    def hold(self) -> None:
+        """A turn a client waits on is in flight: slices due meanwhile wait for `release`
+        (up to `HOLD_S`)."""
+        if self._holds == 0:
+            self._held_at = time.perf_counter()
+        self._holds += 1
+
+    def release(self) -> None:
+        """A turn announced by `hold` has ended: a slice waiting for it runs now."""
+        self._holds -= 1
+        if self._holds == 0 and self._waiting is not None:
+            self._waiting.cancel()
+            self._waiting = None
+            self._loop.call_soon(self._slice)
+
     def _slice(self) -> None:
+        self._waiting = None
+        if self._holds and not self._waited:
+            left = self._held_at + HOLD_S - time.perf_counter()
+            if left > 0:
+                self._waited = True
+                self._waiting = self._loop.call_later(left, self._slice)
+                return
+        self._waited = False
         self._scheduled = False
         queue = self._queue
         end = time.perf_counter() + BUDGET_S
