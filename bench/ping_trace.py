@@ -35,6 +35,7 @@ sys.path.insert(0, str(HERE.parent))  # this checkout's celld, whatever is insta
 import latency_trace as lt  # noqa: E402
 
 _passes: list[tuple[int, int, int]] = []  # (start ns, duration ns, callbacks ready)
+_slices: list[tuple[int, int, int]] = []  # (start ns, duration ns, thread CPU ns)
 
 
 def _install() -> None:
@@ -79,8 +80,19 @@ def _install() -> None:
     lt._wrap_sync(host.IsolateHost, "post", "post", lambda self, m: m.get("k"))
     lt._wrap_sync(threads.JsThread, "_flush", "flush")
     lt._wrap_sync(threads.JsThread, "_run_batch", "jsthread")
+    lt._wrap_sync(threads.JsThread, "_run_then", "jsthread")
+    lt._wrap_sync(inline.InlineTurns, "hold", "hold")
+    lt._wrap_sync(inline.InlineTurns, "release", "release")
     lt._wrap_sync(threads.JsThread, "_settle", "settled")
-    lt._wrap_sync(inline.InlineTurns, "_slice", "slice")
+    slice_once = inline.InlineTurns._slice
+
+    def traced_slice(self: Any) -> None:
+        cpu = time.thread_time_ns()
+        began = time.monotonic_ns()
+        slice_once(self)
+        _slices.append((began, time.monotonic_ns() - began, time.thread_time_ns() - cpu))
+
+    inline.InlineTurns._slice = traced_slice  # type: ignore[method-assign]
     lt._wrap_sync(sqlite.SqliteStore, "_settle", "commits")
 
     run_once = base_events.BaseEventLoop._run_once
@@ -101,7 +113,7 @@ def _install() -> None:
             await stop(self)
         finally:
             with open(os.environ["LATENCY_TRACE_OUT"], "w") as out:
-                json.dump({"events": lt._events, "passes": _passes}, out)
+                json.dump({"events": lt._events, "passes": _passes, "slices": _slices}, out)
 
     service.Service.stop = stop_and_dump  # type: ignore[method-assign]
 
@@ -162,10 +174,10 @@ def drive(n: int, k: int, slowest: int) -> None:
         f"steps/s {n * k * 1000 / (last - first):.0f}"
     )
     trace = json.loads(trace_file.read_text())
-    report(trace["events"], trace["passes"], slowest)
+    report(trace["events"], trace["passes"], trace["slices"], slowest)
 
 
-def report(events: list[Any], passes: list[Any], slowest: int) -> None:
+def report(events: list[Any], passes: list[Any], slices: list[Any], slowest: int) -> None:
     """Per ping under load (from its bytes in to its response written): the gaps between
     its trace points, and the loop passes that ran meanwhile."""
     pings: list[list[Any]] = []
@@ -198,7 +210,22 @@ def report(events: list[Any], passes: list[Any], slowest: int) -> None:
         f"p90 {lt.pct(lengths, 90):.2f} ms, p99 {lt.pct(lengths, 99):.2f} ms, "
         f"max {max(lengths):.1f} ms; busy {sum(lengths) / ((end - first) / 1e9) / 10:.0f} %"
     )
-    for label in ("slice", "commits", "jsthread"):
+    holds = _pairs(events, "hold>", "release>", first, end)
+    if holds:
+        print(
+            f"  holds: {len(holds)}, p50 {lt.pct(holds, 50):.2f} ms, "
+            f"p99 {lt.pct(holds, 99):.2f} ms, total {sum(holds) / ((end - first) / 1e9) / 10:.0f} %"
+        )
+    ran = [s for s in slices if first <= s[0] <= end and s[1] > 50_000]
+    if ran:
+        wall = [s[1] / 1e6 for s in ran]
+        cpu = [s[2] / 1e6 for s in ran]
+        print(
+            f"  slices that ran: {len(ran)}, wall p50 {lt.pct(wall, 50):.2f} / p99 "
+            f"{lt.pct(wall, 99):.2f} ms, loop-thread CPU p50 {lt.pct(cpu, 50):.2f} / p99 "
+            f"{lt.pct(cpu, 99):.2f} ms"
+        )
+    for label in ("commits", "jsthread"):
         spans = _spans(events, label, first, end)
         if spans:
             print(
@@ -232,7 +259,7 @@ def report(events: list[Any], passes: list[Any], slowest: int) -> None:
 
 def _own_points(ping: list[Any]) -> list[Any]:
     """The trace points that are the ping's own (the first of each kind, workflow noise out)."""
-    wanted = ("in", "asgi", "handle>", "post>fetch", "flush>", "jsthread>", "jsthread<",
+    wanted = ("in", "asgi", "handle>", "post>fetch", "hold>", "flush>", "jsthread>", "jsthread<",
               "settled>", "respond>", "handle<", "out")  # fmt: skip
     seen: set[str] = set()
     own = []
@@ -254,6 +281,21 @@ def _spans(events: list[Any], label: str, first: int, end: int) -> list[float]:
         if name.startswith(f"{label}>"):
             opened = t
         elif name.startswith(f"{label}<") and opened is not None:
+            spans.append((t - opened) / 1e6)
+            opened = None
+    return spans
+
+
+def _pairs(events: list[Any], start: str, stop: str, first: int, end: int) -> list[float]:
+    """Durations from each `start` point to the next `stop` point."""
+    spans = []
+    opened: int | None = None
+    for t, _, name in events:
+        if not first <= t <= end:
+            continue
+        if name.startswith(start) and opened is None:
+            opened = t
+        elif name.startswith(stop) and opened is not None:
             spans.append((t - opened) / 1e6)
             opened = None
     return spans

@@ -12,12 +12,15 @@ between two slices. Turns run in the order they were asked for, and a run that n
 another turn queues behind the others, so the busy instances take turns fairly. What
 the slices add up to is what the loop can spare; the JS work is the same.
 
-A turn a client is waiting on (a Worker's request, on a JS thread) goes first: while one
-is in flight (`hold`), a slice due to start waits, up to `HOLD_S`, for it to end. Meanwhile
-the loop runs only its other callbacks and then sleeps in its poll, so the JS thread gets
-the GIL at once instead of after a switch interval or a whole inline turn (a direct call
-into QuickJS holds the GIL until it returns). A slice waits at most once in a row: a stream
-of requests, or a CPU-bound one, slows the workflows down but cannot stop them.
+A request a client is waiting on goes first: from its headers to its task's start
+(celld/server/protocol.py) and while its Worker turn runs on a JS thread
+(IsolateHost.prompt), a slice due to start waits (`hold`) for it, up to `HOLD_S` from when
+it was due. Meanwhile the loop runs only its other callbacks and then sleeps in its poll,
+so the request's task starts in a short pass and the JS thread gets the GIL at once
+instead of after a switch interval or a whole inline turn (a direct call into QuickJS
+holds the GIL until it returns). No slice waits longer than `HOLD_S`: a stream of requests,
+or a CPU-bound one, slows the workflows down (to a 1 ms slice every few ms at worst) but
+cannot stop them.
 """
 
 from __future__ import annotations
@@ -36,7 +39,7 @@ log = logging.getLogger("celld.isolate")
 
 #: Turns run back to back for at most this long before the loop gets a pass of its own.
 BUDGET_S = 0.001
-#: A slice waits at most this long for the prompt turns in flight (see `hold`).
+#: A slice due waits at most this long for the requests in flight (see `hold`).
 HOLD_S = 0.002
 
 
@@ -48,9 +51,8 @@ class InlineTurns:
         self._queue: deque[tuple[Callable[[], Any], asyncio.Future[Any] | None]] = deque()
         self._scheduled = False
         self._holds = 0
-        self._held_at = 0.0  # when the holds in force began
         self._waiting: asyncio.TimerHandle | None = None  # a slice waiting for them
-        self._waited = False  # the last slice due waited: the next one runs
+        self._due_at: float | None = None  # when the waiting slice was first due
 
     def __len__(self) -> int:
         return len(self._queue)
@@ -73,10 +75,8 @@ class InlineTurns:
         return await future
 
     def hold(self) -> None:
-        """A turn a client waits on is in flight: slices due meanwhile wait for `release`
-        (up to `HOLD_S`)."""
-        if self._holds == 0:
-            self._held_at = time.perf_counter()
+        """Work a client waits on is in flight: slices due meanwhile wait for `release`
+        (each at most `HOLD_S`)."""
         self._holds += 1
 
     def release(self) -> None:
@@ -89,13 +89,15 @@ class InlineTurns:
 
     def _slice(self) -> None:
         self._waiting = None
-        if self._holds and not self._waited:
-            left = self._held_at + HOLD_S - time.perf_counter()
+        if self._holds:
+            now = time.perf_counter()
+            if self._due_at is None:
+                self._due_at = now
+            left = self._due_at + HOLD_S - now
             if left > 0:
-                self._waited = True
                 self._waiting = self._loop.call_later(left, self._slice)
                 return
-        self._waited = False
+        self._due_at = None
         self._scheduled = False
         queue = self._queue
         end = time.perf_counter() + BUDGET_S
