@@ -18,9 +18,10 @@ A request a client is waiting on goes first: from its headers to its task's star
 it was due. Meanwhile the loop runs only its other callbacks and then sleeps in its poll,
 so the request's task starts in a short pass and the JS thread gets the GIL at once
 instead of after a switch interval or a whole inline turn (a direct call into QuickJS
-holds the GIL until it returns). No slice waits longer than `HOLD_S`: a stream of requests,
-or a CPU-bound one, slows the workflows down (to a 1 ms slice every few ms at worst) but
-cannot stop them.
+holds the GIL until it returns). No slice waits longer than `HOLD_S`, and the waits add
+up to at most `HOLD_SHARE` of the time (a credit that refills at that rate): a stream of
+requests, or a CPU-bound one, gets its fair share of the loop and no more, so busy HTTP
+clients cannot starve the workflows.
 """
 
 from __future__ import annotations
@@ -39,8 +40,12 @@ log = logging.getLogger("celld.isolate")
 
 #: Turns run back to back for at most this long before the loop gets a pass of its own.
 BUDGET_S = 0.001
-#: A slice due waits at most this long for the requests in flight (see `hold`).
+#: A slice due waits at most this long for the requests in flight (see `hold`) ...
 HOLD_S = 0.002
+#: ... and slices wait, all told, for at most this share of the time (with a credit of
+#: `HOLD_CREDIT_S` to spend in a burst).
+HOLD_SHARE = 0.15
+HOLD_CREDIT_S = 0.005
 
 
 class InlineTurns:
@@ -53,6 +58,9 @@ class InlineTurns:
         self._holds = 0
         self._waiting: asyncio.TimerHandle | None = None  # a slice waiting for them
         self._due_at: float | None = None  # when the waiting slice was first due
+        self._wait_until = 0.0  # and until when it may wait
+        self._credit = HOLD_CREDIT_S  # seconds slices may still wait (see HOLD_SHARE)
+        self._credited_at = time.perf_counter()
 
     def __len__(self) -> int:
         return len(self._queue)
@@ -89,15 +97,20 @@ class InlineTurns:
 
     def _slice(self) -> None:
         self._waiting = None
-        if self._holds:
-            now = time.perf_counter()
+        now = time.perf_counter()
+        if self._holds or self._due_at is not None:
             if self._due_at is None:
+                self._credit = min(
+                    HOLD_CREDIT_S, self._credit + (now - self._credited_at) * HOLD_SHARE
+                )
+                self._credited_at = now
                 self._due_at = now
-            left = self._due_at + HOLD_S - now
-            if left > 0:
-                self._waiting = self._loop.call_later(left, self._slice)
+                self._wait_until = now + min(HOLD_S, self._credit)
+            if self._holds and now < self._wait_until:
+                self._waiting = self._loop.call_later(self._wait_until - now, self._slice)
                 return
-        self._due_at = None
+            self._credit -= now - self._due_at
+            self._due_at = None
         self._scheduled = False
         queue = self._queue
         end = time.perf_counter() + BUDGET_S
