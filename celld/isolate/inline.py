@@ -65,6 +65,11 @@ class InlineTurns:
     def __len__(self) -> int:
         return len(self._queue)
 
+    @property
+    def held(self) -> int:
+        """Requests in flight that slices wait for (see `hold`)."""
+        return self._holds
+
     def call(self, turn: Callable[[], Any]) -> None:
         """Run `turn` (which reports its own outcome) on this thread in the next slice:
         what an isolate's host pumps with, without a future or a task per turn."""
