@@ -80,9 +80,10 @@ def _install() -> None:
     lt._wrap_sync(host.IsolateHost, "post", "post", lambda self, m: m.get("k"))
     lt._wrap_sync(threads.JsThread, "_flush", "flush")
     lt._wrap_sync(threads.JsThread, "_run_batch", "jsthread")
-    lt._wrap_sync(threads.JsThread, "_run_then", "jsthread")
-    lt._wrap_sync(inline.InlineTurns, "hold", "hold")
-    lt._wrap_sync(inline.InlineTurns, "release", "release")
+    if hasattr(threads.JsThread, "_run_then"):  # (celld before the prompt turns has none)
+        lt._wrap_sync(threads.JsThread, "_run_then", "jsthread")
+        lt._wrap_sync(inline.InlineTurns, "hold", "hold")
+        lt._wrap_sync(inline.InlineTurns, "release", "release")
     lt._wrap_sync(threads.JsThread, "_settle", "settled")
     slice_once = inline.InlineTurns._slice
 

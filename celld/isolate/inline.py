@@ -44,7 +44,7 @@ BUDGET_S = 0.001
 HOLD_S = 0.002
 #: ... and slices wait, all told, for at most this share of the time (with a credit of
 #: `HOLD_CREDIT_S` to spend in a burst).
-HOLD_SHARE = 0.15
+HOLD_SHARE = 0.1
 HOLD_CREDIT_S = 0.005
 
 
