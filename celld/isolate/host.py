@@ -137,6 +137,12 @@ class IsolateHost:
         #: Called after every turn with the CPU time (ms) it used; an owner charges it
         #: to the work the isolate serves and may set `isolate.fault` to stop it.
         self.cpu_callback: Callable[[float], None] | None = None
+        #: Turns a client waits on (a Worker's requests): each starts on the JS thread as
+        #: soon as it is asked for and its outbox is dispatched from the thread's answer
+        #: (no pump task), and the loop's inline slices of workflow work hold back while
+        #: it runs (`InlineTurns.hold`), so it gets the GIL instead of waiting for it.
+        self.prompt = False
+        self._holding = False
         self._closed = False
 
     @property
@@ -193,6 +199,8 @@ class IsolateHost:
             if self._inline is None:
                 self._inline = inline_turns()
             self._inline.call(self._pump_inline)
+        elif self.prompt:
+            self._prompt_turn()
         else:
             self._pump_task = asyncio.get_running_loop().create_task(self._pump())
 
@@ -258,6 +266,38 @@ class IsolateHost:
             if again:
                 self._pump_soon()
             else:
+                self._pump_ended()
+
+    def _prompt_turn(self) -> None:
+        """One turn of a prompt host, started on its JS thread now (see `prompt`)."""
+        if self._inline is None:
+            self._inline = inline_turns()
+        if not self._holding:
+            self._holding = True
+            self._inline.hold()
+        batch, self._inbox = self._inbox, []
+        self._in_turn = True
+        self.isolate.turn_soon(batch, self._prompt_turn_done)
+
+    def _prompt_turn_done(
+        self, outbox: list[dict[str, Any]] | None, error: BaseException | None
+    ) -> None:
+        again = False
+        try:
+            if error is not None:
+                if not isinstance(error, Exception):
+                    raise error
+                self._turn_failed(error)
+                return
+            assert outbox is not None
+            again = self._turn_done(outbox)
+        finally:
+            if again:
+                self._prompt_turn()
+            else:
+                if self._holding and self._inline is not None:
+                    self._holding = False
+                    self._inline.release()
                 self._pump_ended()
 
     def _turn_failed(self, error: Exception) -> None:

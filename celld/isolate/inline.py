@@ -11,6 +11,17 @@ turns and schedules itself again: the loop polls its sockets and runs everything
 between two slices. Turns run in the order they were asked for, and a run that needs
 another turn queues behind the others, so the busy instances take turns fairly. What
 the slices add up to is what the loop can spare; the JS work is the same.
+
+A request a client is waiting on goes first: from its headers to its task's start
+(celld/server/protocol.py) and while its Worker turn runs on a JS thread
+(IsolateHost.prompt), a slice due to start waits (`hold`) for it, up to `HOLD_S` from when
+it was due. Meanwhile the loop runs only its other callbacks and then sleeps in its poll,
+so the request's task starts in a short pass and the JS thread gets the GIL at once
+instead of after a switch interval or a whole inline turn (a direct call into QuickJS
+holds the GIL until it returns). No slice waits longer than `HOLD_S`, and the waits add
+up to at most `HOLD_SHARE` of the time (a credit that refills at that rate): a stream of
+requests, or a CPU-bound one, gets its fair share of the loop and no more, so busy HTTP
+clients cannot starve the workflows.
 """
 
 from __future__ import annotations
@@ -29,6 +40,12 @@ log = logging.getLogger("celld.isolate")
 
 #: Turns run back to back for at most this long before the loop gets a pass of its own.
 BUDGET_S = 0.001
+#: A slice due waits at most this long for the requests in flight (see `hold`) ...
+HOLD_S = 0.002
+#: ... and slices wait, all told, for at most this share of the time (with a credit of
+#: `HOLD_CREDIT_S` to spend in a burst).
+HOLD_SHARE = 0.1
+HOLD_CREDIT_S = 0.005
 
 
 class InlineTurns:
@@ -38,9 +55,20 @@ class InlineTurns:
         self._loop = loop
         self._queue: deque[tuple[Callable[[], Any], asyncio.Future[Any] | None]] = deque()
         self._scheduled = False
+        self._holds = 0
+        self._waiting: asyncio.TimerHandle | None = None  # a slice waiting for them
+        self._due_at: float | None = None  # when the waiting slice was first due
+        self._wait_until = 0.0  # and until when it may wait
+        self._credit = HOLD_CREDIT_S  # seconds slices may still wait (see HOLD_SHARE)
+        self._credited_at = time.perf_counter()
 
     def __len__(self) -> int:
         return len(self._queue)
+
+    @property
+    def held(self) -> int:
+        """Requests in flight that slices wait for (see `hold`)."""
+        return self._holds
 
     def call(self, turn: Callable[[], Any]) -> None:
         """Run `turn` (which reports its own outcome) on this thread in the next slice:
@@ -59,7 +87,35 @@ class InlineTurns:
             self._loop.call_soon(self._slice)
         return await future
 
+    def hold(self) -> None:
+        """Work a client waits on is in flight: slices due meanwhile wait for `release`
+        (each at most `HOLD_S`)."""
+        self._holds += 1
+
+    def release(self) -> None:
+        """A turn announced by `hold` has ended: a slice waiting for it runs now."""
+        self._holds -= 1
+        if self._holds == 0 and self._waiting is not None:
+            self._waiting.cancel()
+            self._waiting = None
+            self._loop.call_soon(self._slice)
+
     def _slice(self) -> None:
+        self._waiting = None
+        now = time.perf_counter()
+        if self._holds or self._due_at is not None:
+            if self._due_at is None:
+                self._credit = min(
+                    HOLD_CREDIT_S, self._credit + (now - self._credited_at) * HOLD_SHARE
+                )
+                self._credited_at = now
+                self._due_at = now
+                self._wait_until = now + min(HOLD_S, self._credit)
+            if self._holds and now < self._wait_until:
+                self._waiting = self._loop.call_later(self._wait_until - now, self._slice)
+                return
+            self._credit -= now - self._due_at
+            self._due_at = None
         self._scheduled = False
         queue = self._queue
         end = time.perf_counter() + BUDGET_S

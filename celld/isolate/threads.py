@@ -45,6 +45,30 @@ class JsThread:
     def submit(self, fn: Callable[[], T]) -> Future[T]:
         return self._executor.submit(fn)
 
+    def run_then(
+        self,
+        fn: Callable[[], T],
+        then: Callable[[T | None, BaseException | None], None],
+        loop: asyncio.AbstractEventLoop,
+    ) -> None:
+        """Run `fn` on this thread now (no waiting for the end of the loop's pass, as
+        `run_batched` does) and call `then(value, error)` on `loop` when it is done: one
+        crossing each way, no future and no task between them. For the turns a client is
+        waiting on (Worker requests)."""
+        self._executor.submit(self._run_then, fn, then, loop)
+
+    @staticmethod
+    def _run_then(
+        fn: Callable[[], T],
+        then: Callable[[T | None, BaseException | None], None],
+        loop: asyncio.AbstractEventLoop,
+    ) -> None:
+        try:
+            value, error = fn(), None
+        except BaseException as failure:  # noqa: BLE001 - handed to `then` on the loop
+            value, error = None, failure
+        loop.call_soon_threadsafe(then, value, error)
+
     async def run(self, fn: Callable[[], T]) -> T:
         """Run `fn` on this thread and await its result from the event loop."""
         return await asyncio.wrap_future(self._executor.submit(fn))

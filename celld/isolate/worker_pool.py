@@ -137,6 +137,7 @@ class WorkerPool:
         ops["body.read"] = self._read_body
         ops["fault"] = lambda message: self._on_js_fault(message)
         host = IsolateHost(isolate, ops, on_fault=lambda fault: self._on_fault(slot, fault))
+        host.prompt = True  # a client waits on every turn (see IsolateHost.prompt)
         slot = _Slot(isolate, host, spare=thread is not None)
         host.post({"k": "env", **self.env_message})
         host.idle_callback = lambda: self._check_hung(slot)

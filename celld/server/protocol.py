@@ -18,6 +18,8 @@ import logging
 
 from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
 
+from celld.isolate.inline import inline_turns
+
 log = logging.getLogger("celld.server")
 
 #: Seconds a client has to send a request's headers.
@@ -45,6 +47,11 @@ class GuardedHttpToolsProtocol(HttpToolsProtocol):
         self._awaiting_headers = False
         self._cancel_header_timer()
         super().on_headers_complete()
+        # The request's task starts in the loop's next pass: workflow slices due meanwhile
+        # wait for it (celld/isolate/inline.py), and a Worker turn it starts holds them on.
+        turns = inline_turns()
+        turns.hold()
+        self.loop.call_soon(turns.release)
 
     def connection_lost(self, exc: Exception | None) -> None:
         self._cancel_header_timer()
