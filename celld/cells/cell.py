@@ -470,8 +470,14 @@ class Cell:
             or self.machine.status not in (Status.RUNNING, Status.WAITING)
         ):
             return False
-        run.deliver(self.machine.wake(self.port.now()))
-        self.commit_soon(done)
+        decisions = self.machine.wake(self.port.now())
+        run.deliver(decisions)
+        if decisions and all(run.answers_uncommitted(key, d) for key, d in decisions):
+            # JS is answered at once; the wake-up's rows ride with its next commit (the
+            # step after the sleep, the run's end, or the idle pass after its next turn).
+            done(None)
+        else:
+            self.commit_soon(done)
         return True
 
     async def on_alarm(self) -> None:

@@ -47,6 +47,7 @@ from celld.engine import (
     ErrorInfo,
     Fail,
     Reject,
+    Resolve,
     Run,
     RunStart,
     Status,
@@ -651,6 +652,19 @@ class CellRun:
 
         self.port.spawn(finish(), "stopping a run after a step", self.cell.on_task_failure)
 
+    def answers_uncommitted(self, key: StepKey, decision: Decision | None) -> bool:
+        """Whether a woken call's answer may reach JS before what the wake-up changed is
+        committed: a sleep whose deadline passed, or a retry's next attempt. Neither
+        acknowledges anything: a crash before the next commit leaves the row sleeping (or
+        retrying) with its deadline past, and the replay resolves the sleep (or runs that
+        attempt again: attempt starts are not written) the same way. So the wake-up's rows
+        go with the commit of whatever JS does next instead of a commit of their own."""
+        if not self.live or self.port.settings.replay_every_step:
+            return False
+        if key.type == "sleep":
+            return isinstance(decision, Resolve)
+        return key.type == "do" and isinstance(decision, Run)
+
     def _suspended(
         self,
         key: StepKey,
@@ -672,7 +686,12 @@ class CellRun:
         if answer.settled:
             return
         # a due retry's attempt may be mocked, and its failure retried at once
-        decision, _ = self._modify(key, waiter.result())
+        decision, acted = self._modify(key, waiter.result())
+        if not acted and self.answers_uncommitted(key, decision):
+            # What the wake-up changed (the sleep done, the retry's row running) rides
+            # with the next commit, usually the step after it: see `answers_uncommitted`.
+            answer.resolve(self._hand_over(key, decision))
+            return
         if isinstance(decision, Suspend) and self.live:
             again: asyncio.Future[Decision] = asyncio.get_running_loop().create_future()
             self.waiters[key] = again
