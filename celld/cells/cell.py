@@ -421,15 +421,18 @@ class Cell:
         """Commit, and if the run can no longer go on, release its isolate. A rollback that
         began (or goes on) needs a rollback run of its own.
 
-        A run that cannot go on gives its isolate back before the commit: JS is told
-        nothing more, so the isolate can serve the next run while this one's end is
-        written (the cell stays loaded until it is)."""
+        A run that cannot go on is detached at once (JS is told nothing more) and its
+        isolate goes back to the pool beside the commit of its end, not before it: the
+        end's commit does not wait for the isolate's last turn (its audit) nor, when the
+        pool is full, for its close on a JS thread (which held a burst's completions
+        back by seconds)."""
         if self.run is run and not run.live:
-            self._committing += 1  # not unloaded between letting go and committing
-            try:
-                await self.stop_run()
-            finally:
-                self._committing -= 1
+            detached = self._detach_run()
+            if detached is not None:
+                self.port.spawn(
+                    self._let_go(detached), "giving a finished run's isolate back",
+                    self.on_task_failure,
+                )  # fmt: skip
         await self.commit()
         self._roll_back_if_needed()
 
