@@ -437,7 +437,14 @@ class Cell:
         end's commit does not wait for the isolate's last turn (its audit) nor, when the
         pool is full, for its close on a JS thread (which held a burst's completions
         back by seconds)."""
-        if self.run is run and not run.live:
+        if self.run is run and not run.live and self.machine.rolling_back:
+            # its rollback run comes next: the isolate goes back first, as it did
+            self._committing += 1  # not unloaded between letting go and committing
+            try:
+                await self.stop_run()
+            finally:
+                self._committing -= 1
+        elif self.run is run and not run.live:
             detached = self._detach_run()
             if detached is not None:
                 self.port.spawn(
