@@ -1,7 +1,7 @@
 """A step's result may reach JS before its commit lands, but nothing the workflow does
 after it acts outside celld until then: the next step's `fetch` reaches the outside
-only once the result before it is in the store. And because JS goes on meanwhile, what
-it does next (the next step, the run's end) goes in the same write."""
+only once the result before it is in the store (what the early answer saves in commits:
+tests/cells/test_start_commit.py)."""
 
 from __future__ import annotations
 
@@ -9,13 +9,8 @@ import sqlite3
 import threading
 from pathlib import Path
 
-import orjson
-
-from celld.store.base import InstanceRef
 from tests.e2e.counter import counter_server
-from tests.inprocess import call, params, running_service, until, wait_for
-
-BENCH_PROJECT = Path(__file__).resolve().parents[2] / "bench" / "project"
+from tests.inprocess import call, params, running_service, until
 
 
 def _done_steps(db: Path, instance: str) -> set[str]:
@@ -70,27 +65,3 @@ async def test_nothing_acts_outside_before_the_result_before_it_is_durable(
     # b's callback ran after a's result was answered: a was durable before b's fetch left
     assert "a" in seen["one/b#1"], seen
     assert {"a", "b"} <= seen["one/c1#1"], seen
-
-
-async def test_a_run_of_steps_commits_about_twice_a_step_and_its_end_with_the_last(
-    tmp_path: Path,
-) -> None:
-    steps = 10
-    async with running_service(tmp_path / "state", BENCH_PROJECT) as service:
-        assert service.store is not None
-        store = service.store
-        await call(service, "bench-workflow", "create", id="warm", params=params({"steps": 1}))
-        await wait_for(service, "bench-workflow", ["warm"], {"complete"})
-        before = store.commits  # type: ignore[attr-defined]
-        await call(service, "bench-workflow", "create", id="one", params=params({"steps": steps}))
-        done = await wait_for(service, "bench-workflow", ["one"], {"complete"})
-        commits = store.commits - before  # type: ignore[attr-defined]
-        rows = await store.log_after(InstanceRef("bench-workflow", "one"), 0, 1000)
-        logged = [row.type for row in rows]
-    assert orjson.loads(done["one"]["output"])["steps"] == steps
-    # the create, the start with the first step, then two steps a write, the last with
-    # the run's end (one a step before: steps + 2)
-    assert commits <= steps // 2 + 2, commits
-    # every step is logged, in order, and the run's end after the last
-    assert logged.count("step_completed") == steps
-    assert logged[-1] == "workflow_completed"

@@ -1,7 +1,8 @@
 """A resident sleep's wake-up has no commit of its own: JS is answered at once and the
-sleep's `done` row goes to the store with the next step's result. Nothing is
-acknowledged by a wake-up: a crash before that commit leaves the row sleeping with its
-deadline past, and the replay resolves it the same way."""
+sleep's `done` row goes to the store with the next step's result (and, since that
+result is answered ahead of its commit, with the run's end). Nothing is acknowledged by
+a wake-up: a crash before that commit leaves the row sleeping with its deadline past,
+and the replay resolves it the same way."""
 
 from __future__ import annotations
 
@@ -13,42 +14,31 @@ from celld.cells.clock import ManualClock
 from celld.store.base import InstanceRef
 from tests.inprocess import call, params, running_service, until, wait_for
 
-START = 1_700_000_000_000
-MINUTE = 60_000
-SLEEPER = {
-    "ops": [
-        {"do": "a", "value": 1},
-        {"sleep": "nap", "duration": "1 minute"},
-        {"do": "b", "value": 2},
-    ]
-}
+BENCH_PROJECT = Path(__file__).resolve().parents[2] / "bench" / "project"
+NAP_MS = 60_000  # inside the residency window: the sleeper stays resident
 
 
 async def test_a_wake_up_commits_with_the_step_after_it(tmp_path: Path) -> None:
-    clock = ManualClock(START)
-    async with running_service(tmp_path / "state", clock=clock) as service:
+    ref = InstanceRef("sleeper-workflow", "napper")
+    clock = ManualClock(1_700_000_000_000)
+    async with running_service(tmp_path / "state", BENCH_PROJECT, clock=clock) as service:
         cells, store = service.cells, service.store
         assert cells is not None and store is not None
-        ref = InstanceRef("script-workflow", "sleeper")
-        await call(service, ref.workflow, "create", id=ref.id, params=params(SLEEPER))
+        await call(service, ref.workflow, "create", id=ref.id, params=params({"sleep_ms": NAP_MS}))
 
-        def parked() -> bool:
+        def settled() -> bool:
             cell = cells.loaded(ref)
-            return cell is not None and cell.run is not None and cell.parked
+            return cell is not None and cell.parked and not cell._committing
 
-        # a minute is inside the residency window: the sleeper stays resident, parked
-        await until(parked, "the sleeper parked, resident")
-        await until(lambda: cells.loaded(ref)._committing == 0, "its commits landed")  # type: ignore[union-attr]
+        await until(settled, "the sleeper parked, resident, its commits landed")
         before = store.commits  # type: ignore[attr-defined]
-        clock.advance(MINUTE)
+        clock.advance(NAP_MS)
         done = await wait_for(service, ref.workflow, [ref.id], {"complete"})
         commits = store.commits - before  # type: ignore[attr-defined]
         logged = [row.type for row in await store.log_after(ref, 0, 1000)]
-    assert orjson.loads(done[ref.id]["output"]) is not None
-    # the step after the sleep (carrying the sleep's end) and the run's end: no commit
-    # for the wake-up itself
-    assert commits <= 2, commits
-    # the sleep's end is still logged, in order, before the step after it
-    assert logged.index("sleep_completed") < logged.index("workflow_completed")
+    assert orjson.loads(done[ref.id]["output"])["sleep_ms"] == NAP_MS
+    # one write: the sleep's end, the step after it and the run's end
+    assert commits <= 1, commits
+    # still logged in order: the sleep's end, the step after it, the run's end
     nap = logged.index("sleep_completed")
-    assert "step_started" in logged[nap:], logged
+    assert logged[nap:].index("step_completed") < logged[nap:].index("workflow_completed")
