@@ -475,15 +475,16 @@ class CellRun:
         return self._answer(key, decision, resumes=True)
 
     # A step's result answered ahead of its commit. JS goes on at once; the result's write
-    # is held until JS's next turn is dispatched, and that turn's messages are held until
-    # the write lands, unless they only tell the engine what the run does next (the run's
-    # end, the next step's start and result, a sleep): those are dispatched at once and
-    # go in the same write. Nothing JS does after the answer acts outside celld before the
-    # result is durable (a fetch, a binding call, a log line waits for the write), the
-    # answers JS gets to those messages wait for it too, and readers see the status only
-    # as written. A crash before it lands loses nothing acknowledged: the step runs again.
-    # So the run's end commits with its last step's result, a sleeper's sleep with the
-    # step before it, and a run of steps in about half as many commits.
+    # is held until JS's next turn is over, and everything JS sends from then on is held
+    # until the write lands, except that turn's messages when they only tell the engine
+    # what the run does next (the run's end, the next step's start and result, a sleep):
+    # those are dispatched at once and go in the same write. Nothing JS does after the
+    # answer acts outside celld before the result is durable (a fetch, a binding call, a
+    # log line waits for the write), the answers JS gets to those messages wait for it
+    # too, and readers see the status only as written. A crash before it lands loses
+    # nothing acknowledged: the step runs again. So the run's end commits with its last
+    # step's result, a sleeper's sleep with the step before it, and a run of steps in
+    # about half as many commits.
 
     def _may_answer_early(self, decision: Decision | None) -> bool:
         return (
@@ -521,7 +522,9 @@ class CellRun:
         they only tell the engine what the run does next; the write goes either way."""
         held = self.host.held_outbox
         if held is not None and not self.closed and all(self._inward(m) for m in held):
-            self.host.release_outbox()
+            # what follows (a later slice of JS, a turn some other answer starts) stays
+            # held until the write lands: JS has seen the answer in all of them
+            self.host.dispatch_held()
         self.cell.release_writes()
 
     def _inward(self, message: dict[str, Any]) -> bool:

@@ -226,6 +226,15 @@ class IsolateHost:
         """The messages held so far (None when not holding)."""
         return self._held_out
 
+    def dispatch_held(self) -> None:
+        """Dispatch the messages held so far, in order, and go on holding what follows."""
+        held = self._held_out
+        if held is None or self._closed or self.faulted:
+            return
+        self._held_out = []
+        for message in held:
+            self._dispatch(message)
+
     def release_outbox(self) -> None:
         """Dispatch the held messages in order and stop holding; the owner hears of the
         turn's end again, now that its messages are dispatched."""
