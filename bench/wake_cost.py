@@ -81,7 +81,10 @@ async def measure(args: argparse.Namespace) -> None:
             finished: dict[InstanceRef, float] = {}
             commit_soon = cells.commit_soon
 
+            writes = [0]
+
             def committing(write: Any, done: Any) -> None:
+                writes[0] += 1
                 instance = write.changes.instance
                 if instance is not None and instance.status == "complete":
                     commit_soon(
@@ -109,6 +112,7 @@ async def measure(args: argparse.Namespace) -> None:
             with CallbackCounter() as callbacks:
                 if profile is not None:
                     profile.enable()
+                commits0 = service.store.commits  # type: ignore[union-attr]
                 loop0, proc0, wall0 = time.thread_time(), time.process_time(), time.perf_counter()
                 clock.advance(SLEEP_MS)
 
@@ -117,6 +121,7 @@ async def measure(args: argparse.Namespace) -> None:
 
                 await _until(done, "every sleeper completed")
                 loop1, proc1 = time.thread_time(), time.process_time()
+                commits = service.store.commits - commits0  # type: ignore[union-attr]
                 if profile is not None:
                     profile.disable()
             del cells.commit_soon
@@ -136,6 +141,7 @@ async def measure(args: argparse.Namespace) -> None:
     print(f"event-loop thread CPU per wake-up: {(loop1 - loop0) / n * 1e6:8.1f} us")
     print(f"process CPU per wake-up:           {(proc1 - proc0) / n * 1e6:8.1f} us")
     print(f"loop callbacks per wake-up:        {callbacks.count / n:8.2f}")
+    print(f"instance writes per wake-up:       {writes[0] / n:8.2f} ({commits} group commits)")
     print(
         f"the step after the sleep began: p50 {statistics.median(woke):.0f} ms, "
         f"p99 {woke[int(n * 0.99) - 1]:.0f} ms, max {woke[-1]:.0f} ms (wall: noise here)"

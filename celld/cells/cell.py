@@ -70,8 +70,9 @@ class Cell:
         self._landing: tuple[Write, bool, dict[str, Any]] | None = None
         self._readers = asyncio.Lock()  # history reads, one at a time
         self._held = False  # a history read holds writes off
-        #: a run's start holds writes off until its first turn is dispatched (see start_run)
-        self._start_held = False
+        #: holds on writes until a turn's messages are dispatched: a run's start (see
+        #: start_run) and an answer given ahead of its commit (`CellRun._answer_early`)
+        self._turn_holds = 0
         self._hold_waiter: asyncio.Future[None] | None = None
 
     @property
@@ -116,12 +117,12 @@ class Cell:
     def _enqueue(self, done: CommitDone, *, deleting: bool) -> None:
         self._committing += 1
         self._queued.append((done, deleting))
-        if self._in_flight is None and not self._held and not self._start_held:
+        if self._in_flight is None and not self._held and not self._turn_holds:
             self._write_next()
 
     def _write_next(self) -> None:
         """Start the next write of the queue (a deletion is a write of its own)."""
-        while self._queued and self._in_flight is None and not self._held and not self._start_held:
+        while self._queued and self._in_flight is None and not self._held and not self._turn_holds:
             queued = self._queued
             deleting = queued[0][1]
             if len(queued) == 1:  # (the usual case: one caller)
@@ -366,18 +367,28 @@ class Cell:
             # It is held until the first turn's messages are dispatched, so that what they
             # commit (usually the first step's result) goes in the same write: one commit
             # fewer before the first answer.
-            self._start_held = True
-            host.after_next_turn(self._release_start)
+            self.hold_writes()
+            host.after_next_turn(self.release_writes)
             self.commit_soon(self._start_committed)
         run.post_start(start, fresh)
         self.machine.forget_finished()  # JS has the journal now
 
-    def _release_start(self) -> None:
-        """The first turn of a run is dispatched (or the run ended without one): the start
-        and whatever that turn asked to commit go to the store together."""
-        if self._start_held:
-            self._start_held = False
-            self._write_next()
+    def hold_writes(self) -> None:
+        """Hold writes off until `release_writes`: what the next turn asks to commit goes
+        in the same write as what is queued now."""
+        self._turn_holds += 1
+
+    def release_writes(self, *, every: bool = False) -> None:
+        """The turn a hold waited for is dispatched (or the run ended without one): the
+        held write goes, with whatever that turn asked to commit."""
+        if self._turn_holds:
+            self._turn_holds = 0 if every else self._turn_holds - 1
+            if not self._turn_holds:
+                self._write_next()
+
+    @property
+    def writes_held(self) -> bool:
+        return self._turn_holds > 0
 
     def _start_committed(self, error: BaseException | None) -> None:
         if error is not None and not isinstance(error, StoreUnavailable):
@@ -389,7 +400,7 @@ class Cell:
     def _detach_run(self) -> CellRun | None:
         """Close the run in memory now (synchronously: nothing reaches it after this)."""
         run, self.run = self.run, None
-        self._release_start()
+        self.release_writes(every=True)
         if run is None:
             return None
         run.close()
@@ -421,15 +432,25 @@ class Cell:
         """Commit, and if the run can no longer go on, release its isolate. A rollback that
         began (or goes on) needs a rollback run of its own.
 
-        A run that cannot go on gives its isolate back before the commit: JS is told
-        nothing more, so the isolate can serve the next run while this one's end is
-        written (the cell stays loaded until it is)."""
-        if self.run is run and not run.live:
+        A run that cannot go on is detached at once (JS is told nothing more) and its
+        isolate goes back to the pool beside the commit of its end, not before it: the
+        end's commit does not wait for the isolate's last turn (its audit) nor, when the
+        pool is full, for its close on a JS thread (which held a burst's completions
+        back by seconds)."""
+        if self.run is run and not run.live and self.machine.rolling_back:
+            # its rollback run comes next: the isolate goes back first, as it did
             self._committing += 1  # not unloaded between letting go and committing
             try:
                 await self.stop_run()
             finally:
                 self._committing -= 1
+        elif self.run is run and not run.live:
+            detached = self._detach_run()
+            if detached is not None:
+                self.port.spawn(
+                    self._let_go(detached), "giving a finished run's isolate back",
+                    self.on_task_failure,
+                )  # fmt: skip
         await self.commit()
         self._roll_back_if_needed()
 
@@ -470,8 +491,14 @@ class Cell:
             or self.machine.status not in (Status.RUNNING, Status.WAITING)
         ):
             return False
-        run.deliver(self.machine.wake(self.port.now()))
-        self.commit_soon(done)
+        decisions = self.machine.wake(self.port.now())
+        run.deliver(decisions)
+        if decisions and all(run.answers_uncommitted(key, d) for key, d in decisions):
+            # JS is answered at once; the wake-up's rows ride with its next commit (the
+            # step after the sleep, the run's end, or the idle pass after its next turn).
+            done(None)
+        else:
+            self.commit_soon(done)
         return True
 
     async def on_alarm(self) -> None:

@@ -144,6 +144,10 @@ class InstanceLog:
             if status != self._status and not (changes.created and status is Status.QUEUED):
                 if status in _FINAL:
                     final = status
+                    if self._status is not Status.RUNNING and changes.steps:
+                        # ran and ended between two writes (a wake-up's last step and the
+                        # end, say): the run still went through `running`
+                        emit(_STATUS_EVENT[Status.RUNNING])
                 else:
                     emit(_STATUS_EVENT[status])
             self._status = status

@@ -47,6 +47,7 @@ from celld.engine import (
     ErrorInfo,
     Fail,
     Reject,
+    Resolve,
     Run,
     RunStart,
     Status,
@@ -113,6 +114,9 @@ def _never() -> asyncio.Future[Any]:
 
 #: Host operations that are step calls of a run (anything else is work outside steps).
 STEP_OPS = frozenset({"wf.do", "wf.attempt", "wf.sleep", "wf.wait", "wf.timer", "wf.fatal"})
+#: Messages that only tell the engine what the run does next: dispatching them acts on
+#: nothing outside celld (what they change is committed before JS hears back).
+INWARD_OPS = frozenset({"wf.do", "wf.begin", "wf.attempt", "wf.sleep", "wf.wait", "wf.done"})
 
 
 class CellRun:
@@ -141,6 +145,8 @@ class CellRun:
         self._check: ReplayCheck | None = None
         #: fresh step asks held until the replay is quiet (key, handler, message, answer)
         self._held: list[tuple[StepKey, Any, dict[str, Any], asyncio.Future[Any]]] = []
+        #: a step's result was answered ahead of its commit, which has not landed yet
+        self._early = False
         host.ops = {**host.ops, **self._ops()}
         host.turn_callback = self._after_turn
         host.cpu_callback = self._charge_cpu
@@ -464,7 +470,81 @@ class CellRun:
             error = ErrorInfo.from_dict(m.get("error") or {})
             decision = self.machine.attempt_failed(key, attempt, error, now, **_failure(m))
         decision, _ = self._modify(key, decision)
+        if self._may_answer_early(decision):
+            return self._answer_early(key, decision)
         return self._answer(key, decision, resumes=True)
+
+    # A step's result answered ahead of its commit. JS goes on at once; the result's write
+    # is held until JS's next turn is over, and everything JS sends from then on is held
+    # until the write lands, except that turn's messages when they only tell the engine
+    # what the run does next (the run's end, the next step's start and result, a sleep):
+    # those are dispatched at once and go in the same write. Nothing JS does after the
+    # answer acts outside celld before the result is durable (a fetch, a binding call, a
+    # log line waits for the write), the answers JS gets to those messages wait for it
+    # too, and readers see the status only as written. A crash before it lands loses
+    # nothing acknowledged: the step runs again. So the run's end commits with its last
+    # step's result, a sleeper's sleep with the step before it, and a run of steps in
+    # about half as many commits.
+
+    def _may_answer_early(self, decision: Decision | None) -> bool:
+        return (
+            isinstance(decision, Resolve)
+            and not self._early
+            and not self._delivering
+            and self.live
+            and not self.rollback_mode
+            and self._check is None
+            and self.machine.in_flight() == 0
+            and self.host.held_outbox is None
+            and not self.host.faulted
+            and not self.port.settings.replay_every_step
+            and self.modifiers() is None
+        )
+
+    def _answer_early(self, key: StepKey, decision: Decision) -> dict[str, Any]:
+        self._early = True
+        self._delivering += 1
+        self.cell.hold_writes()
+        self.cell.commit_soon(self._early_committed)
+        # (at the end of the turn that reported the attempt: JS's next turn is held)
+        self.host.after_next_turn(self._hold_next_turn)
+        return self._hand_over(key, decision)
+
+    def _hold_next_turn(self) -> None:
+        if self.closed or self.host.faulted:
+            self.cell.release_writes()
+            return
+        self.host.hold_outbox()
+        self.host.after_next_turn(self._judge_next_turn)
+
+    def _judge_next_turn(self) -> None:
+        """JS's turn after the early answer is over: its messages join the held write if
+        they only tell the engine what the run does next; the write goes either way."""
+        held = self.host.held_outbox
+        if held is not None and not self.closed and all(self._inward(m) for m in held):
+            # what follows (a later slice of JS, a turn some other answer starts) stays
+            # held until the write lands: JS has seen the answer in all of them
+            self.host.dispatch_held()
+        self.cell.release_writes()
+
+    def _inward(self, message: dict[str, Any]) -> bool:
+        return message.get("op") in INWARD_OPS and message.get("g") == self.machine.generation
+
+    def _early_committed(self, error: BaseException | None) -> None:
+        self._early = False
+        self._delivering -= 1
+        if error is not None:
+            # JS already has the answer: this run cannot go on. A store failure broke the
+            # cell already; anything else does now (the store's rows are the truth).
+            if not isinstance(error, StoreUnavailable) and not self.cell.deleted:
+                self.cell.break_(error)
+            return
+        if self.closed:
+            return
+        if self.host.held_outbox is not None:
+            self.host.release_outbox()  # (tells `_after_turn` the turn is over again)
+        elif not self.host.turn_pending:
+            self._after_turn()
 
     def _reported(self, key: StepKey) -> None:
         """An attempt of `key` reported back: its timer and CPU account go."""
@@ -562,10 +642,12 @@ class CellRun:
             answer = Later()
             self.cell.commit_soon(lambda error: self._suspended(key, waiter, answer, error))
             return answer
-        if isinstance(decision, Run) and not resumes and self.live:
+        if isinstance(decision, Run) and not resumes and self.live and not self._early:
             # A step's first run acknowledges nothing durable (attempt starts are not
             # written; steps are at least once), so it is answered in the same pass: the
-            # step's row rides along with the commit of the attempt's report.
+            # step's row rides along with the commit of the attempt's report. Not while a
+            # result before it is answered ahead of its commit: the callback could act
+            # outside before that result is durable.
             return self._hand_over(key, decision)
         return self._deliver_now(key, decision, resumes)
 
@@ -651,6 +733,19 @@ class CellRun:
 
         self.port.spawn(finish(), "stopping a run after a step", self.cell.on_task_failure)
 
+    def answers_uncommitted(self, key: StepKey, decision: Decision | None) -> bool:
+        """Whether a woken call's answer may reach JS before what the wake-up changed is
+        committed: a sleep whose deadline passed, or a retry's next attempt. Neither
+        acknowledges anything: a crash before the next commit leaves the row sleeping (or
+        retrying) with its deadline past, and the replay resolves the sleep (or runs that
+        attempt again: attempt starts are not written) the same way. So the wake-up's rows
+        go with the commit of whatever JS does next instead of a commit of their own."""
+        if not self.live or self._early or self.port.settings.replay_every_step:
+            return False  # (while a result is answered ahead of its commit, JS waits)
+        if key.type == "sleep":
+            return isinstance(decision, Resolve)
+        return key.type == "do" and isinstance(decision, Run)
+
     def _suspended(
         self,
         key: StepKey,
@@ -672,7 +767,12 @@ class CellRun:
         if answer.settled:
             return
         # a due retry's attempt may be mocked, and its failure retried at once
-        decision, _ = self._modify(key, waiter.result())
+        decision, acted = self._modify(key, waiter.result())
+        if not acted and self.answers_uncommitted(key, decision):
+            # What the wake-up changed (the sleep done, the retry's row running) rides
+            # with the next commit, usually the step after it: see `answers_uncommitted`.
+            answer.resolve(self._hand_over(key, decision))
+            return
         if isinstance(decision, Suspend) and self.live:
             again: asyncio.Future[Decision] = asyncio.get_running_loop().create_future()
             self.waiters[key] = again

@@ -144,6 +144,8 @@ class IsolateHost:
         self.prompt = False
         self._holding = False
         self._closed = False
+        #: messages JS sent while its owner holds them back (see `hold_outbox`)
+        self._held_out: list[dict[str, Any]] | None = None
 
     @property
     def busy(self) -> bool:
@@ -219,6 +221,38 @@ class IsolateHost:
         stops before one: a fault). A run's owner holds work back until JS has had its
         first turn with it."""
         self._at_boundary.append(callback)
+
+    def hold_outbox(self) -> None:
+        """Keep what JS sends from now on (in order, undispatched) until `release_outbox`:
+        an owner that answered JS ahead of a commit holds JS's next moves back until that
+        commit lands, so nothing JS does after the answer acts outside before it."""
+        if self._held_out is None:
+            self._held_out = []
+
+    @property
+    def held_outbox(self) -> list[dict[str, Any]] | None:
+        """The messages held so far (None when not holding)."""
+        return self._held_out
+
+    def dispatch_held(self) -> None:
+        """Dispatch the messages held so far, in order, and go on holding what follows."""
+        held = self._held_out
+        if held is None or self._closed or self.faulted:
+            return
+        self._held_out = []
+        for message in held:
+            self._dispatch(message)
+
+    def release_outbox(self) -> None:
+        """Dispatch the held messages in order and stop holding; the owner hears of the
+        turn's end again, now that its messages are dispatched."""
+        held, self._held_out = self._held_out, None
+        if held is None or self._closed or self.faulted:
+            return
+        for message in held:
+            self._dispatch(message)
+        if self.turn_callback is not None and not self._in_turn and not self.isolate.runnable:
+            self.turn_callback()
 
     def _run_boundary(self) -> None:
         callbacks, self._at_boundary = self._at_boundary, []
@@ -309,8 +343,11 @@ class IsolateHost:
 
     def _turn_done(self, outbox: list[dict[str, Any]]) -> bool:
         """Dispatch a turn's outbox and tell the owner; True if another turn must follow."""
-        for message in outbox:
-            self._dispatch(message)
+        if self._held_out is not None:
+            self._held_out.extend(outbox)
+        else:
+            for message in outbox:
+                self._dispatch(message)
         if self.cpu_callback is not None:
             self.cpu_callback(self.isolate.last_turn_cpu_ms)
         if self.turn_callback is not None and not self.isolate.runnable:
@@ -505,6 +542,7 @@ class IsolateHost:
 
     async def _stop(self) -> None:
         self._closed = True
+        self._held_out = None
         self.idle_callback = None
         self.turn_callback = None
         self.cpu_callback = None

@@ -40,11 +40,13 @@ def test_each_commit_logs_what_it_changed() -> None:
         {"type": "attempt_errored", "stepName": "s-1", "attempt": 1,
          "error": {"name": "Error", "message": "boom"}, "retryDelayMs": 500},
     ]  # fmt: skip
-    # the retry starts and succeeds between two commits: both are logged at once
+    # the retry starts and succeeds between two commits: both are logged at once, and
+    # the run still went through `running` on its way from waiting to complete
     m.wake(T0 + 510)
     m.attempt_succeeded(("do", "s", 1), 2, '"ok"', T0 + 520)  # type: ignore[arg-type]
     m.run_succeeded('"done"', T0 + 530)
     assert logged(log, m, T0 + 530) == [
+        {"type": "workflow_running"},
         {"type": "attempt_started", "stepName": "s-1", "attempt": 2},
         {"type": "attempt_completed", "stepName": "s-1", "attempt": 2},
         {"type": "step_completed", "stepName": "s-1", "$output": '"ok"'},
