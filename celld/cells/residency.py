@@ -276,7 +276,10 @@ class Residency:
         comes of age."""
         now = time.monotonic()
         if now < self._young_next:
-            return False  # none can be of age yet (a timer is armed for the first)
+            # None can be of age yet. The timer that called this may have been armed for
+            # an earlier bound, or fired a hair early: make sure one is armed for this one.
+            self._look_again_at(self._young_next, now)
+            return False
         limit = YOUNG_MS / 1000
         aged = [ref for ref, started in self._young.items() if now - started >= limit]
         for ref in aged:
@@ -285,11 +288,15 @@ class Residency:
             earliest = min(self._young.values())
             if earliest != _LAUNCHING:
                 self._young_next = earliest + limit
-                if self._young_timer is None:
-                    delay = limit - (now - earliest)
-                    loop = asyncio.get_running_loop()
-                    self._young_timer = loop.call_later(delay, self._young_due)
+                self._look_again_at(self._young_next, now)
         return bool(aged)
+
+    def _look_again_at(self, when: float, now: float) -> None:
+        """Dispatch again at `when` (monotonic seconds), unless a timer is armed already:
+        one that fires sooner calls `_age_young`, which arms the next."""
+        if self._young_timer is None:
+            loop = asyncio.get_running_loop()
+            self._young_timer = loop.call_later(max(0.0, when - now), self._young_due)
 
     def _young_due(self) -> None:
         self._young_timer = None

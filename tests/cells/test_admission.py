@@ -14,11 +14,14 @@ from typing import Any
 
 from celld.cells.clock import ManualClock
 from celld.cells.manager import MAX_YOUNG, CellSettings
+from celld.cells.residency import YOUNG_MS, Residency
+from celld.cells.runqueue import Priority
 from celld.cells.warm import WarmIsolates
 from celld.isolate.isolate import Isolate
 from celld.isolate.threads import JsThreadPool
 from celld.project.config import find_config, load_config
 from celld.server.service import Service, ServiceOptions
+from celld.store.base import InstanceRef
 from tests.inprocess import DURABLE, call, params, running_service, wait_for
 
 LONG = "long-workflow"
@@ -143,3 +146,34 @@ def test_warm_isolates_idle_for_long_are_handed_back_oldest_first() -> None:
         assert len(warm) == 2
     finally:
         threads.shutdown()
+
+
+async def test_a_full_young_set_looks_again_when_its_first_comes_of_age() -> None:
+    """With every young slot taken and the bound for the first coming of age still ahead,
+    a dispatch must leave a timer behind: a timer armed for an earlier bound (or firing a
+    hair early) once left none, and the queued run waited for an unrelated event."""
+    loaded: list[InstanceRef] = []
+
+    async def load(ref: InstanceRef) -> None:
+        loaded.append(ref)  # no cell: the run is dropped once admitted, which is enough
+
+    async def start(cell: Any, priority: Priority) -> None:
+        raise AssertionError("no cell is ever loaded here")
+
+    tasks: list[asyncio.Task[Any]] = []
+    residency = Residency(
+        load, start, lambda work, _what: tasks.append(asyncio.ensure_future(work)),
+        lambda _ref: None, max_resident=10, queue_capacity=10, max_young=1,
+    )  # fmt: skip
+    now = time.monotonic()
+    elder = InstanceRef(LONG, "elder")
+    residency._young[elder] = now - YOUNG_MS / 1000 + 0.05  # comes of age in 50 ms
+    residency._young_next = now + 0.05
+    waiting = InstanceRef(LONG, "waiting")
+    residency.request_run(waiting, Priority.NEW)
+    assert loaded == []  # held back: the young set is full
+    deadline = time.monotonic() + 5
+    while not loaded and time.monotonic() < deadline:
+        await asyncio.sleep(0.01)
+    assert loaded == [waiting]
+    await asyncio.gather(*tasks)
