@@ -198,9 +198,7 @@ class IsolateHost:
         time from the inline slices (no task, no future per turn); others by a task that
         awaits each turn on the isolate's JS thread."""
         if self.isolate.turns_inline:
-            if self._inline is None:
-                self._inline = inline_turns()
-            self._inline.call(self._pump_inline)
+            self._slices().call(self._pump_inline)
         elif self.prompt:
             self._prompt_turn()
         else:
@@ -280,6 +278,12 @@ class IsolateHost:
         finally:
             self._pump_ended()
 
+    def _slices(self) -> InlineTurns:
+        """The loop's inline slices, looked up once, on first use."""
+        if self._inline is None:
+            self._inline = inline_turns()
+        return self._inline
+
     def _pump_inline(self) -> None:
         """One turn of the pump, run in an inline slice; queued again (behind the other
         isolates' turns) while there is more to do."""
@@ -304,11 +308,9 @@ class IsolateHost:
 
     def _prompt_turn(self) -> None:
         """One turn of a prompt host, started on its JS thread now (see `prompt`)."""
-        if self._inline is None:
-            self._inline = inline_turns()
         if not self._holding:
             self._holding = True
-            self._inline.hold()
+            self._slices().hold()
         batch, self._inbox = self._inbox, []
         self._in_turn = True
         self.isolate.turn_soon(batch, self._prompt_turn_done)
