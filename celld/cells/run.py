@@ -57,6 +57,7 @@ from celld.engine import (
 from celld.engine.errors import missing_callback, status_error
 from celld.engine.state import STEP_TYPES
 from celld.engine.versions import ReplayCheck
+from celld.isolate.gate import PendingWrite
 from celld.isolate.host import AnswerWithdrawn, IsolateHost, Later, Outcome
 from celld.isolate.isolate import IsolateFault, RawJson
 from celld.project.cron import parse_scheduled_id
@@ -148,6 +149,8 @@ class CellRun:
         #: a step's result was answered ahead of its commit, which has not landed yet
         self._early = False
         host.ops = {**host.ops, **self._ops()}
+        host.inward_ops = INWARD_OPS
+        host.inward_stream = cell
         host.turn_callback = self._after_turn
         host.cpu_callback = self._charge_cpu
 
@@ -474,14 +477,13 @@ class CellRun:
             return self._answer_early(key, decision)
         return self._answer(key, decision, resumes=True)
 
-    # A step's result answered ahead of its commit. JS goes on at once; the result's write
-    # is held until JS's next turn is over, and everything JS sends from then on is held
-    # until the write lands, except that turn's messages when they only tell the engine
-    # what the run does next (the run's end, the next step's start and result, a sleep):
-    # those are dispatched at once and go in the same write. Nothing JS does after the
-    # answer acts outside celld before the result is durable (a fetch, a binding call, a
-    # log line waits for the write), the answers JS gets to those messages wait for it
-    # too, and readers see the status only as written. A crash before it lands loses
+    # A step's result answered ahead of its commit. JS goes on at once; the isolate's
+    # output gate (celld/isolate/gate.py) is told of the write first, so nothing JS sends
+    # from then on leaves before the write lands (a fetch, a binding call, a log line, a
+    # later run of the same isolate), except what only tells the engine what this run
+    # does next (the next step's start and result, a sleep, the run's end): that goes
+    # into the same write, which is held until the turn that sees the answer is
+    # dispatched. Readers see the status only as written. A crash before it lands loses
     # nothing acknowledged: the step runs again. So the run's end commits with its last
     # step's result, a sleeper's sleep with the step before it, and a run of steps in
     # about half as many commits.
@@ -495,7 +497,6 @@ class CellRun:
             and not self.rollback_mode
             and self._check is None
             and self.machine.in_flight() == 0
-            and self.host.held_outbox is None
             and not self.host.faulted
             and not self.port.settings.replay_every_step
             and self.modifiers() is None
@@ -504,46 +505,26 @@ class CellRun:
     def _answer_early(self, key: StepKey, decision: Decision) -> dict[str, Any]:
         self._early = True
         self._delivering += 1
+        pending = PendingWrite(self.cell)
+        self.host.gate.told(pending)
         self.cell.hold_writes()
-        self.cell.commit_soon(self._early_committed)
-        # (at the end of the turn that reported the attempt: JS's next turn is held)
-        self.host.after_next_turn(self._hold_next_turn)
+        self.cell.commit_soon(lambda error: self._early_committed(pending, error))
+        self.host.after_turn_seeing(self.cell.release_writes)
         return self._hand_over(key, decision)
 
-    def _hold_next_turn(self) -> None:
-        if self.closed or self.host.faulted:
-            self.cell.release_writes()
-            return
-        self.host.hold_outbox()
-        self.host.after_next_turn(self._judge_next_turn)
-
-    def _judge_next_turn(self) -> None:
-        """JS's turn after the early answer is over: its messages join the held write if
-        they only tell the engine what the run does next; the write goes either way."""
-        held = self.host.held_outbox
-        if held is not None and not self.closed and all(self._inward(m) for m in held):
-            # what follows (a later slice of JS, a turn some other answer starts) stays
-            # held until the write lands: JS has seen the answer in all of them
-            self.host.dispatch_held()
-        self.cell.release_writes()
-
-    def _inward(self, message: dict[str, Any]) -> bool:
-        return message.get("op") in INWARD_OPS and message.get("g") == self.machine.generation
-
-    def _early_committed(self, error: BaseException | None) -> None:
+    def _early_committed(self, pending: PendingWrite, error: BaseException | None) -> None:
         self._early = False
         self._delivering -= 1
         if error is not None:
+            pending.failed(error)  # what waited at the gate is dropped with the isolate
             # JS already has the answer: this run cannot go on. A store failure broke the
             # cell already; anything else does now (the store's rows are the truth).
             if not isinstance(error, StoreUnavailable) and not self.cell.deleted:
                 self.cell.break_(error)
             return
-        if self.closed:
-            return
-        if self.host.held_outbox is not None:
-            self.host.release_outbox()  # (tells `_after_turn` the turn is over again)
-        elif not self.host.turn_pending:
+        held = self.host.gate.waiting
+        pending.landed()  # what waited goes on; the last of it tells `_after_turn`
+        if not self.closed and not held and not self.host.turn_pending:
             self._after_turn()
 
     def _reported(self, key: StepKey) -> None:
@@ -642,12 +623,12 @@ class CellRun:
             answer = Later()
             self.cell.commit_soon(lambda error: self._suspended(key, waiter, answer, error))
             return answer
-        if isinstance(decision, Run) and not resumes and self.live and not self._early:
+        if isinstance(decision, Run) and not resumes and self.live:
             # A step's first run acknowledges nothing durable (attempt starts are not
             # written; steps are at least once), so it is answered in the same pass: the
-            # step's row rides along with the commit of the attempt's report. Not while a
-            # result before it is answered ahead of its commit: the callback could act
-            # outside before that result is durable.
+            # step's row rides along with the commit of the attempt's report. (While a
+            # result before it waits for its commit, what the callback sends waits at
+            # the isolate's output gate.)
             return self._hand_over(key, decision)
         return self._deliver_now(key, decision, resumes)
 
@@ -740,8 +721,8 @@ class CellRun:
         retrying) with its deadline past, and the replay resolves the sleep (or runs that
         attempt again: attempt starts are not written) the same way. So the wake-up's rows
         go with the commit of whatever JS does next instead of a commit of their own."""
-        if not self.live or self._early or self.port.settings.replay_every_step:
-            return False  # (while a result is answered ahead of its commit, JS waits)
+        if not self.live or self.port.settings.replay_every_step:
+            return False
         if key.type == "sleep":
             return isinstance(decision, Resolve)
         return key.type == "do" and isinstance(decision, Run)
@@ -909,6 +890,14 @@ class CellRun:
         if self.closed:
             return
         ref = self.cell.ref
+        if fault.lost_write:
+            # Another run's result this isolate was told of was never committed (its
+            # output gate dropped what waited on it): this run starts over elsewhere.
+            self.port.spawn(
+                self.cell.replay(self), "moving a run off a condemned isolate",
+                self.cell.on_task_failure,
+            )  # fmt: skip
+            return
         if fault.long_turn:
             # Nothing the stopped turn did left the isolate (its outbox is dropped), so the
             # run starts over by replay on a JS thread, where a long turn holds nothing up.

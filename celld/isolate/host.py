@@ -144,13 +144,19 @@ class IsolateHost:
         self.prompt = False
         self._holding = False
         self._closed = False
-        #: messages JS sent while its owner holds them back (see `hold_outbox`)
-        self._held_out: list[dict[str, Any]] | None = None
+        #: every message JS sends passes the isolate's output gate (celld/isolate/gate.py)
+        self.gate = isolate.gate
+        self.gate.attach(self._released, self._condemned)
+        #: operations that only tell the engine what a run does next, and that run's
+        #: commit stream: the gate may let them pass ahead of a pending write of the
+        #: same stream (rule 3 of celld/isolate/gate.py)
+        self.inward_ops: frozenset[str] = frozenset()
+        self.inward_stream: object = None
 
     @property
     def busy(self) -> bool:
         """True while a turn runs or a host operation is still working for JS."""
-        return self._pumping or bool(self._tasks) or bool(self._laters)
+        return self._pumping or bool(self._tasks) or bool(self._laters) or bool(self.gate.waiting)
 
     @property
     def outstanding(self) -> int:
@@ -220,37 +226,21 @@ class IsolateHost:
         first turn with it."""
         self._at_boundary.append(callback)
 
-    def hold_outbox(self) -> None:
-        """Keep what JS sends from now on (in order, undispatched) until `release_outbox`:
-        an owner that answered JS ahead of a commit holds JS's next moves back until that
-        commit lands, so nothing JS does after the answer acts outside before it."""
-        if self._held_out is None:
-            self._held_out = []
-
-    @property
-    def held_outbox(self) -> list[dict[str, Any]] | None:
-        """The messages held so far (None when not holding)."""
-        return self._held_out
-
-    def dispatch_held(self) -> None:
-        """Dispatch the messages held so far, in order, and go on holding what follows."""
-        held = self._held_out
-        if held is None or self._closed or self.faulted:
+    def after_turn_seeing(self, callback: Callable[[], None]) -> None:
+        """Run `callback` once the turn that delivers what is posted now has been
+        dispatched: the next turn's end, or the one after it when called while a turn's
+        outbox is being dispatched (what is posted now waits for the turn after it)."""
+        if not self._in_turn:
+            self._at_boundary.append(callback)
             return
-        self._held_out = []
-        for message in held:
-            self._dispatch(message)
 
-    def release_outbox(self) -> None:
-        """Dispatch the held messages in order and stop holding; the owner hears of the
-        turn's end again, now that its messages are dispatched."""
-        held, self._held_out = self._held_out, None
-        if held is None or self._closed or self.faulted:
-            return
-        for message in held:
-            self._dispatch(message)
-        if self.turn_callback is not None and not self._in_turn and not self.isolate.runnable:
-            self.turn_callback()
+        def at_this_turns_end() -> None:
+            if self._closed or self.faulted:
+                callback()  # no turn follows
+            else:
+                self._at_boundary.append(callback)
+
+        self._at_boundary.append(at_this_turns_end)
 
     def _run_boundary(self) -> None:
         callbacks, self._at_boundary = self._at_boundary, []
@@ -344,15 +334,15 @@ class IsolateHost:
         self._fail(error)
 
     def _turn_done(self, outbox: list[dict[str, Any]]) -> bool:
-        """Dispatch a turn's outbox and tell the owner; True if another turn must follow."""
-        if self._held_out is not None:
-            self._held_out.extend(outbox)
-        else:
-            for message in outbox:
+        """Send a turn's outbox through the gate and tell the owner; True if another turn
+        must follow. The owner hears of the turn's end once all of it is dispatched."""
+        gate = self.gate
+        for message in outbox:
+            if gate.send(message, self._stream_of(message)):
                 self._dispatch(message)
         if self.cpu_callback is not None:
             self.cpu_callback(self.isolate.last_turn_cpu_ms)
-        if self.turn_callback is not None and not self.isolate.runnable:
+        if self.turn_callback is not None and not self.isolate.runnable and not gate.waiting:
             self.turn_callback()
         self._in_turn = False
         self._run_boundary()
@@ -367,6 +357,32 @@ class IsolateHost:
         # isolates queued on the same thread (or the loop's slices) have had theirs.
         return bool(self._inbox) or self.isolate.runnable
 
+    def _stream_of(self, message: dict[str, Any]) -> object:
+        return self.inward_stream if message.get("op") in self.inward_ops else None
+
+    def _released(self, message: dict[str, Any]) -> None:
+        """A message the gate held goes on (the writes it waited for landed); the owner
+        hears of the turn's end once the last one is dispatched."""
+        if self._closed or self.faulted:
+            return
+        self._dispatch(message)
+        if (
+            not self.gate.waiting
+            and self.turn_callback is not None
+            and not self._in_turn
+            and not self.isolate.runnable
+        ):
+            self.turn_callback()
+        self._maybe_idle()
+
+    def _condemned(self, _: BaseException) -> None:
+        """A write this isolate was told of failed: the gate dropped what waited and the
+        isolate is faulted. A turn in flight ends with the fault; otherwise the owner
+        hears of it now."""
+        if self._closed or self._pumping or self.isolate.fault is None:
+            return
+        self._fail(self.isolate.fault)
+
     def _pump_ended(self) -> None:
         self._pumping = False
         self._in_turn = False
@@ -376,7 +392,12 @@ class IsolateHost:
         for waiter in waiters:
             if not waiter.done():
                 waiter.set_result(None)
-        if not self._tasks and not self._laters and self.idle_callback is not None:
+        if (
+            not self._tasks
+            and not self._laters
+            and not self.gate.waiting
+            and self.idle_callback is not None
+        ):
             self.idle_callback()
 
     def _fail(self, fault: IsolateFault) -> None:
@@ -496,7 +517,7 @@ class IsolateHost:
 
     def _maybe_idle(self) -> None:
         """No turn runs and no host work is outstanding: tell the owner."""
-        idle = not self._tasks and not self._laters and not self._pumping
+        idle = not self._tasks and not self._laters and not self._pumping and not self.gate.waiting
         if idle and self.idle_callback is not None:
             self.idle_callback()
 
@@ -544,7 +565,7 @@ class IsolateHost:
 
     async def _stop(self) -> None:
         self._closed = True
-        self._held_out = None
+        self.gate.detach()
         self.idle_callback = None
         self.turn_callback = None
         self.cpu_callback = None

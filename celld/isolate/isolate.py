@@ -49,6 +49,7 @@ import quickjs
 
 from celld.isolate.bytecode import BYTECODE
 from celld.isolate.entropy import entropy_script
+from celld.isolate.gate import OutputGate
 from celld.isolate.inline import inline_turns
 from celld.isolate.native import NativeBridge, NativeJsError
 from celld.isolate.runtime import Script
@@ -73,6 +74,9 @@ INLINE_LIMIT_MS = 10
 #: The fault of an inline turn stopped at INLINE_LIMIT_MS: not the work's failure, only a
 #: sign that it belongs on a JS thread.
 LONG_TURN_REASON = "a turn ran too long for the event loop"
+#: The fault of an isolate told a result whose write then failed (celld/isolate/gate.py):
+#: its memory may hold what was lost. Not the work's failure either: it runs again.
+LOST_WRITE_REASON = "a result this isolate was told of was never committed"
 #: The runtime's note (js/host.js) that user code replaced a built-in it watches.
 INTRINSICS_CHANGED = "intrinsics.changed"
 
@@ -97,6 +101,11 @@ class IsolateFault(Exception):
     def long_turn(self) -> bool:
         """An inline turn stopped for taking too long: the work may run again elsewhere."""
         return self.reason == LONG_TURN_REASON
+
+    @property
+    def lost_write(self) -> bool:
+        """Condemned by its output gate: the work runs again from what is durable."""
+        return self.reason == LOST_WRITE_REASON
 
 
 class ScriptError(Exception):
@@ -144,6 +153,9 @@ class Isolate:
         #: (an object commits its writes there: the output gate). Raising faults it.
         self.turn_end = turn_end
         self.fault: IsolateFault | None = None
+        #: every message JS sends passes here (celld/isolate/gate.py); it stays with the
+        #: isolate whichever run or request it serves next
+        self.gate = OutputGate(self._lost_write)
         self._context: quickjs.Context | None = None
         self._deliver: Any = None
         self._take: Any = None
@@ -211,6 +223,10 @@ class Isolate:
             self._native = NativeBridge.attach(context, "__celld_deliver", "__celld_take")
             if self._native is None:
                 context.set_time_limit(self.limits.cpu_ms / 1000)
+
+    def _lost_write(self, error: BaseException) -> None:
+        if self.fault is None:
+            self.fault = IsolateFault(LOST_WRITE_REASON, str(error))
 
     @property
     def native(self) -> bool:
