@@ -137,7 +137,8 @@ class Isolate:
         self.limits = limits or Limits()
         #: Host functions JS calls in place (Durable Object storage). QuickJS refuses them
         #: while a time limit is armed, so an isolate that has any runs without one; the
-        #: CPU watchdog (celld/isolate/watchdog.py) stops its turns at the limit instead.
+        #: CPU watchdog (celld/isolate/watchdog.py) stops its turns at the limit instead;
+        #: where it cannot work here, loading raises watchdog.NoCpuLimit.
         self.callables = dict(callables or {})
         self._runtime: int | None = None  # the watchdog's handle, for isolates with callables
         #: Run on the isolate's thread after each turn, before its outbox is returned
