@@ -22,7 +22,6 @@ import threading
 from collections import OrderedDict
 from typing import Any
 
-from celld.isolate.layout import direct_pointers
 from celld.isolate.native import EXPECTED, NativeJsError, exception_text, library
 
 #: JS_EVAL_TYPE_GLOBAL | JS_EVAL_FLAG_COMPILE_ONLY
@@ -45,15 +44,14 @@ class BytecodeCache:
         self._refused: set[bytes] = set()  # sources that did not compile: parse them
         self._lock = threading.Lock()  # loads run on several JS threads
 
-    def evaluate(self, context: Any, source: str) -> bool:
-        """Evaluate `source` in `context` from bytecode; False when the caller must
-        `eval` it itself (no direct path, or the source does not compile). Raises
-        NativeJsError when the script throws while it runs."""
+    def evaluate(self, js_context: int, source: str) -> bool:
+        """Evaluate `source` in the context `js_context` (a JSContext* verified by
+        layout.direct_pointers) from bytecode; False when the caller must `eval` it itself
+        (the source does not compile). Raises NativeJsError when the script throws while it
+        runs."""
         lib = library()
-        pointers = None if lib is None else direct_pointers(context)
-        if lib is None or pointers is None:
+        if lib is None:
             return False
-        js_context = pointers[1]
         text = source.encode("utf-8", "surrogatepass")
         key = hashlib.blake2b(text, digest_size=16).digest()
         with self._lock:

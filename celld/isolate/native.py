@@ -305,13 +305,13 @@ class NativeBridge:
         self._closed = False
 
     @classmethod
-    def attach(cls, context: Any, deliver: str, take: str) -> NativeBridge | None:
-        """A bridge to `context` (a `quickjs.Context` whose runtime has `deliver` and `take`
-        functions), or None when the binding's layout did not pass layout.py's checks."""
-        from celld.isolate.layout import direct_pointers  # (layout.py imports this module)
-
+    def attach(
+        cls, pointers: tuple[int, int] | None, deliver: str, take: str
+    ) -> NativeBridge | None:
+        """A bridge to the context whose (JSRuntime*, JSContext*) are `pointers`, verified
+        by layout.direct_pointers (None: the layout did not pass, so no bridge). Its runtime
+        has `deliver` and `take` functions."""
         lib = _load_library()
-        pointers = None if lib is None else direct_pointers(context)
         if lib is None or pointers is None:
             return None
         return cls(lib, *pointers, deliver, take)
