@@ -6,9 +6,9 @@ tags are proven by known answers at start; a mismatch is said once and isolates 
 binding's own methods, and Durable Objects keep a CPU limit or are refused.
 
 Whatever could crash runs in a subprocess: a segfault fails the test (its exit status)
-instead of killing pytest. Mismatches are simulated by changing the layout native.py
-expects (`native.EXPECTED`) in that subprocess before anything uses it: for `celld run`,
-through a sitecustomize module on PYTHONPATH.
+instead of killing pytest. Mismatches are simulated in that subprocess before anything
+uses the native layer, by changing the layout native.py expects (`native.EXPECTED`) or by
+making every safe read fail; for `celld run`, through a sitecustomize module on PYTHONPATH.
 """
 
 from __future__ import annotations
@@ -21,7 +21,6 @@ import textwrap
 from pathlib import Path
 from typing import Any
 
-import httpx
 import pytest
 
 from tests.celld_server import CelldServer
@@ -32,12 +31,15 @@ DURABLE = REPO / "tests" / "projects" / "durable"
 WARNING = "direct calls into QuickJS are off"
 CPU_MESSAGE = "Durable Object exceeded its CPU time limit and was reset."
 
-#: Layouts the probe must refuse: pointers read one word off (what a field added to the
-#: binding's object would do), a word that points at readable memory of the wrong kind
-#: (the object's type), and a renumbered tag.
-WRONG_OFFSET = "dataclasses.replace(native.EXPECTED, pointers_at=24)"
-WRONG_WORD = "dataclasses.replace(native.EXPECTED, pointers_at=8)"
-WRONG_TAG = "dataclasses.replace(native.EXPECTED, tags=native.Tags(float64=7))"
+#: Mismatches, as statements run before celld uses its native layer: pointers expected one
+#: word off (what a field added to the binding's object would do), expected where the
+#: object's type sits (readable memory of the wrong kind), a renumbered tag, and a kernel
+#: that refuses every safe read (then no pointer can be verified at all).
+WRONG_OFFSET = "native.EXPECTED = dataclasses.replace(native.EXPECTED, pointers_at=24)"
+WRONG_WORD = "native.EXPECTED = dataclasses.replace(native.EXPECTED, pointers_at=8)"
+WRONG_TAG = "native.EXPECTED = dataclasses.replace(native.EXPECTED, tags=native.Tags(float64=7))"
+NO_SAFE_READS = "memread.MemoryReader.read = lambda self, address, size: None"
+PREAMBLE = "import dataclasses\nfrom celld.isolate import memread, native\n"
 
 
 def run_python(source: str, timeout: float = 180) -> Any:
@@ -171,7 +173,7 @@ def test_bad_pointers_are_refused_without_a_crash() -> None:
         "unmapped": "is not readable memory",
         "no access": "is not readable memory",
         "junk": "does not name the JSRuntime",
-        "unreadable runtime": "the JSRuntime pointer",
+        "unreadable runtime": "the JSRuntime pointer (0x",
         "swapped": "does not name the JSRuntime",
         "a look-alike context": "opaque is not the binding's context object",
         "a real pair, another owner": "opaque is not the binding's context object",
@@ -198,8 +200,8 @@ def test_the_installed_binding_passes_every_check() -> None:
 
 MISMATCH = """
     import asyncio, dataclasses, json, logging
-    from celld.isolate import native
-    native.EXPECTED = LAYOUT
+    from celld.isolate import memread, native
+    PATCH
 
     warnings = []
     class Keep(logging.Handler):
@@ -209,7 +211,7 @@ MISMATCH = """
     logging.getLogger("celld").addHandler(Keep())
 
     from celld.isolate.bytecode import BYTECODE
-    from celld.isolate.isolate import CPU_LIMIT_REASON, Isolate, IsolateFault, Limits
+    from celld.isolate.isolate import Isolate, IsolateFault, Limits
     from celld.isolate.layout import verdict
     from celld.isolate.runtime import runtime_scripts
     from celld.isolate.watchdog import NoCpuLimit
@@ -262,39 +264,49 @@ MISMATCH = """
 """
 
 
-def test_a_wrong_tag_falls_back_and_keeps_the_cpu_watchdog() -> None:
-    answers = run_python(MISMATCH.replace("LAYOUT", WRONG_TAG))
-    assert answers["verdict"][0] is None
-    assert "a float (0.5) has tag 8 where 7 was expected" in answers["verdict"][1]
+def mismatch_in_process(patch: str) -> Any:
+    return run_python(MISMATCH.replace("PATCH", patch))
+
+
+def assert_falls_back_and_works(answers: dict[str, Any]) -> None:
     # Said once, naming what did not match, however many isolates were made.
-    assert len(answers["warnings"]) == 1
+    assert len(answers["warnings"]) == 1, answers["warnings"]
     assert WARNING in answers["warnings"][0]
-    assert "tag 8 where 7" in answers["warnings"][0]
     # Everything goes through the binding's methods, and works.
     assert answers["native"] == [False, False]
     assert answers["compiled"] == 0
     assert answers["evaluated"] == [42, 42]
     assert answers["turns"] == ["ok", 0.5, None]
     assert answers["plain loop"] == "CPU time limit exceeded"
+
+
+def test_a_wrong_tag_falls_back_and_keeps_the_cpu_watchdog() -> None:
+    answers = mismatch_in_process(WRONG_TAG)
+    assert answers["verdict"][0] is None
+    assert "a float (0.5) has tag 8 where 7 was expected" in answers["verdict"][1]
+    assert_falls_back_and_works(answers)
+    assert "tag 8 where 7" in answers["warnings"][0]
     # Host callables work, and an endless loop beside them is still stopped.
     assert answers["callable"] == "a!"
     assert answers["callable loop"] == "CPU time limit exceeded"
 
 
-@pytest.mark.parametrize("layout", [WRONG_OFFSET, WRONG_WORD])
-def test_a_wrong_offset_falls_back_and_refuses_isolates_without_a_cpu_limit(
-    layout: str,
-) -> None:
-    answers = run_python(MISMATCH.replace("LAYOUT", layout))
+@pytest.mark.parametrize("patch", [WRONG_OFFSET, WRONG_WORD])
+def test_a_wrong_offset_falls_back_and_the_watchdog_finds_the_runtime(patch: str) -> None:
+    answers = mismatch_in_process(patch)
     assert answers["verdict"][0] is not None
-    assert len(answers["warnings"]) == 1
-    assert WARNING in answers["warnings"][0]
+    assert_falls_back_and_works(answers)
     assert answers["verdict"][0] in answers["warnings"][0]
-    assert answers["native"] == [False, False]
-    assert answers["compiled"] == 0
-    assert answers["evaluated"] == [42, 42]
-    assert answers["turns"] == ["ok", 0.5, None]
-    assert answers["plain loop"] == "CPU time limit exceeded"
+    assert "verified at offset 16 instead" in answers["warnings"][0]
+    assert answers["callable"] == "a!"
+    assert answers["callable loop"] == "CPU time limit exceeded"
+
+
+def test_without_a_verified_runtime_isolates_with_callables_are_refused() -> None:
+    answers = mismatch_in_process(NO_SAFE_READS)
+    assert "memory cannot be read safely here" in answers["verdict"][0]
+    assert_falls_back_and_works(answers)
+    assert "Durable Objects cannot run" in answers["warnings"][0]
     # No isolate with host callables runs without a way to stop it.
     assert "callable" not in answers
     assert answers["callable loop"].startswith("refused: ")
@@ -304,13 +316,11 @@ def test_a_wrong_offset_falls_back_and_refuses_isolates_without_a_cpu_limit(
 # -- a mismatch under `celld run` ----------------------------------------------------------
 
 
-def mismatched(tmp_path: Path, layout: str) -> dict[str, str]:
-    """Environment for a `celld run` whose native layer expects `layout`."""
+def mismatched(tmp_path: Path, patch: str) -> dict[str, str]:
+    """Environment for a `celld run` whose native layer sees the mismatch `patch`."""
     site = tmp_path / "site"
     site.mkdir()
-    (site / "sitecustomize.py").write_text(
-        f"import dataclasses\nfrom celld.isolate import native\nnative.EXPECTED = {layout}\n"
-    )
+    (site / "sitecustomize.py").write_text(f"{PREAMBLE}{patch}\n")
     return {"PYTHONPATH": str(site)}
 
 
@@ -330,11 +340,18 @@ def rpc(server: CelldServer, name: str, *call: Any) -> Any:
     return response.json()
 
 
-def test_celld_run_with_a_wrong_tag_runs_workflows_and_stops_runaway_objects(
-    tmp_path: Path,
+@pytest.mark.parametrize(
+    ("patch", "said"),
+    [
+        (WRONG_TAG, "tag 8 where 7 was expected"),
+        (WRONG_OFFSET, "found and verified at offset 16 instead"),
+    ],
+)
+def test_celld_run_with_a_mismatch_runs_workflows_and_stops_runaway_objects(
+    tmp_path: Path, patch: str, said: str
 ) -> None:
     server = CelldServer(
-        objects_project(tmp_path), tmp_path / "state", env=mismatched(tmp_path, WRONG_TAG)
+        objects_project(tmp_path), tmp_path / "state", env=mismatched(tmp_path, patch)
     )
     server.start(timeout=90)
     try:
@@ -360,25 +377,25 @@ def test_celld_run_with_a_wrong_tag_runs_workflows_and_stops_runaway_objects(
         server.stop()
     log = server.log()
     assert log.count(WARNING) == 1, log[-4000:]
-    assert "tag 8 where 7 was expected" in log
+    assert said in log
 
 
-def test_celld_run_with_a_wrong_offset_refuses_durable_objects(tmp_path: Path) -> None:
-    env = mismatched(tmp_path, WRONG_OFFSET)
+def test_celld_run_without_a_verified_runtime_refuses_durable_objects(tmp_path: Path) -> None:
+    env = mismatched(tmp_path, NO_SAFE_READS)
     server = CelldServer(objects_project(tmp_path), tmp_path / "state", env=env)
     with pytest.raises(RuntimeError) as caught:
         server.start(timeout=90)
     assert server.process is not None and server.process.returncode == 1
     message = str(caught.value)
     assert "this project's Durable Objects (Counter, Notes, Plain) cannot run" in message
-    assert "could not be verified" in message
+    assert "could not be verified here (memory cannot be read safely here" in message
     assert message.count(WARNING) == 1
 
 
-def test_celld_run_with_a_wrong_offset_runs_workflows_through_the_binding(
+def test_celld_run_without_a_verified_runtime_runs_workflows_through_the_binding(
     tmp_path: Path,
 ) -> None:
-    server = CelldServer(DURABLE, tmp_path / "state", env=mismatched(tmp_path, WRONG_OFFSET))
+    server = CelldServer(DURABLE, tmp_path / "state", env=mismatched(tmp_path, NO_SAFE_READS))
     server.start(timeout=90)
     try:
         ops = {"ops": [{"do": "a", "value": 1}, {"do": "b", "value": "two"}]}
@@ -390,10 +407,7 @@ def test_celld_run_with_a_wrong_offset_runs_workflows_through_the_binding(
 
         def final(instance: str, wf: str = "SCRIPT") -> Any:
             def done() -> Any:
-                try:
-                    s = server.get("/status", params={"id": instance, "wf": wf}).json()
-                except httpx.TransportError:
-                    return None
+                s = server.get("/status", params={"id": instance, "wf": wf}).json()
                 return s if s["status"] in ("complete", "errored") else None
 
             return server.wait_for(done, timeout=120)

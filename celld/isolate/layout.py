@@ -19,10 +19,12 @@ on a layout the binding does not promise (native.EXPECTED). The rule here:
   watchdog's way of stopping a turn.
 - On a mismatch celld says once what did not match, and uses the binding's own methods:
   every turn goes through them (slower), scripts are parsed instead of loaded from
-  bytecode. The watchdog, which needs only a verified runtime and a working interrupt,
-  keeps working when only the `JSValue` checks failed; when the pointers cannot be
-  verified, nothing can stop a runaway turn of a Durable Object (whose isolates cannot use
-  the binding's time limit), so `celld run` refuses projects with Durable Objects.
+  bytecode. The CPU watchdog of Durable Objects needs only a verified runtime and a
+  working interrupt, so it keeps working when only the `JSValue` checks failed; when the
+  pointers are not at the expected offset, it takes them from the offset of the object
+  where they pass every check above, the interrupt included. Only when none does, nothing
+  can stop a runaway turn of a Durable Object (its isolate cannot use the binding's time
+  limit), and `celld run` refuses projects with Durable Objects.
 
 Each new context costs three kernel reads and two calls (a few microseconds, at load);
 turns pay nothing.
@@ -57,10 +59,13 @@ _ADDRESS_LIMIT = 1 << 56
 class Verdict:
     """What the start-up checks found; None where a part passed, else what did not match."""
 
-    #: The runtime and context pointers and the interrupt (what the watchdog needs).
+    #: The runtime and context pointers at the offset native.EXPECTED names.
     pointers: str | None
     #: The JSValue layout and tags (what direct turns and bytecode loading also need).
     values: str | None
+    #: Where the watchdog reads a context's pointers: the expected offset, or the one
+    #: where they were found and verified instead; None when none passed (no interrupts).
+    runtime_at: int | None = None
 
     @property
     def direct_calls(self) -> bool:
@@ -70,7 +75,7 @@ class Verdict:
     @property
     def interrupts(self) -> bool:
         """An interrupt handler can be set on a context's runtime (the CPU watchdog)."""
-        return self.pointers is None
+        return self.runtime_at is not None
 
 
 _verdict: Verdict | None = None
@@ -93,20 +98,21 @@ def direct_pointers(context: Any) -> tuple[int, int] | None:
     lib = native.library()
     if lib is None or not verdict().direct_calls:
         return None
-    return _checked(lib, context)
+    return _checked(lib, context, native.EXPECTED.pointers_at)
 
 
 def interrupt_runtime(context: Any) -> int | None:
     """The JSRuntime* of `context` to set an interrupt handler on, or None."""
     lib = native.library()
-    if lib is None or not verdict().interrupts:
+    offset = verdict().runtime_at
+    if lib is None or offset is None:
         return None
-    pointers = _checked(lib, context)
+    pointers = _checked(lib, context, offset)
     return None if pointers is None else pointers[0]
 
 
-def _checked(lib: Any, context: Any) -> tuple[int, int] | None:
-    found = verify_pointers(lib, id(context), id(context))
+def _checked(lib: Any, context: Any, offset: int) -> tuple[int, int] | None:
+    found = verify_pointers(lib, id(context), id(context), offset)
     if isinstance(found, str):
         # The probe passed, so this context's object is built like the probe's: this is a
         # sign of memory corruption or a binding replaced at run time, not of a layout.
@@ -115,19 +121,23 @@ def _checked(lib: Any, context: Any) -> tuple[int, int] | None:
     return found
 
 
-def verify_pointers(lib: Any, address: int, owner: int) -> tuple[int, int] | str:
-    """The (JSRuntime*, JSContext*) pair stored in the binding's context object at `address`,
-    or what did not match. `owner` is the object the runtime's opaque must name (the context
-    object itself; tests point `address` at forged memory). Nothing is called on a pointer
-    before its memory was read through the kernel and found consistent."""
-    offset = native.EXPECTED.pointers_at
+def verify_pointers(
+    lib: Any, address: int, owner: int, offset: int | None = None
+) -> tuple[int, int] | str:
+    """The (JSRuntime*, JSContext*) pair stored at `offset` (default: the expected one) in
+    the binding's context object at `address`, or what did not match. `owner` is the object
+    the runtime's opaque must name (the context object itself; tests point `address` at
+    forged memory). Nothing is called on a pointer before its memory was read through the
+    kernel and found consistent."""
+    if offset is None:
+        offset = native.EXPECTED.pointers_at
     raw = memread.read(address + offset, 2 * _WORD)
     if raw is None:
         return f"the binding's context object cannot be read at offset {offset}"
     runtime, context = struct.unpack("=QQ", raw)
-    for name, pointer in (("JSRuntime", runtime), ("JSContext", context)):
+    for name, pointer, at in (("JSRuntime", runtime, offset), ("JSContext", context, offset + 8)):
         if not _plausible(pointer):
-            return f"the {name} pointer read at offset {offset} is not an address ({pointer:#x})"
+            return f"the {name} pointer read at offset {at} is not an address ({pointer:#x})"
     words = memread.read(context, _CONTEXT_WORDS * _WORD)
     if words is None:
         return f"the JSContext pointer ({context:#x}) is not readable memory"
@@ -166,9 +176,10 @@ def _probe() -> Verdict:
     import quickjs
 
     context = quickjs.Context()
-    found = verify_pointers(lib, id(context), id(context))
+    expected = native.EXPECTED.pointers_at
+    found = verify_pointers(lib, id(context), id(context), expected)
     if isinstance(found, str):
-        return Verdict(found, "not checked (the pointers failed)")
+        return _watchdog_only(lib, context, found)
     runtime, js_context = found
     try:
         pointers = _check_interrupt(lib, context, runtime)
@@ -179,7 +190,28 @@ def _probe() -> Verdict:
         values = _check_values(lib, context, js_context)
     except Exception as error:  # noqa: BLE001 - as above
         values = f"a known-answer check failed: {error!r}"
-    return Verdict(pointers, values)
+    return Verdict(pointers, values, expected if pointers is None else None)
+
+
+def _watchdog_only(lib: Any, context: Any, mismatch: str) -> Verdict:
+    """The pointers are not where native.EXPECTED says. Direct calls stay off, but the CPU
+    watchdog of Durable Objects may still read them elsewhere in the object: at an offset
+    where they pass every check of `verify_pointers` and the interrupt stops JS."""
+    not_checked = "not checked (the pointers are not where expected)"
+    expected = native.EXPECTED.pointers_at
+    for offset in range(0, type(context).__basicsize__ - 2 * _WORD + 1, _WORD):
+        if offset == expected:
+            continue
+        found = verify_pointers(lib, id(context), id(context), offset)
+        if isinstance(found, str):
+            continue
+        try:
+            stops = _check_interrupt(lib, context, found[0]) is None
+        except Exception:  # noqa: BLE001 - this offset is no good; the mismatch is reported
+            stops = False
+        if stops:
+            return Verdict(mismatch, not_checked, offset)
+    return Verdict(mismatch, not_checked)
 
 
 def _check_reader() -> None:
@@ -387,13 +419,22 @@ def _reader(lib: Any, js_context: int) -> Callable[[native.JSValue], Any]:
 
 
 def _report(result: Verdict) -> None:
-    if result.pointers is not None:
+    if result.pointers is not None and result.runtime_at is None:
         log.warning(
             "direct calls into QuickJS are off: the quickjs binding's context layout is not "
             "the one expected (%s). Isolates use the binding's own methods (slower), and "
             "Durable Objects cannot run: their CPU limit needs an interrupt on a verified "
             "QuickJS runtime.",
             result.pointers,
+        )
+    elif result.pointers is not None:
+        log.warning(
+            "direct calls into QuickJS are off: the quickjs binding's context layout is not "
+            "the one expected (%s). Isolates use the binding's own methods (slower); the CPU "
+            "watchdog of Durable Objects uses the runtime pointer found and verified at "
+            "offset %d instead.",
+            result.pointers,
+            result.runtime_at,
         )
     elif result.values is not None:
         log.warning(

@@ -15,7 +15,8 @@ CPU limit.
 QuickJS's `JS_SetInterruptHandler` is not exposed by the binding, so it is called through
 ctypes on the binding's own shared library, on the runtime pointer of the context object,
 verified as celld/isolate/layout.py verifies every pointer before use (read through the
-kernel, cross-checked, and shown at start to stop JS when interrupted). The rule: the CPU
+kernel, cross-checked, and shown at start to stop JS when interrupted; found elsewhere in
+the object if the binding moved it). The rule: the CPU
 limit of an isolate with host callables never silently disappears. Where no runtime can
 be verified, `runtime_of` raises `NoCpuLimit` instead of loading the isolate without a
 limit, and `celld run` refuses a project with Durable Objects at start (`require`).
@@ -99,7 +100,8 @@ class Watchdog:
     @staticmethod
     def unavailable() -> str | None:
         """Why the watchdog cannot stop turns in this process, or None when it can."""
-        return verdict().pointers
+        found = verdict()
+        return None if found.interrupts else found.pointers or "no verified runtime"
 
     def require(self, what: str) -> None:
         """Raise NoCpuLimit, naming `what` needs the watchdog, where it cannot work."""
