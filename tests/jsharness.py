@@ -44,11 +44,13 @@ async def run_js_async(
     ops: dict[str, Any] | None = None,
     env: dict[str, Any] | None = None,
     inline: bool = False,
+    callables: dict[str, Any] | None = None,
 ) -> Any:
     """Run `body`; `extra` scripts load after the runtime, `ops` adds host operations and
     `env` is posted as the env message first (the snippet reads it as `env`). `inline`
-    runs the turns on the calling event-loop thread."""
-    isolate = Isolate(pool().pick(), limits)
+    runs the turns on the calling event-loop thread; `callables` are host functions JS
+    calls in place (as a Durable Object's storage)."""
+    isolate = Isolate(pool().pick(), limits, callables=callables)
     isolate.inline = inline
     source = (
         "const { PromisePrototypeThen: __then, stringify: __stringify } ="

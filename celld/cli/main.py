@@ -110,6 +110,7 @@ def run(
     """Serve the Worker project in PROJECT (default: the current folder)."""
     from celld.cells.clock import ManualClock
     from celld.isolate.modules import ModuleError
+    from celld.isolate.watchdog import NoCpuLimit
     from celld.project.config import ConfigError, find_config, load_config, parse_var_option
     from celld.server.protocol import guarded_protocol
     from celld.server.service import Service, ServiceOptions
@@ -139,7 +140,7 @@ def run(
             options.clock = ManualClock(int(start) if start else None)
         options.operator_token, printed = operator_token(ip, os.environ.get("CELLD_ADMIN_TOKEN"))
         service = Service(config, options)
-    except (ConfigError, ModuleError, ValueError) as error:
+    except (ConfigError, ModuleError, ValueError, NoCpuLimit) as error:
         raise click.ClickException(str(error)) from None
 
     click.echo(f"celld {__version__}: serving {config.name} on http://{ip}:{port}", err=True)

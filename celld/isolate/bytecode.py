@@ -10,7 +10,8 @@ which is what `eval` does after parsing. Compiled with the file name the binding
 GIL go, as the binding's `eval` does: loads run on a JS thread beside the event loop.
 
 A script that does not compile is left to the binding's `eval`, which reports the syntax
-error as before. Where the direct path is unavailable (see native.py), every load parses.
+error as before. Where the direct path is unavailable (its layout did not pass the checks
+of layout.py), every load parses.
 """
 
 from __future__ import annotations
@@ -21,13 +22,13 @@ import threading
 from collections import OrderedDict
 from typing import Any
 
-from celld.isolate.native import NativeJsError, exception_text, library, pointers_of
+from celld.isolate.native import EXPECTED, NativeJsError, exception_text, library
 
 #: JS_EVAL_TYPE_GLOBAL | JS_EVAL_FLAG_COMPILE_ONLY
 _COMPILE_ONLY = 1 << 5
 #: JS_WRITE_OBJ_BYTECODE / JS_READ_OBJ_BYTECODE
 _BYTECODE = 1 << 0
-_TAG_EXCEPTION = 6
+_TAG_EXCEPTION = EXPECTED.tags.exception
 #: The file name the binding's `Context.eval` gives QuickJS.
 _FILE_NAME = b"<input>"
 #: Distinct scripts kept (a project has one bundle; tests load many snippets).
@@ -43,15 +44,14 @@ class BytecodeCache:
         self._refused: set[bytes] = set()  # sources that did not compile: parse them
         self._lock = threading.Lock()  # loads run on several JS threads
 
-    def evaluate(self, context: Any, source: str) -> bool:
-        """Evaluate `source` in `context` from bytecode; False when the caller must
-        `eval` it itself (no direct path, or the source does not compile). Raises
-        NativeJsError when the script throws while it runs."""
+    def evaluate(self, js_context: int, source: str) -> bool:
+        """Evaluate `source` in the context `js_context` (a JSContext* verified by
+        layout.direct_pointers) from bytecode; False when the caller must `eval` it itself
+        (the source does not compile). Raises NativeJsError when the script throws while it
+        runs."""
         lib = library()
-        pointers = None if lib is None else pointers_of(lib, context)
-        if lib is None or pointers is None:
+        if lib is None:
             return False
-        js_context = pointers[1]
         text = source.encode("utf-8", "surrogatepass")
         key = hashlib.blake2b(text, digest_size=16).digest()
         with self._lock:

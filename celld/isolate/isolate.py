@@ -51,6 +51,7 @@ from celld.isolate.bytecode import BYTECODE
 from celld.isolate.entropy import entropy_script
 from celld.isolate.gate import OutputGate
 from celld.isolate.inline import inline_turns
+from celld.isolate.layout import direct_pointers
 from celld.isolate.native import NativeBridge, NativeJsError
 from celld.isolate.runtime import Script
 from celld.isolate.threads import JS_STACK_LIMIT_BYTES, JsThread
@@ -146,7 +147,8 @@ class Isolate:
         self.limits = limits or Limits()
         #: Host functions JS calls in place (Durable Object storage). QuickJS refuses them
         #: while a time limit is armed, so an isolate that has any runs without one; the
-        #: CPU watchdog (celld/isolate/watchdog.py) stops its turns at the limit instead.
+        #: CPU watchdog (celld/isolate/watchdog.py) stops its turns at the limit instead;
+        #: where it cannot work here, loading raises watchdog.NoCpuLimit.
         self.callables = dict(callables or {})
         self._runtime: int | None = None  # the watchdog's handle, for isolates with callables
         #: Run on the isolate's thread after each turn, before its outbox is returned
@@ -197,6 +199,8 @@ class Isolate:
         context.set_time_limit(-1 if self.callables else self.limits.cpu_ms / 1000)
         if self.callables:
             self._runtime = WATCHDOG.runtime_of(context)
+        # Verified once per context (layout.py); None: the binding's own methods only.
+        pointers = None if self.callables else direct_pointers(context)
         # A fresh random key for this isolate alone, before any user code can draw on it.
         context.eval(entropy_script().source)
         self._arm(self.limits.cpu_ms)
@@ -205,7 +209,7 @@ class Isolate:
                 try:
                     # (Not with host callables: JS calling Python needs the binding's own
                     # entry into JS, which knows how it let the GIL go.)
-                    if self.callables or not BYTECODE.evaluate(context, script.source):
+                    if pointers is None or not BYTECODE.evaluate(pointers[1], script.source):
                         context.eval(script.source)
                 except (quickjs.JSException, NativeJsError) as error:
                     if self._disarm():
@@ -220,7 +224,7 @@ class Isolate:
             # From here on the runtime's interrupt handler is the bridge's, which enforces
             # the same CPU limits per turn (and, inline, the wall-time limit).
             context.set_time_limit(-1)
-            self._native = NativeBridge.attach(context, "__celld_deliver", "__celld_take")
+            self._native = NativeBridge.attach(pointers, "__celld_deliver", "__celld_take")
             if self._native is None:
                 context.set_time_limit(self.limits.cpu_ms / 1000)
 

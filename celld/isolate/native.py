@@ -13,11 +13,18 @@ The price is that JS no longer runs beside Python on another core; QuickJS's int
 handler, a Python function here, is where a long job gives the GIL back (the interpreter
 switches threads at its checks, as in any Python code) and where turns are stopped.
 
-Safety: the context and runtime pointers are read from the binding's context object (the
-two fields after the object header) and trusted only if `JS_GetRuntime` agrees, as the
-CPU watchdog does. `JSValue` is the 16-byte struct of 64-bit builds. The few values held
-across turns (the two bridge functions) are freed before the context is (`close`), since a
-runtime freed with live values aborts the process.
+Safety (the rule): no pointer read from the binding is used, and no JSValue is read, before
+it is verified, and a failed check costs speed, never a crash. The layout this module
+assumes is written down once (`EXPECTED`: where the runtime and context pointers sit in
+the binding's Python object, the 16-byte `JSValue` of 64-bit builds, QuickJS's tags);
+celld/isolate/layout.py checks it at start, reading candidate pointers through the kernel
+(celld/isolate/memread.py) before any call dereferences them, and proves the `JSValue`
+layout and tags by known answers against the binding's own API. On any mismatch celld
+says so once and every isolate uses the binding's methods. The checks run once per
+process, plus a few reads per new context; turns pay nothing for them.
+
+The few values held across turns (the two bridge functions) are freed before the context
+is (`close`), since a runtime freed with live values aborts the process.
 
 QuickJS checks the C stack against a limit computed from where the stack top was when it
 was last set; a context used from several threads resets it on every entry (`enter`),
@@ -30,13 +37,41 @@ import ctypes
 import logging
 import threading
 import time
+from dataclasses import dataclass
 from typing import Any
 
 log = logging.getLogger("celld.isolate")
 
 _P = ctypes.c_void_p
+
+
+@dataclass(frozen=True)
+class Tags:
+    """QuickJS's JSValue tags this module and its checks rely on (quickjs-ng's numbering)."""
+
+    integer: int = 0
+    boolean: int = 1
+    null: int = 2
+    undefined: int = 3
+    exception: int = 6
+    float64: int = 8
+    string: int = -7
+    obj: int = -1
+
+
+@dataclass(frozen=True)
+class Layout:
+    """What the direct calls assume about the binding's build (checked by layout.py)."""
+
+    #: Offset in the binding's context object of its JSRuntime*, followed by its JSContext*
+    #: (the first two fields after the object header: reference count and type).
+    pointers_at: int = 2 * ctypes.sizeof(ctypes.c_void_p)
+    tags: Tags = Tags()
+
+
+EXPECTED = Layout()
 #: QuickJS's tag for "an exception is pending" (JS_TAG_EXCEPTION).
-_TAG_EXCEPTION = 6
+_TAG_EXCEPTION = EXPECTED.tags.exception
 #: Left free below QuickJS's stack limit on a thread: Python frames under the turn and C
 #: frames QuickJS uses past its check.
 _STACK_MARGIN_BYTES = 1536 * 1024
@@ -66,6 +101,7 @@ class _Library:
         #: work on a JS thread that is long and needs no Python (reading bytecode).
         unlocked = ctypes.CDLL(_quickjs.__file__)
         self.get_runtime = self._fn(lib.JS_GetRuntime, _P, [_P])
+        self.get_runtime_opaque = self._fn(lib.JS_GetRuntimeOpaque, _P, [_P])
         self.update_stack_top = self._fn(lib.JS_UpdateStackTop, None, [_P])
         self.set_max_stack_size = self._fn(lib.JS_SetMaxStackSize, None, [_P, ctypes.c_size_t])
         self.global_object = self._fn(lib.JS_GetGlobalObject, JSValue, [_P])
@@ -216,19 +252,6 @@ def library() -> _Library | None:
     return _load_library()
 
 
-def pointers_of(lib: _Library, context: Any) -> tuple[int, int] | None:
-    """(JSRuntime*, JSContext*) of a `quickjs.Context`: the first two fields after the
-    object header, trusted only if `JS_GetRuntime` agrees."""
-    pointer = ctypes.sizeof(_P)
-    base = id(context) + 2 * pointer  # after ob_refcnt and ob_type
-    runtime = _P.from_address(base).value
-    js_context = _P.from_address(base + pointer).value
-    if not runtime or not js_context or lib.get_runtime(js_context) != runtime:
-        log.warning("the quickjs binding's context layout is unknown: no direct calls")
-        return None
-    return runtime, js_context
-
-
 def exception_text(lib: _Library, context: int) -> str:
     """Take the pending exception of `context` as text (message, then its stack)."""
     error = lib.get_exception(context)
@@ -282,11 +305,13 @@ class NativeBridge:
         self._closed = False
 
     @classmethod
-    def attach(cls, context: Any, deliver: str, take: str) -> NativeBridge | None:
-        """A bridge to `context` (a `quickjs.Context` whose runtime has `deliver` and `take`
-        functions), or None when the binding's layout is not the one this module knows."""
+    def attach(
+        cls, pointers: tuple[int, int] | None, deliver: str, take: str
+    ) -> NativeBridge | None:
+        """A bridge to the context whose (JSRuntime*, JSContext*) are `pointers`, verified
+        by layout.direct_pointers (None: the layout did not pass, so no bridge). Its runtime
+        has `deliver` and `take` functions."""
         lib = _load_library()
-        pointers = None if lib is None else pointers_of(lib, context)
         if lib is None or pointers is None:
             return None
         return cls(lib, *pointers, deliver, take)
@@ -376,5 +401,8 @@ class NativeBridge:
 
 
 def available() -> bool:
-    """Is the direct path available with this installation of the binding?"""
-    return _load_library() is not None
+    """Is the direct path available with this installation of the binding (its layout
+    verified, see layout.py)?"""
+    from celld.isolate.layout import verdict
+
+    return _load_library() is not None and verdict().direct_calls

@@ -13,22 +13,24 @@ handler on the turn's runtime. JS stops at its next interrupt check with the sam
 CPU limit.
 
 QuickJS's `JS_SetInterruptHandler` is not exposed by the binding, so it is called through
-ctypes on the binding's own shared library, with the runtime pointer read from the
-context object. The layout is checked against `JS_GetRuntime` before the watchdog is
-used; if it does not match (another version of the binding), the watchdog stays off, it
-says so once in the log, and such turns are only stopped when they end.
+ctypes on the binding's own shared library, on the runtime pointer of the context object,
+verified as celld/isolate/layout.py verifies every pointer before use (read through the
+kernel, cross-checked, and shown at start to stop JS when interrupted; found elsewhere in
+the object if the binding moved it). The rule: the CPU
+limit of an isolate with host callables never silently disappears. Where no runtime can
+be verified, `runtime_of` raises `NoCpuLimit` instead of loading the isolate without a
+limit, and `celld run` refuses a project with Durable Objects at start (`require`).
 """
 
 from __future__ import annotations
 
 import ctypes
-import logging
 import threading
 import time
 from dataclasses import dataclass
 from typing import Any
 
-log = logging.getLogger("celld.isolate")
+from celld.isolate.layout import interrupt_runtime, verdict
 
 #: How often the watchdog looks at the armed turns' CPU clocks.
 POLL_S = 0.01
@@ -43,30 +45,21 @@ def _interrupt(_runtime: int | None, _opaque: int | None) -> int:
 _NO_HANDLER = _HANDLER()
 
 
+class NoCpuLimit(Exception):
+    """An isolate with host callables would run without a CPU limit: it is not started."""
+
+
 class _QuickJsRuntime:
-    """The two C functions of the binding's library the watchdog needs."""
+    """The C function of the binding's library the watchdog calls (from its own thread,
+    letting the GIL go)."""
 
     def __init__(self) -> None:
         import _quickjs
 
         library = ctypes.CDLL(_quickjs.__file__)
-        self._get_runtime = library.JS_GetRuntime
-        self._get_runtime.restype = ctypes.c_void_p
-        self._get_runtime.argtypes = [ctypes.c_void_p]
         self._set_handler = library.JS_SetInterruptHandler
         self._set_handler.restype = None
         self._set_handler.argtypes = [ctypes.c_void_p, _HANDLER, ctypes.c_void_p]
-        self._pointer = ctypes.sizeof(ctypes.c_void_p)
-
-    def runtime_of(self, context: Any) -> int | None:
-        """The JSRuntime* of a `quickjs.Context`: the first two fields after the object
-        header are the runtime and the context pointers; trusted only if they agree."""
-        base = id(context) + 2 * self._pointer  # ob_refcnt, ob_type
-        runtime = ctypes.c_void_p.from_address(base).value
-        js_context = ctypes.c_void_p.from_address(base + self._pointer).value
-        if not runtime or not js_context or self._get_runtime(js_context) != runtime:
-            return None
-        return runtime
 
     def interrupt(self, runtime: int) -> None:
         self._set_handler(runtime, _interrupt, None)
@@ -92,28 +85,29 @@ class Watchdog:
         self._wake = threading.Event()
         self._thread: threading.Thread | None = None
         self._quickjs: _QuickJsRuntime | None = None
-        self._unavailable = False
 
-    def runtime_of(self, context: Any) -> int | None:
-        """The runtime to arm turns with, or None when the watchdog cannot be used."""
-        if self._unavailable:
-            return None
-        try:
-            if self._quickjs is None:
-                self._quickjs = _QuickJsRuntime()
-            runtime = self._quickjs.runtime_of(context)
-        except (OSError, AttributeError, ImportError) as error:
-            runtime, reason = None, str(error)
-        else:
-            reason = "the binding's context layout is not the one expected"
+    def runtime_of(self, context: Any) -> int:
+        """The runtime to arm `context`'s turns with. Raises NoCpuLimit where its pointer
+        cannot be verified: such an isolate is not started rather than run unlimited."""
+        reason = self.unavailable()
+        runtime = None if reason is not None else interrupt_runtime(context)
         if runtime is None:
-            self._unavailable = True
-            log.warning(
-                "the CPU watchdog for isolates without a time limit is off (%s): a turn "
-                "of a Durable Object that never ends holds its JS thread",
-                reason,
-            )
+            raise NoCpuLimit(_refusal(reason or "this context's runtime failed verification"))
+        if self._quickjs is None:
+            self._quickjs = _QuickJsRuntime()
         return runtime
+
+    @staticmethod
+    def unavailable() -> str | None:
+        """Why the watchdog cannot stop turns in this process, or None when it can."""
+        found = verdict()
+        return None if found.interrupts else found.pointers or "no verified runtime"
+
+    def require(self, what: str) -> None:
+        """Raise NoCpuLimit, naming `what` needs the watchdog, where it cannot work."""
+        reason = self.unavailable()
+        if reason is not None:
+            raise NoCpuLimit(f"{what}: {_refusal(reason)}")
 
     def arm(self, runtime: int, cpu_limit_s: float) -> None:
         """Called on the JS thread as a turn starts: stop it once this thread has used
@@ -161,6 +155,15 @@ class Watchdog:
                     assert self._quickjs is not None
                     self._quickjs.interrupt(turn.runtime)
             time.sleep(POLL_S)
+
+
+def _refusal(reason: str) -> str:
+    return (
+        "celld cannot stop a runaway turn of an isolate with host callables (a Durable "
+        "Object: the quickjs binding refuses its time limit for those), because the "
+        "QuickJS runtime of the binding's contexts could not be verified here "
+        f"({reason}); install the quickjs-ng release pinned in celld's pyproject.toml"
+    )
 
 
 WATCHDOG = Watchdog()

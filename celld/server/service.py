@@ -16,10 +16,12 @@ from celld.bindings.registry import Bindings
 from celld.cells.clock import Clock, ManualClock, SystemClock
 from celld.cells.manager import CellManager, CellSettings, WorkflowSpec
 from celld.isolate.isolate import Limits
+from celld.isolate.layout import verdict
 from celld.isolate.ops import isolate_ops
 from celld.isolate.program import Program, build_program
 from celld.isolate.runtime import object_scripts
 from celld.isolate.threads import JsThreadPool
+from celld.isolate.watchdog import WATCHDOG
 from celld.isolate.webops import close_fetch_client
 from celld.isolate.worker_pool import WorkerPool
 from celld.objects.manager import ObjectManager
@@ -79,6 +81,12 @@ class Service:
         # cannot serve this project's bindings.
         check_store(self.options.store, self.project.bindings)
         objects = self.project.bindings.objects
+        # The direct calls into QuickJS are checked here, at start (a mismatch is said once
+        # in the log); Durable Objects that could not be given a CPU limit are refused.
+        verdict()
+        if objects.bindings:
+            classes = ", ".join(sorted({b.class_name for b in objects.bindings}))
+            WATCHDOG.require(f"this project's Durable Objects ({classes}) cannot run")
         self.program = build_program(
             self.project.main,
             object_scripts() if objects.bindings else (),
