@@ -55,7 +55,7 @@ from urllib.parse import parse_qs, urlparse
 
 import httpx
 
-from celld.client import CelldError, Client
+from celld.client import CelldError, Client, Instance
 from tests import slowdisk
 from tests.celld_server import CelldServer
 from tests.e2e.counter import serving
@@ -186,48 +186,43 @@ def warm(url: str, recorder: Recorder) -> None:
 
 @dataclass(frozen=True)
 class Scenario:
-    """What one trial creates. `start` creates the trial's instances (and may stop
-    early once the recorder fired) and returns their ids."""
+    """What one trial creates. `start(client, recorder, prefix, ids)` creates the
+    trial's instances, each id starting with `prefix` and appended to `ids` before its
+    create is sent (a create cut short by the kill may have landed), and may stop early
+    once the recorder fired."""
 
     name: str
     workflow: str
-    start: Callable[[Client, Recorder, str], list[str]]
+    start: Callable[[Client, Recorder, str, list[str]], None]
 
 
-def _between_steps(log: bool) -> Callable[[Client, Recorder, str], list[str]]:
-    def start(client: Client, recorder: Recorder, prefix: str) -> list[str]:
-        workflow = client.workflow("between-steps-workflow")
+def _between_steps(log: bool) -> Callable[[Client, Recorder, str, list[str]], None]:
+    def start(client: Client, recorder: Recorder, prefix: str, ids: list[str]) -> None:
+        ids.append(f"{prefix}-run")
         params = {"recorder": recorder.url, "log": log}
-        return [workflow.create(id=f"{prefix}-run", params=params).id]
+        client.workflow("between-steps-workflow").create(id=ids[-1], params=params)
 
     return start
 
 
 #: Readers created after a writer, one after the other, until one sends an effect.
 READERS = 4
-
-
 #: How long the writer's step takes (ms): its result comes while the commit of the
 #: first reader's create is under way (a commit takes WRITE_MS on the slow disk).
 WRITER_HOLD_MS = WRITE_MS // 2
 
 
-def _warm_secret(client: Client, recorder: Recorder, prefix: str) -> list[str]:
+def _warm_secret(client: Client, recorder: Recorder, prefix: str, ids: list[str]) -> None:
     workflow = client.workflow("secret-workflow")
-    params = {"recorder": recorder.url, "hold": WRITER_HOLD_MS}
-    writer = workflow.create(id=f"{prefix}-writer", params=params).id
-    ids = [writer]
+    writer = f"{prefix}-writer"
+    ids.append(writer)
+    workflow.create(id=writer, params={"recorder": recorder.url, "hold": WRITER_HOLD_MS})
     for n in range(READERS):
         if recorder.fired.is_set():
-            break
+            return
+        ids.append(f"{prefix}-reader{n}")
         params = {"recorder": recorder.url, "role": "reader", "writer": writer}
-        try:
-            ids.append(workflow.create(id=f"{prefix}-reader{n}", params=params).id)
-        except CelldError:
-            if recorder.fired.is_set():
-                break  # killed while this create was on its way: it may have landed
-            raise
-    return ids
+        workflow.create(id=ids[-1], params=params)
 
 
 SCENARIOS = {
@@ -274,25 +269,27 @@ def run_trial(
     try:
         with Client(url) as client:
             try:
-                ids = scenario.start(client, recorder, prefix)
+                scenario.start(client, recorder, prefix, ids)
+                _wait_fired_or_finished(client, scenario.workflow, ids, recorder, timeout)
             except CelldError:
                 if not recorder.fired.is_set():
-                    raise
-            if not recorder.fired.is_set():
-                _wait_fired_or_finished(client, scenario.workflow, ids, recorder, timeout)
+                    raise  # not the kill: a real failure
     finally:
         recorder.disarm()
     killed = recorder.fired.is_set()
     if killed:
         url = restart()
     with Client(url) as client:
-        if killed:
-            ids = _known(client, scenario.workflow, ids, prefix)
+        workflow = client.workflow(scenario.workflow)
         for instance_id in ids:
-            client.workflow(scenario.workflow).get(instance_id).wait_for_status(
-                "complete", timeout=timeout
-            )
-        effects = [e for e in recorder.since(mark) if e.sender.startswith(prefix)]
+            try:
+                instance = workflow.get(instance_id)
+            except CelldError as error:
+                if killed and error.status == 404 and instance_id == ids[-1]:
+                    continue  # its create was cut short by the kill and never landed
+                raise
+            instance.wait_for_status("complete", timeout=timeout)
+        effects = [e for e in recorder.since(mark) if e.sender.startswith(f"{prefix}-")]
         trial = Trial(prefix, killed, effects)
         trial.contradictions = contradictions(client, scenario.workflow, effects)
     return trial
@@ -303,35 +300,13 @@ def _wait_fired_or_finished(
 ) -> None:
     """Until the recorder fires or every instance is final (an effect may never come)."""
     deadline = time.monotonic() + timeout
+    instances = [Instance(client.workflow(workflow), i) for i in ids]
     while not recorder.fired.wait(0.05):
-        try:
-            statuses = [client.workflow(workflow).get(i).status()["status"] for i in ids]
-        except CelldError:
-            if recorder.fired.is_set():
-                return
-            raise
+        statuses = [instance.status()["status"] for instance in instances]
         if all(status in ("complete", "errored", "terminated") for status in statuses):
             return
         if time.monotonic() > deadline:
             raise AssertionError(f"{ids} neither finished nor sent an effect: {statuses}")
-
-
-def _known(client: Client, workflow: str, ids: list[str], prefix: str) -> list[str]:
-    """The trial's instances celld has after a restart: those whose create was answered,
-    and one whose create was on its way at the kill if it landed."""
-    known = list(ids)
-    for index in range(READERS):
-        candidate = f"{prefix}-reader{index}"
-        if candidate in known:
-            continue
-        try:
-            client.workflow(workflow).get(candidate)
-        except CelldError as error:
-            if error.status != 404:
-                raise
-            continue
-        known.append(candidate)
-    return known
 
 
 def contradictions(client: Client, workflow: str, effects: list[Effect]) -> list[str]:

@@ -2,8 +2,8 @@
  * slowdisk: an LD_PRELOAD shim that makes a process's commits slow, as on a slow
  * disk, without privileges and without a knob in celld.
  *
- * For files whose path starts with $CELLD_SLOWDISK_UNDER (sockets, pipes and every
- * other file are untouched):
+ * For files under the folder $CELLD_SLOWDISK_UNDER (an absolute path without symbolic
+ * links; sockets, pipes and every other file are untouched):
  *
  * - the first write()/pwrite()/pwrite64() to a descriptor after it was opened or last
  *   flushed sleeps $CELLD_SLOWDISK_WRITE_MS milliseconds before it writes: a commit's
@@ -17,7 +17,9 @@
  * SQLite's unix VFS calls these libc functions through the dynamic linker, so a commit
  * of a store under the folder waits for them: in WAL mode a commit is a run of pwrites
  * to the -wal file and, with synchronous=FULL, one flush of it, so each commit waits
- * WRITE_MS + SYNC_MS.
+ * WRITE_MS + SYNC_MS. (A commit is told from the next by the flush between them: with
+ * synchronous=NORMAL, which does not flush every commit, only the first write of each
+ * flush interval would wait.)
  *
  * Each slowed call adds one to a counter that the process writes to
  * $CELLD_SLOWDISK_COUNT_FILE (when set) as it goes, so a test can check that the shim
@@ -80,9 +82,9 @@ static int under_folder(int fd) {
     char path[PATH_MAX];
     snprintf(link, sizeof link, "/proc/self/fd/%d", fd);
     ssize_t n = readlink(link, path, sizeof path - 1);
-    if (n < (ssize_t)under_len)
+    if (n < (ssize_t)under_len || memcmp(path, under, under_len) != 0)
         return 0;
-    return memcmp(path, under, under_len) == 0;
+    return n == (ssize_t)under_len || path[under_len] == '/'; /* not a sibling "<under>x" */
 }
 
 static void record(void) {
