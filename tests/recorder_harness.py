@@ -205,8 +205,10 @@ def _between_steps(log: bool) -> Callable[[Client, Recorder, str, list[str]], No
     return start
 
 
-#: Readers created after a writer, one after the other, until one sends an effect.
-READERS = 4
+#: Readers created after a writer, one after the other, until one sends an effect (a
+#: later reader still finds the writer's isolate if it goes back to the pool only once
+#: the writer's last commit has landed).
+READERS = 6
 #: How long the writer's step takes (ms): its result comes while the commit of the
 #: first reader's create is under way (a commit takes WRITE_MS on the slow disk).
 WRITER_HOLD_MS = WRITE_MS // 2
