@@ -211,11 +211,6 @@ def test_import_require_and_export_equals(tmp_path: Path) -> None:
     assert ctx.eval("__celld_main.default.value") == 42
 
 
-def test_tsx_is_rejected() -> None:
-    with pytest.raises(ModuleError, match=r"\.tsx \(JSX\) files are not supported"):
-        strip_types("export {}", Path("app.tsx"))
-
-
 def test_syntax_error_position() -> None:
     with pytest.raises(ModuleError, match=r"^src/x\.ts:2:\d+: syntax error"):
         strip("let a: number = 1;\nlet b: = ;\n")

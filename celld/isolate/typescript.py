@@ -22,6 +22,7 @@ import tree_sitter_typescript
 from tree_sitter import Language, Node, Parser
 
 _LANGUAGE = Language(tree_sitter_typescript.language_typescript())
+_TSX = Language(tree_sitter_typescript.language_tsx())
 
 _NOT_COMPILED = "(celld strips types; it does not compile TypeScript)"
 
@@ -67,8 +68,8 @@ _ASI_STATEMENTS = frozenset(
 )
 
 
-def _parser() -> Parser:
-    return Parser(_LANGUAGE)
+def _parser(tsx: bool = False) -> Parser:
+    return Parser(_TSX if tsx else _LANGUAGE)
 
 
 @dataclass
@@ -127,18 +128,16 @@ class _Eraser:
 def strip_types(source: str, path: Path) -> str:
     """Return `source` with TypeScript-only syntax replaced by whitespace.
 
-    Raises ModuleError (``path:line:column: ...``) for syntax errors and for TypeScript
-    constructs that would need compiling rather than erasing.
+    A `.tsx` file is read with the TSX grammar and keeps its JSX (`celld.isolate.jsx`
+    compiles it next). Raises ModuleError (``path:line:column: ...``) for syntax errors and
+    for TypeScript constructs that would need compiling rather than erasing.
     """
-    from celld.isolate.modules import ModuleError, check_syntax
+    from celld.isolate.jsx import parse_copy
+    from celld.isolate.modules import check_syntax
 
-    if path.suffix.lower() in (".tsx", ".jsx"):
-        raise ModuleError(
-            f"{path}: {path.suffix} (JSX) files are not supported "
-            "(celld loads .js, .mjs, .cjs, .ts, .mts and .cts)"
-        )
     data = source.encode("utf-8")
-    tree = _parser().parse(data)
+    tsx = path.suffix.lower() == ".tsx"
+    tree = _parser(tsx).parse(parse_copy(data) if tsx else data)
     check_syntax(tree.root_node, data, path)
     eraser = _Eraser(data, path)
     _walk(tree.root_node, eraser)
