@@ -23,6 +23,7 @@ every line, so one mapping serves both languages.
 from __future__ import annotations
 
 import json
+import os
 from bisect import bisect_right
 from collections.abc import Generator, Iterable
 from dataclasses import dataclass, field
@@ -103,6 +104,10 @@ _MISC_SOURCE = """
     (meta_property) @meta
     (call_expression function: (import)) @dynamic
     (decorator) @decorator
+    ((member_expression
+        object: (member_expression property: (property_identifier) @_env)
+        property: (property_identifier) @_name) @node_env
+     (#eq? @_env "env") (#eq? @_name "NODE_ENV"))
     """
 _PROBLEMS = {
     "top-level await": "top-level await is not supported (celld runs modules as scripts); "
@@ -110,6 +115,11 @@ _PROBLEMS = {
     "return": "return outside of a function",
     "decorator": "decorators are not supported",
 }
+
+
+def node_env() -> str:
+    """What `process.env.NODE_ENV` stands for in a bundle (wrangler dev's rule)."""
+    return os.environ.get("NODE_ENV") or "development"
 
 
 class ModuleError(Exception):
@@ -512,6 +522,7 @@ class _Analyzer:
         if problems:
             node, what = min(problems, key=lambda item: item[0].start_byte)
             raise ModuleError(self.where(node) + _PROBLEMS[what])
+        self.define_node_env(captures.get("node_env", []))
         for node in captures.get("meta", []):
             if _text(self.data, node).startswith("import"):
                 self.m.uses_meta = True
@@ -530,6 +541,33 @@ class _Analyzer:
             if function is not None and self.dynamic_import(node, function):
                 replaced.append((node.start_byte, node.end_byte))
         self.rewrite_references(sorted(replaced))
+
+    def define_node_env(self, nodes: list[Node]) -> None:
+        """`process.env.NODE_ENV` (also through `global.` or `globalThis.`) is a string
+        constant, as wrangler's esbuild `define` makes it: `NODE_ENV` of the environment
+        celld runs in, else "development". Libraries such as React choose their build by it
+        and would otherwise need a `process` global that Workers do not have."""
+        if "process" in self.top_level or "process" in self.m.imports:
+            return  # the module's own `process`, which a define does not replace
+        for node in nodes:
+            holder = node.child_by_field_name("object")
+            target = holder.child_by_field_name("object") if holder is not None else None
+            if target is None or _text(self.data, target).replace(" ", "") not in (
+                "process",
+                "global.process",
+                "globalThis.process",
+            ):
+                continue
+            parent = node.parent
+            if parent is not None and (
+                parent.type == "update_expression"
+                or (
+                    parent.type in ("assignment_expression", "augmented_assignment_expression")
+                    and parent.child_by_field_name("left") == node
+                )
+            ):
+                continue  # written to: not a use esbuild replaces
+            self.splice(node, None, json.dumps(node_env()))
 
     def rewrite_references(self, replaced: list[tuple[int, int]]) -> None:
         """Turn every use of an imported name into a read of the exporter's namespace."""

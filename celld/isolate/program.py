@@ -10,7 +10,7 @@ from pathlib import Path
 
 from celld.isolate.bundle_cache import cached_bundle
 from celld.isolate.linemap import LineMap, join_scripts
-from celld.isolate.modules import BUILTIN_MODULES, Bundle, build_bundle
+from celld.isolate.modules import BUILTIN_MODULES, Bundle, build_bundle, node_env
 from celld.isolate.runtime import Script, node_builtins, node_scripts, runtime_scripts
 from celld.isolate.tsconfig import TsConfigs
 
@@ -64,6 +64,7 @@ def build_program(
             "nodejs_compat": nodejs_compat,
             "tsconfig": str(tsconfig.resolve()) if tsconfig is not None else None,
             "jsx": [jsx_factory, jsx_fragment],
+            "node_env": node_env(),
         }
         bundle = cached_bundle(
             cache_dir,

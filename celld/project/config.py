@@ -66,6 +66,11 @@ class ProjectConfig:
     workflows: tuple[WorkflowConfig, ...]
     cpu_ms: int | None
     bindings: BindingsConfig = BindingsConfig()
+    #: wrangler's `tsconfig` (absolute), `jsx_factory` and `jsx_fragment`: how the code is
+    #: compiled (celld.isolate.tsconfig)
+    tsconfig: Path | None = None
+    jsx_factory: str | None = None
+    jsx_fragment: str | None = None
 
 
 def load_config(path: Path, *, var_overrides: Mapping[str, str] | None = None) -> ProjectConfig:
@@ -86,8 +91,10 @@ def load_config(path: Path, *, var_overrides: Mapping[str, str] | None = None) -
     root = path.resolve().parent
     name = model.name or root.name
     main = (root / model.main).resolve()
+    tsconfig = (root / model.tsconfig).resolve() if model.tsconfig else None
     issues = [
         *_check_main(model.main, main),
+        *_check_tsconfig(model.tsconfig, tsconfig),
         *_check_vars(model.vars),
         *_check_workflows(model, name),
     ]
@@ -120,6 +127,9 @@ def load_config(path: Path, *, var_overrides: Mapping[str, str] | None = None) -
         ),
         cpu_ms=model.limits.cpu_ms if model.limits else None,
         bindings=bindings,
+        tsconfig=tsconfig,
+        jsx_factory=model.jsx_factory,
+        jsx_fragment=model.jsx_fragment,
     )
 
 
@@ -134,6 +144,12 @@ def _check_main(given: str, resolved: Path) -> list[Issue]:
         return [Issue("main", "must name the Worker's entry module")]
     if not resolved.is_file():
         return [Issue("main", f"entry module not found: {given!r} (resolved to {resolved})")]
+    return []
+
+
+def _check_tsconfig(given: str | None, resolved: Path | None) -> list[Issue]:
+    if given is not None and resolved is not None and not resolved.is_file():
+        return [Issue("tsconfig", f"file not found: {given!r} (resolved to {resolved})")]
     return []
 
 

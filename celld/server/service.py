@@ -93,6 +93,9 @@ class Service:
             root=self.project.root,
             compatibility_flags=self.project.compatibility_flags,
             cache_dir=self.options.persist_to / "module-cache",
+            tsconfig=self.project.tsconfig,
+            jsx_factory=self.project.jsx_factory,
+            jsx_fragment=self.project.jsx_fragment,
         )
         if objects.bindings or objects.migrations:
             applied = migrate_state(objects, self.options.persist_to, self.options.clock.now())
