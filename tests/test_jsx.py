@@ -9,11 +9,13 @@ the element trees they build must be the same. celld's own output must also keep
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import pytest
 import quickjs
 
+from celld.isolate.decorators import compile_decorators
 from celld.isolate.jsx import JsxOptions, jsx_text
 from celld.isolate.modules import ModuleError, _compile_jsx, bundle_worker
 from celld.isolate.tsconfig import CompilerSettings, TsConfigs
@@ -185,3 +187,57 @@ def test_commonjs_file_with_jsx(tmp_path: Path) -> None:
         "type": "a",
         "props": {"href": "x", "children": "y"},
     }
+
+
+def test_decorators_keep_every_line(tmp_path: Path) -> None:
+    """Multi-line decorators stay where they were; stack lines still name the source."""
+    source = (
+        "const seen = [];\n"
+        "function tag(options) {\n"
+        "  return (value, context) => { seen.push([context.kind, options.label]); };\n"
+        "}\n"
+        "@tag({\n"
+        '  label: "class",\n'
+        "})\n"
+        "export class A {\n"
+        "  @tag({\n"
+        '    label: "method",\n'
+        "  })\n"
+        "  static m(\n"
+        "  ) { throw new Error('here'); }\n"
+        "}\n"
+        "let stack = '';\n"
+        "try { A.m(); } catch (e) { stack = e.stack; }\n"
+        "export const out = { seen, stack };\n"
+    )
+    compiled = compile_decorators(source.encode(), "index.js", legacy=False).decode()
+    original, lines = source.splitlines(), compiled.splitlines()
+    assert lines[len(original) - 1] == original[-1]  # the helper comes after the last line
+    assert "throw new Error('here')" in lines[12]
+    (tmp_path / "index.js").write_text(source)
+    bundle = bundle_worker(tmp_path / "index.js", root=tmp_path)
+    ctx = quickjs.Context()
+    ctx.eval(bundle.source)
+    out = json.loads(ctx.eval("JSON.stringify(__celld_main.out)"))
+    assert out["seen"] == [["method", "method"], ["class", "class"]]
+    line, column = (int(n) for n in re.search(r"<input>:(\d+):(\d+)", out["stack"]).groups())
+    assert bundle.locate(line, column)[:2] == ("index.js", 13)
+
+
+@pytest.mark.parametrize(
+    ("source", "message"),
+    [
+        ("class A { @dec #x = 1 }", "1:11: decorators on private members"),
+        ("class A { @dec accessor x = 1 }", "1:11: decorators on"),
+        ("class A { m(@dec x) {} }", "1:13: Parameter decorators only work when experimental"),
+        ("const f = @dec function () {}", "syntax error"),
+    ],
+)
+def test_decorators_celld_refuses(tmp_path: Path, source: str, message: str) -> None:
+    (tmp_path / "index.js").write_text(source + "\nexport {};\n")
+    with pytest.raises(ModuleError, match=r"^index\.js:"):
+        try:
+            bundle_worker(tmp_path / "index.js", root=tmp_path)
+        except ModuleError as error:
+            assert message in str(error)
+            raise

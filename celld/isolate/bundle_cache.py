@@ -30,6 +30,7 @@ _BUNDLER_FILES = (
     "resolver.py",
     "jsx.py",
     "tsconfig.py",
+    "decorators.py",
 )
 
 

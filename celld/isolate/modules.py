@@ -36,6 +36,7 @@ import tree_sitter_typescript
 from tree_sitter import Language, Node, Parser, Query, QueryCursor
 
 from celld.isolate.commonjs import module_format, require_calls
+from celld.isolate.decorators import DecoratorError, compile_decorators, has_decorators
 from celld.isolate.jsx import JsxError, compile_jsx, has_jsx, parse_copy
 from celld.isolate.resolver import ResolveError, Resolver, real_path
 from celld.isolate.tsconfig import CompilerSettings, TsConfigError, TsConfigs
@@ -1058,6 +1059,13 @@ def _read_module(
 
         text = strip_types(text, Path(display))
     data = _compile_jsx(text.encode("utf-8"), suffix, display, package_type, settings)
+    if has_decorators(data):
+        # experimentalDecorators is TypeScript's; JavaScript files get the standard ones
+        legacy = typescript and settings.experimental_decorators
+        try:
+            data = compile_decorators(data, display, legacy=legacy)
+        except DecoratorError as error:
+            raise ModuleError(str(error)) from None
     module = _Module(path, display, "script", typescript=typescript, data=data)
     _Analyzer(module, data, package_type).run()
     return module

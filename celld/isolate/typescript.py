@@ -10,7 +10,8 @@ The few TypeScript constructs with run-time meaning are rewritten in place, line
 into the JavaScript ``tsc`` would emit for them: ``enum`` and ``const enum`` (an object
 with reverse mappings; const enums are not inlined), constructor parameter properties,
 namespaces holding values, ``import x = require()`` / ``import x = A.B``, ``export =``
-and ``accessor`` fields. What is left (decorators, say) is refused with file:line.
+and ``accessor`` fields. Decorators are left in place for `celld.isolate.decorators`; what
+is left is refused with file:line.
 """
 
 from __future__ import annotations
@@ -226,14 +227,6 @@ def _specifier(node: Node, er: _Eraser) -> bool:
         er.erase_with_comma(node)
         return False
     return True
-
-
-def _fail_with(what: str):
-    def handler(node: Node, er: _Eraser) -> bool:
-        er.fail(node, what)
-        return False
-
-    return handler
 
 
 def _abstract_class(node: Node, er: _Eraser) -> bool:
@@ -591,7 +584,6 @@ _HANDLERS = {
     "internal_module": _namespace,
     "module": _namespace,
     "import_alias": _import_alias,
-    "decorator": _fail_with("decorators are not supported; remove them or build the project first"),
     "abstract_class_declaration": _abstract_class,
     "public_field_definition": _field,
     "method_definition": _method,
