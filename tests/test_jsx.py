@@ -241,3 +241,13 @@ def test_decorators_celld_refuses(tmp_path: Path, source: str, message: str) -> 
         except ModuleError as error:
             assert message in str(error)
             raise
+
+
+def test_decorated_field_without_semicolon(tmp_path: Path) -> None:
+    (tmp_path / "index.js").write_text(
+        "const kinds = [];\n"
+        "const t = (value, context) => { kinds.push(context.kind); };\n"
+        'class A { @t get g() { return 1 } @t ["k"] = 2 }\n'
+        "export const out = { kinds, k: new A().k };\n"
+    )
+    assert _run(tmp_path / "index.js", tmp_path) == {"kinds": ["getter", "field"], "k": 2}

@@ -29,11 +29,13 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass, field
 
+import tree_sitter_javascript
 import tree_sitter_typescript
 from tree_sitter import Language, Node, Parser, Query, QueryCursor
 
 _TS = Language(tree_sitter_typescript.language_typescript())
-_QUERY = Query(_TS, "(decorator) @d")
+_JS = Language(tree_sitter_javascript.language())
+_QUERIES = {id(_TS): Query(_TS, "(decorator) @d"), id(_JS): Query(_JS, "(decorator) @d")}
 _CLASSES = frozenset({"class_declaration", "abstract_class_declaration", "class"})
 _MODIFIERS = frozenset({"static", "async", "get", "set", "*", "accessor"})
 _KIND = {"method": 1, "getter": 2, "setter": 3, "field": 5}
@@ -94,8 +96,14 @@ def has_decorators(data: bytes) -> bool:
 def compile_decorators(data: bytes, display: str, *, legacy: bool) -> bytes:
     """`data` (JavaScript, types already stripped) with its decorators compiled; unchanged
     when it has none. `legacy` selects TypeScript's experimentalDecorators."""
+    language = _TS
     root = Parser(_TS).parse(data).root_node
-    found = QueryCursor(_QUERY).captures(root).get("d", [])
+    if root.has_error:
+        # JavaScript the TypeScript grammar misreads (`a < b > (c)`) must not be refused
+        fallback = Parser(_JS).parse(data).root_node
+        if not fallback.has_error:
+            language, root = _JS, fallback
+    found = QueryCursor(_QUERIES[id(language)]).captures(root).get("d", [])
     if not found:
         return data
     from celld.isolate.modules import check_syntax
@@ -201,7 +209,7 @@ class _Class:
                 opening.end_byte,
                 f" static {{ {record}.s(this); }} #__celld_i = {record}.ii(this);",
             )
-            e.insert(closing.start_byte, f" static {{ {record}.e(this); }} ")
+            e.insert(closing.start_byte, f"; static {{ {record}.e(this); }} ")
         elif binding:
             e.insert(opening.end_byte, f" static {{ {binding} = this; }}")
         for index, (member, member_decorators) in enumerate(members):
@@ -272,7 +280,8 @@ class _Class:
 
     def member(self, index: int, member: Node, decorators: list[Node]) -> None:
         e = self.e
-        name = member.child_by_field_name("name")
+        # (the JavaScript grammar calls a field's key `property`)
+        name = member.child_by_field_name("name") or member.child_by_field_name("property")
         if name is None:
             e.fail(member, "this decorated class member is not supported by celld")
             return
