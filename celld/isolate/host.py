@@ -4,6 +4,13 @@ JS queues messages (see js/host.js); after each turn the host dispatches them to
 operation handlers. A message with a ticket (`t`) is a request: the handler's
 result, or its exception turned into a JS error shape, goes back as a `settle`
 message in a later turn. Python exceptions never reach QuickJS as such.
+
+A host may have a `fence` (a workflow run's: the node's lease, celld/store/lease.py). It
+is asked right before each turn starts and right before each message JS sent is
+dispatched: while it says no, the pump waits (the inbox keeps what arrives) and the
+messages wait in order; both go on when it allows again, and never if it does not. The
+operations a dispatch starts carry the fence with them (`OUTGOING_FENCE`), so a fetch asks
+it once more as its bytes are written (celld/isolate/outbound.py).
 """
 
 from __future__ import annotations
@@ -12,10 +19,14 @@ import asyncio
 import inspect
 import logging
 from collections.abc import Awaitable, Callable, Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from celld.isolate.inline import InlineTurns, inline_turns
 from celld.isolate.isolate import Isolate, IsolateFault
+from celld.isolate.outbound import OUTGOING_FENCE
+
+if TYPE_CHECKING:
+    from celld.store.lease import EffectFence
 
 log = logging.getLogger("celld.isolate")
 
@@ -146,6 +157,11 @@ class IsolateHost:
         self._closed = False
         #: messages JS sent while its owner holds them back (see `hold_outbox`)
         self._held_out: list[dict[str, Any]] | None = None
+        #: Asked before each turn and each dispatch (see the module's docstring).
+        self.fence: EffectFence | None = None
+        self._fenced_out: list[dict[str, Any]] | None = None  # messages the fence holds
+        self._parked = False  # the pump waits for the fence (it still counts as pumping)
+        self._unsubscribe: Callable[[], None] | None = None
 
     @property
     def busy(self) -> bool:
@@ -238,8 +254,7 @@ class IsolateHost:
         if held is None or self._closed or self.faulted:
             return
         self._held_out = []
-        for message in held:
-            self._dispatch(message)
+        self._send(held)
 
     def release_outbox(self) -> None:
         """Dispatch the held messages in order and stop holding; the owner hears of the
@@ -247,10 +262,64 @@ class IsolateHost:
         held, self._held_out = self._held_out, None
         if held is None or self._closed or self.faulted:
             return
-        for message in held:
-            self._dispatch(message)
+        if self._send(held):
+            self._turn_over()
+
+    def _turn_over(self) -> None:
+        """Tell the owner the last turn is over, its messages dispatched."""
         if self.turn_callback is not None and not self._in_turn and not self.isolate.runnable:
             self.turn_callback()
+
+    # -- the fence ------------------------------------------------------------------------
+
+    def _send(self, messages: list[dict[str, Any]]) -> bool:
+        """Dispatch `messages` in order, unless the fence holds them: then they wait, in
+        order behind what it holds already. True if everything was dispatched."""
+        if self._fenced_out is None and (self.fence is None or self.fence.allows_effects()):
+            for message in messages:
+                self._dispatch(message)
+            return True
+        if not messages and self._fenced_out is None:
+            return True
+        if self._fenced_out is None:
+            self._fenced_out = []
+        self._fenced_out.extend(messages)
+        self._wait_for_fence()
+        return False
+
+    def _fenced_now(self) -> bool:
+        """Before a turn: True (and the pump parks, still counting as pumping) if the
+        fence forbids turns now; `_fence_changed` starts it again."""
+        if self.fence is None or self.fence.allows_effects():
+            return False
+        self._parked = True
+        self._wait_for_fence()
+        return True
+
+    def _wait_for_fence(self) -> None:
+        if self._unsubscribe is None and self.fence is not None and not self._closed:
+            self._unsubscribe = self.fence.on_change(self._fence_changed)
+
+    def _fence_changed(self, allowed: bool) -> None:
+        if not allowed or self._closed or self.fence is None or not self.fence.allows_effects():
+            return
+        self._stop_waiting_for_fence()
+        held, self._fenced_out = self._fenced_out, None
+        if held and not self.faulted:
+            for message in held:
+                self._dispatch(message)
+            self._turn_over()
+        if self._parked:
+            self._parked = False
+            if self.faulted:
+                self._pump_ended()
+            else:
+                self._pump_soon()
+
+    def _stop_waiting_for_fence(self) -> None:
+        unsubscribe, self._unsubscribe = self._unsubscribe, None
+        if unsubscribe is not None:
+            unsubscribe()
 
     def _run_boundary(self) -> None:
         callbacks, self._at_boundary = self._at_boundary, []
@@ -266,6 +335,8 @@ class IsolateHost:
     async def _pump(self) -> None:
         try:
             while True:
+                if self._fenced_now():
+                    return
                 batch, self._inbox = self._inbox, []
                 self._in_turn = True
                 try:
@@ -276,7 +347,8 @@ class IsolateHost:
                 if not self._turn_done(outbox):
                     return
         finally:
-            self._pump_ended()
+            if not self._parked:
+                self._pump_ended()
 
     def _slices(self) -> InlineTurns:
         """The loop's inline slices, looked up once, on first use."""
@@ -289,6 +361,8 @@ class IsolateHost:
         isolates' turns) while there is more to do."""
         if not self.isolate.turns_inline:  # moved off the loop meanwhile
             self._pump_task = asyncio.get_running_loop().create_task(self._pump())
+            return
+        if self._fenced_now():
             return
         again = False
         try:
@@ -308,6 +382,11 @@ class IsolateHost:
 
     def _prompt_turn(self) -> None:
         """One turn of a prompt host, started on its JS thread now (see `prompt`)."""
+        if self._fenced_now():
+            if self._holding and self._inline is not None:
+                self._holding = False
+                self._inline.release()
+            return
         if not self._holding:
             self._holding = True
             self._slices().hold()
@@ -344,15 +423,16 @@ class IsolateHost:
         self._fail(error)
 
     def _turn_done(self, outbox: list[dict[str, Any]]) -> bool:
-        """Dispatch a turn's outbox and tell the owner; True if another turn must follow."""
+        """Dispatch a turn's outbox and tell the owner; True if another turn must follow.
+        (Messages the fence holds: the owner hears of the turn's end once they go.)"""
+        sent = True
         if self._held_out is not None:
             self._held_out.extend(outbox)
         else:
-            for message in outbox:
-                self._dispatch(message)
+            sent = self._send(outbox)
         if self.cpu_callback is not None:
             self.cpu_callback(self.isolate.last_turn_cpu_ms)
-        if self.turn_callback is not None and not self.isolate.runnable:
+        if sent and self.turn_callback is not None and not self.isolate.runnable:
             self.turn_callback()
         self._in_turn = False
         self._run_boundary()
@@ -391,6 +471,16 @@ class IsolateHost:
             self._inbox.clear()
 
     def _dispatch(self, message: dict[str, Any]) -> None:
+        if self.fence is None:
+            self._dispatch_now(message)
+            return
+        token = OUTGOING_FENCE.set(self.fence)  # (tasks started here copy the context)
+        try:
+            self._dispatch_now(message)
+        finally:
+            OUTGOING_FENCE.reset(token)
+
+    def _dispatch_now(self, message: dict[str, Any]) -> None:
         op = message.get("op")
         ticket = message.get("t")
         if op == "cancel":
@@ -545,6 +635,11 @@ class IsolateHost:
     async def _stop(self) -> None:
         self._closed = True
         self._held_out = None
+        self._fenced_out = None
+        self._stop_waiting_for_fence()
+        if self._parked:  # a pump waiting for the fence ends here
+            self._parked = False
+            self._pump_ended()
         self.idle_callback = None
         self.turn_callback = None
         self.cpu_callback = None

@@ -61,9 +61,10 @@ async def nodes(postgres_dsn: str) -> AsyncIterator[list[PostgresStore]]:
 
 
 def freeze(store: PostgresStore) -> None:
-    """The node stops renewing its lease (it still tries to commit)."""
-    assert store.nodes._task is not None
-    store.nodes._task.cancel()
+    """The node stops renewing its lease and reaping (it still tries to commit)."""
+    for task in (store.nodes._renewer, store.nodes._task):
+        assert task is not None
+        task.cancel()
 
 
 async def until(predicate: Any, timeout: float = 10) -> None:
