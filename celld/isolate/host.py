@@ -180,6 +180,11 @@ class IsolateHost:
         return self._pumping or bool(self._inbox)
 
     @property
+    def fenced(self) -> bool:
+        """True while the fence holds the pump or JS's messages back."""
+        return self._parked or self._fenced_out is not None
+
+    @property
     def faulted(self) -> bool:
         return self.isolate.fault is not None
 

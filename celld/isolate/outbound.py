@@ -21,6 +21,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import select
 import ssl
 from collections.abc import Iterable
 from contextvars import ContextVar
@@ -40,6 +41,11 @@ OUTGOING_FENCE: ContextVar[EffectFence | None] = ContextVar("celld_outgoing_fenc
 
 #: What a TLS close may take before the connection is simply dropped.
 CLOSE_TIMEOUT_S = 5.0
+
+
+class NotSent(httpcore.NetworkError):
+    """The fence said no: nothing more of the request was written. (Not a WriteError:
+    httpcore goes on to read a response after one of those, and none would come.)"""
 
 
 class FencedStream(httpcore.AsyncNetworkStream):
@@ -65,7 +71,7 @@ class FencedStream(httpcore.AsyncNetworkStream):
         if fence is not None and not fence.allows_effects():
             peer = self._writer.get_extra_info("peername")
             log.warning("a fetch to %s was not sent: this node's lease lapsed", peer)
-            raise httpcore.WriteError(
+            raise NotSent(
                 "not sent: this node's lease lapsed (it may no longer act for this instance)"
             )
         try:
@@ -102,8 +108,13 @@ class FencedStream(httpcore.AsyncNetworkStream):
 
     def get_extra_info(self, info: str) -> Any:
         if info == "is_readable":
-            # an idle connection the server closed (or broke) cannot take a request
-            return self._reader.at_eof() or self._reader.exception() is not None
+            # An idle connection the server closed (or broke) cannot take a request. The
+            # socket is asked too: a close that arrived since the loop last polled counts.
+            return (
+                self._reader.at_eof()
+                or self._reader.exception() is not None
+                or _readable(self._writer.get_extra_info("socket"))
+            )
         names = {
             "ssl_object": "ssl_object",
             "client_addr": "sockname",
@@ -151,6 +162,16 @@ class FencedBackend(httpcore.AsyncNetworkBackend):
 
     async def sleep(self, seconds: float) -> None:
         await asyncio.sleep(seconds)
+
+
+def _readable(sock: Any) -> bool:
+    if sock is None or sock.fileno() < 0:
+        return True  # closed
+    if not hasattr(select, "poll"):  # (select() is limited to low descriptors)
+        return bool(select.select([sock.fileno()], [], [], 0)[0])
+    poller = select.poll()
+    poller.register(sock.fileno(), select.POLLIN)
+    return bool(poller.poll(0))
 
 
 def _with_options(

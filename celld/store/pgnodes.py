@@ -257,6 +257,7 @@ class NodeMembership:
         left) and say how much is left."""
         while True:
             delay = self.interval_s
+            self._renew_now.clear()  # (before: a wish made during the renewal is kept)
             try:
                 await self._renew()
             except asyncio.CancelledError:
@@ -280,7 +281,6 @@ class NodeMembership:
                         error or type(error).__name__,
                     )
                     delay = delay / 2
-            self._renew_now.clear()
             with contextlib.suppress(asyncio.TimeoutError):
                 await asyncio.wait_for(self._renew_now.wait(), delay)
 
@@ -303,13 +303,13 @@ class NodeMembership:
 
     async def _maintain_loop(self) -> None:
         while True:
+            self._wake.clear()  # (before: a wake-up during the tick brings the next at once)
             try:
                 await self._maintain()
             except asyncio.CancelledError:
                 raise
             except Exception as error:  # noqa: BLE001 - the store's health reports outages
                 log.debug("a maintenance tick of the node failed: %s", error)
-            self._wake.clear()
             with contextlib.suppress(asyncio.TimeoutError):
                 await asyncio.wait_for(self._wake.wait(), self.interval_s)
 
