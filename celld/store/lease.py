@@ -19,7 +19,13 @@ Rules:
 * :meth:`Lease.allows_effects` reads the monotonic clock at each call: it is exact at the
   moment of asking, whatever timers did or did not fire (after a pause, I/O callbacks can
   run before any timer). Callers ask right before starting a JS turn and right before a
-  message leaves an isolate; while it says no, turns wait and messages are held.
+  message leaves an isolate (celld/isolate/host.py); while it says no, turns wait and
+  messages are held. A fetch asks once more as its bytes are written
+  (celld/isolate/outbound.py), since a pause between its dispatch and its write would
+  otherwise send it after the lease ended.
+* Commits are not held here: the database judges them by the lease it holds (every commit
+  locks the node's row and checks it is current), which is the authority; a commit that
+  lands while the node's own validity has lapsed but the database's has not is correct.
 * Each token the node joins under is an *epoch*. A :class:`Fence` is bound to the epoch
   current when it was made (a cell takes one when it is loaded): once the node rejoins
   under a new token, the fences of the old epoch never allow anything again, so memory
