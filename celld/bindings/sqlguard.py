@@ -15,8 +15,8 @@ and SQL that Cloudflare refuses is refused here with the same error.
 
 What a connection gets (:func:`connect`):
 
-* its file by absolute path, never as a URI: a name that looks like one (``file:``,
-  ``:memory:``, empty) is refused with a ValueError before SQLite sees it;
+* its file by absolute path, never as a URI: a name that looks like one (``file:...``,
+  ``:memory:``) is refused with a ValueError before SQLite sees it;
 * extension loading off (``enable_load_extension(False)`` where Python offers it; the
   ``load_extension()`` SQL function then fails with SQLite's ``not authorized``);
 * workerd's limits (see :data:`LIMITS`): no attached database at all
@@ -33,8 +33,9 @@ Rules in Worker mode (each refusal is SQLite's ``not authorized`` with code ``SQ
 D1 words it ``D1_ERROR: not authorized: SQLITE_AUTH``, as wrangler dev does):
 
 * only the ``main`` database: ``ATTACH`` and ``DETACH`` are refused, and so are ``VACUUM`` and
-  ``VACUUM INTO`` (SQLite vacuums by attaching a database; D1 and SQL storage run each query in a
-  transaction, where SQLite's ``cannot VACUUM from within a transaction`` answers first);
+  ``VACUUM INTO`` (SQLite vacuums by attaching a database: ``authorization denied``; D1 and SQL
+  storage run each query in a transaction, where SQLite's ``cannot VACUUM from within a
+  transaction`` answers first, as under wrangler dev);
   ``temp`` may only be read (``CREATE TEMP ...`` is refused: temp objects live in files of
   their own);
 * PRAGMAs: D1's documented list and nothing else. Read or set (``on``/``off``/``true``/...):
@@ -50,7 +51,7 @@ D1 words it ``D1_ERROR: not authorized: SQLITE_AUTH``, as wrangler dev does):
 * functions: workerd's list (:data:`FUNCTIONS`: core, date, aggregate, window, math, JSON,
   FTS5, ``rtreecheck``, and the helpers ALTER TABLE calls); ``sqlite_version()``,
   ``fts3_tokenizer()``, ``sqlite_compileoption_*()`` and anything newer are refused with
-  ``not authorized to use function: NAME``;
+  ``not authorized to use function: NAME`` (code ``SQLITE_ERROR``, as SQLite reports it);
 * virtual tables only of the modules ``fts5``, ``fts5vocab``, ``rtree`` and ``rtree_i32``;
 * names starting ``_cf_`` (any case) are reserved: SQL storage keeps its key-value pairs in
   ``_cf_KV``; creating, reading, writing or dropping such a table, or renaming a table into
@@ -79,8 +80,9 @@ from contextlib import contextmanager, nullcontext
 from pathlib import Path
 from typing import Any
 
-#: workerd's setupSecurity() limits, minus SQLITE_LIMIT_LENGTH (wrangler dev stores values over
-#: its 4 MiB there) and SQLITE_LIMIT_VDBE_OP (SQLite ignores it since 3.38).
+#: workerd's setupSecurity() limits, minus two that wrangler dev does not enforce as written:
+#: SQLITE_LIMIT_LENGTH (it stores values over 4 MiB) and SQLITE_LIMIT_VDBE_OP (it runs an
+#: 8,000-row INSERT, well over 25,000 instructions).
 LIMITS: dict[int, int] = {
     sqlite3.SQLITE_LIMIT_SQL_LENGTH: 100_000,
     sqlite3.SQLITE_LIMIT_COLUMN: 100,
