@@ -89,8 +89,13 @@ class AssetServer:
     def _exists(self, relative: str) -> bool:
         if not relative or relative.startswith("/") or ".." in relative.split("/"):
             return False
-        target = (self.root / relative).resolve()
-        return target.is_file() and target.is_relative_to(self.root)
+        try:
+            target = (self.root / relative).resolve()
+            return target.is_file() and target.is_relative_to(self.root)
+        except (OSError, ValueError):
+            # A name no file can have (a NUL from "%00", a name over the file system's
+            # length limit) is no asset: the request goes on as for any missing file.
+            return False
 
     def resolve(self, path: str) -> _Match | None:
         """The file for `path` or the URL to redirect to, under html_handling."""

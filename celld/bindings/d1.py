@@ -9,15 +9,22 @@ raw arrays or a first row.
 
 Rules:
 
-* A single statement runs in autocommit mode: it is one transaction, durable when it answers.
-  A prepared text holding several statements runs them all; the last one's rows answer.
+* Every query runs in a transaction of its own, as D1 (and wrangler dev's D1, a Durable Object
+  running each query in ``storage.transaction()``) runs it: durable when it answers, undone
+  whole when any part fails. A prepared text holding several statements runs them all; the
+  last one's rows answer. PRAGMAs that SQLite ignores inside a transaction
+  (``foreign_keys``) are ignored here too, as D1 documents.
+* A Worker's SQL runs under celld/bindings/sqlguard.py: what D1 refuses (ATTACH, VACUUM,
+  PRAGMAs beyond D1's list, temp tables, ``_cf_`` names, functions beyond workerd's list) is
+  refused with SQLite's ``not authorized``, and no statement reaches a file but the
+  database's own.
 * ``batch()`` runs its statements in one IMMEDIATE transaction: any failure rolls all of them
   back (and nothing of it is on disk after a crash), as D1 promises.
 * ``exec()`` runs each non-blank, non-comment line (a line may hold several statements,
   split with ``sqlite3.complete_statement``), all in one transaction, and counts the lines.
 * Errors carry SQLite's message as D1 words it: ``D1_ERROR: <message>: SQLITE_<CODE>``, with
-  ``(extended: SQLITE_<CODE>_<DETAIL>)`` for extended codes; ``BEGIN`` and ``SAVEPOINT`` are
-  refused with workerd's message.
+  ``(extended: SQLITE_<CODE>_<DETAIL>)`` for extended codes; ``BEGIN``, ``COMMIT``,
+  ``ROLLBACK``, ``SAVEPOINT`` and ``RELEASE`` are refused with workerd's message.
 * ``meta.rows_read`` is an estimate: SQLite does not report the rows a statement scanned to
   Python, so it counts rows returned by a query (0 for INSERT and for SELECT without FROM,
   the changed rows for UPDATE and DELETE); ``rows_written`` counts the last statement's
@@ -33,6 +40,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from celld.bindings.sqlguard import TRANSACTION_MESSAGE, GuardedConnection, sqlite_words, trusted
 from celld.bindings.storage import SqliteFile, transaction
 from celld.isolate.host import HostError
 
@@ -41,15 +49,7 @@ Value = None | int | float | str | dict[str, str]
 
 NO_STATEMENTS = "No SQL statements detected."
 WRONG_BINDINGS = "Wrong number of parameter bindings for SQL query."
-TRANSACTION_REFUSED = (
-    "To execute a transaction, please use the state.storage.transaction() or "
-    "state.storage.transactionSync() APIs instead of the SQL BEGIN TRANSACTION or SAVEPOINT "
-    "statements. The JavaScript API is safer because it will automatically roll back on "
-    "exceptions, and because it interacts correctly with Durable Objects' automatic atomic "
-    "write coalescing."
-)
 _FROM_RE = re.compile(r"\bFROM\b", re.IGNORECASE)
-_TRANSACTION_RE = re.compile(r"^\s*(BEGIN|SAVEPOINT)\b", re.IGNORECASE)
 
 
 class StatementError(Exception):
@@ -60,28 +60,25 @@ class StatementError(Exception):
         self.text = text
 
 
-def sqlite_words(error: sqlite3.Error) -> str:
-    """SQLite's message and code as D1 words them: ``msg: SQLITE_CONSTRAINT (extended:
-    SQLITE_CONSTRAINT_PRIMARYKEY)``."""
-    name = getattr(error, "sqlite_errorname", None) or "SQLITE_ERROR"
-    parts = name.split("_")
-    primary = "_".join(parts[:2])
-    if primary != name:
-        return f"{error}: {primary} (extended: {name})"
-    return f"{error}: {name}"
-
-
-def _execute(conn: sqlite3.Connection, sql: str, params: list[Any]) -> sqlite3.Cursor:
-    if _TRANSACTION_RE.match(sql):
-        raise StatementError(TRANSACTION_REFUSED)
+def run_statement(conn: sqlite3.Connection, sql: str, params: list[Any]) -> sqlite3.Cursor:
+    """One statement of a Worker's SQL, under the D1 sandbox; errors in D1's words."""
+    if not isinstance(conn, GuardedConnection):
+        raise RuntimeError("celld: D1 SQL must run on a guarded connection (sqlguard.connect)")
     try:
-        return conn.execute(sql, params)
+        return conn.run(sql, params)
     except sqlite3.ProgrammingError as error:
         if "bindings" in str(error):
             raise StatementError(WRONG_BINDINGS) from None
         raise StatementError(str(error)) from None
     except sqlite3.Error as error:
+        if conn.refused_transaction():
+            raise StatementError(TRANSACTION_MESSAGE) from None
         raise StatementError(sqlite_words(error)) from None
+
+
+def open_file(path: Path, *, synchronous: str = "FULL") -> SqliteFile:
+    """The file of a D1 database (guarded: see celld/bindings/sqlguard.py)."""
+    return SqliteFile(path, synchronous=synchronous, guarded=True)
 
 
 def _bind(value: Any) -> Any:
@@ -125,7 +122,7 @@ def _only_comments(text: str) -> bool:
 
 class D1Database:
     def __init__(self, path: Path, *, synchronous: str = "FULL") -> None:
-        self.file = SqliteFile(path, synchronous=synchronous)
+        self.file = open_file(path, synchronous=synchronous)
 
     async def open(self) -> D1Database:
         await self.file.open()
@@ -136,8 +133,9 @@ class D1Database:
 
     @staticmethod
     def _size(conn: sqlite3.Connection) -> int:
-        pages = conn.execute("PRAGMA page_count").fetchone()[0]
-        size = conn.execute("PRAGMA page_size").fetchone()[0]
+        with trusted(conn):
+            pages = conn.execute("PRAGMA page_count").fetchone()[0]
+            size = conn.execute("PRAGMA page_size").fetchone()[0]
         return int(pages) * int(size)
 
     @classmethod
@@ -156,7 +154,7 @@ class D1Database:
         try:
             for index, part in enumerate(parts):
                 last_before = conn.total_changes
-                cursor = _execute(conn, part, params if index == len(parts) - 1 else [])
+                cursor = run_statement(conn, part, params if index == len(parts) - 1 else [])
                 rows = cursor.fetchall()
         except StatementError as error:
             raise HostError(f"D1_ERROR: {error.text}") from None
@@ -164,7 +162,8 @@ class D1Database:
         changes = conn.total_changes - before
         written = conn.total_changes - last_before
         columns = [d[0] for d in cursor.description or ()]
-        last_row_id = conn.execute("SELECT last_insert_rowid()").fetchone()[0]
+        with trusted(conn):
+            last_row_id = conn.execute("SELECT last_insert_rowid()").fetchone()[0]
         verb = parts[-1].lstrip().split(None, 1)[0].upper() if parts[-1].strip() else ""
         if verb in ("UPDATE", "DELETE"):
             rows_read = written
@@ -187,12 +186,16 @@ class D1Database:
         }
 
     async def query(self, statements: list[dict[str, Any]], *, batch: bool) -> list[Any]:
-        """One statement, or a batch in one transaction; the results in order."""
-        if batch:
-            return await self.file.run(
-                lambda conn: transaction(conn, lambda c: [self.run_one(c, s) for s in statements])
-            )
-        return [await self.file.run(self.run_one, statements[0])]
+        """One statement, or a batch, in one transaction; the results in order."""
+        todo = statements if batch else statements[:1]
+
+        def run(conn: sqlite3.Connection) -> list[Any]:
+            try:
+                return transaction(conn, lambda c: [self.run_one(c, s) for s in todo])
+            except sqlite3.Error as error:  # the COMMIT (a deferred foreign key still violated)
+                raise HostError(f"D1_ERROR: {sqlite_words(error)}") from None
+
+        return await self.file.run(run)
 
     async def exec(self, text: str) -> dict[str, Any]:
         """`exec()`: each non-blank line is run as SQL (it may hold several statements), all
@@ -209,7 +212,7 @@ class D1Database:
             for number, line in enumerate(lines, start=1):
                 try:
                     for sql in split_statements(line):
-                        _execute(conn, sql, []).fetchall()
+                        run_statement(conn, sql, []).fetchall()
                 except StatementError as error:
                     raise HostError(
                         f"D1_EXEC_ERROR: Error in line {number}: {line}: {error.text}"
@@ -217,7 +220,10 @@ class D1Database:
 
         def run(conn: sqlite3.Connection) -> dict[str, Any]:
             started = time.perf_counter()
-            transaction(conn, run_lines)
+            try:
+                transaction(conn, run_lines)
+            except sqlite3.Error as error:  # the COMMIT
+                raise HostError(f"D1_EXEC_ERROR: {sqlite_words(error)}") from None
             return {"count": len(lines), "duration": round((time.perf_counter() - started) * 1000)}
 
         return await self.file.run(run)

@@ -3,7 +3,9 @@ order, each recorded in the ``migrations_table`` (default ``d1_migrations``) wit
 schema, so a database migrated by one tool is seen as migrated by the other.
 
 A migration's statements and its record commit in one transaction: a failing migration leaves
-the database as it was and stops the run; the ones before it stay applied.
+the database as it was and stops the run; the ones before it stay applied. A migration is the
+project's SQL, so it runs under D1's sandbox (celld/bindings/sqlguard.py) like a Worker's
+statement, as wrangler applies migrations through D1; only the bookkeeping is celld's own.
 """
 
 from __future__ import annotations
@@ -13,7 +15,8 @@ import sqlite3
 from dataclasses import dataclass
 from pathlib import Path
 
-from celld.bindings.d1 import split_statements
+from celld.bindings.d1 import StatementError, run_statement, split_statements
+from celld.bindings.sqlguard import trusted
 from celld.bindings.storage import transaction
 
 _TABLE_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
@@ -36,11 +39,12 @@ def _table(name: str) -> str:
 
 
 def ensure_table(conn: sqlite3.Connection, table: str) -> None:
-    conn.execute(
-        f"CREATE TABLE IF NOT EXISTS {_table(table)} ("
-        "id INTEGER PRIMARY KEY AUTOINCREMENT, name TEXT UNIQUE, "
-        "applied_at TIMESTAMP DEFAULT CURRENT_TIMESTAMP NOT NULL)"
-    )
+    with trusted(conn):
+        conn.execute(
+            f"CREATE TABLE IF NOT EXISTS {_table(table)} ("
+            "id INTEGER PRIMARY KEY AUTOINCREMENT, name TEXT UNIQUE, "
+            "applied_at TIMESTAMP DEFAULT CURRENT_TIMESTAMP NOT NULL)"
+        )
 
 
 def found(folder: Path) -> list[Migration]:
@@ -51,7 +55,8 @@ def found(folder: Path) -> list[Migration]:
 
 def applied(conn: sqlite3.Connection, table: str) -> list[str]:
     ensure_table(conn, table)
-    return [row[0] for row in conn.execute(f"SELECT name FROM {_table(table)} ORDER BY id")]
+    with trusted(conn):
+        return [row[0] for row in conn.execute(f"SELECT name FROM {_table(table)} ORDER BY id")]
 
 
 def pending(conn: sqlite3.Connection, folder: Path, table: str) -> list[Migration]:
@@ -65,9 +70,10 @@ def apply(conn: sqlite3.Connection, migration: Migration, table: str) -> None:
     def run(c: sqlite3.Connection) -> None:
         for sql in statements:
             try:
-                c.execute(sql)
-            except sqlite3.Error as error:
-                raise MigrationError(f"{migration.name}: {error}") from None
-        c.execute(f"INSERT INTO {_table(table)} (name) VALUES (?)", (migration.name,))
+                run_statement(c, sql, []).fetchall()
+            except StatementError as error:
+                raise MigrationError(f"{migration.name}: {error.text}") from None
+        with trusted(c):
+            c.execute(f"INSERT INTO {_table(table)} (name) VALUES (?)", (migration.name,))
 
     transaction(conn, run)

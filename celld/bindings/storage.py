@@ -6,6 +6,10 @@ temporary name, fsynced, renamed into place and their folder fsynced. SQLite and
 block, so each file gets one worker thread of its own and the event loop only awaits it
 (celld/store keeps the workflow journal the same way). One thread per file also serialises
 that file's transactions, which is what D1 and KV promise.
+
+A file that holds a Worker's own SQL (D1) is opened ``guarded``: through
+celld/bindings/sqlguard.py, whose authorizer refuses what D1 refuses; celld's own statements
+there (setup, BEGIN/COMMIT) run inside ``trusted()``.
 """
 
 from __future__ import annotations
@@ -18,6 +22,8 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any, TypeVar
 
+from celld.bindings import sqlguard
+
 T = TypeVar("T")
 
 SYNC_MODES = ("OFF", "NORMAL", "FULL", "EXTRA")
@@ -26,24 +32,32 @@ SYNC_MODES = ("OFF", "NORMAL", "FULL", "EXTRA")
 class SqliteFile:
     """One SQLite file and the thread that runs everything done to it."""
 
-    def __init__(self, path: Path, *, schema: str = "", synchronous: str = "FULL") -> None:
+    def __init__(
+        self, path: Path, *, schema: str = "", synchronous: str = "FULL", guarded: bool = False
+    ) -> None:
         if synchronous.upper() not in SYNC_MODES:
             raise ValueError(f"synchronous must be one of {', '.join(SYNC_MODES)}")
         self.path = path
         self.schema = schema
         self.synchronous = synchronous.upper()
+        self.guarded = guarded
         self._executor: ThreadPoolExecutor | None = None
         self._conn: sqlite3.Connection | None = None
 
     def _open(self) -> None:
-        self.path.parent.mkdir(parents=True, exist_ok=True)
         # Autocommit: every statement is its own transaction unless BEGIN is issued.
-        conn = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False)
-        conn.execute("PRAGMA journal_mode=WAL")
-        conn.execute(f"PRAGMA synchronous={self.synchronous}")
-        conn.execute("PRAGMA foreign_keys=ON")
-        if self.schema:
-            conn.executescript(self.schema)
+        conn: sqlite3.Connection
+        if self.guarded:
+            conn = sqlguard.connect(self.path)
+        else:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            conn = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False)
+        with sqlguard.trusted(conn):
+            conn.execute("PRAGMA journal_mode=WAL")
+            conn.execute(f"PRAGMA synchronous={self.synchronous}")
+            conn.execute("PRAGMA foreign_keys=ON")
+            if self.schema:
+                conn.executescript(self.schema)
         self._conn = conn
 
     async def open(self) -> SqliteFile:
@@ -82,14 +96,25 @@ class SqliteFile:
 
 
 def transaction(conn: sqlite3.Connection, fn: Callable[[sqlite3.Connection], T]) -> T:
-    """Run ``fn`` inside one IMMEDIATE transaction: all of it commits, or none of it."""
-    conn.execute("BEGIN IMMEDIATE")
+    """Run ``fn`` inside one IMMEDIATE transaction: all of it commits, or none of it. (On a
+    guarded connection, BEGIN, COMMIT and ROLLBACK are celld's own; ``fn`` is not trusted.)"""
+    with sqlguard.trusted(conn):
+        conn.execute("BEGIN IMMEDIATE")
     try:
         result = fn(conn)
     except BaseException:
-        conn.execute("ROLLBACK")
+        with sqlguard.trusted(conn):
+            conn.execute("ROLLBACK")
         raise
-    conn.execute("COMMIT")
+    with sqlguard.trusted(conn):
+        try:
+            conn.execute("COMMIT")
+        except sqlite3.Error:
+            # A COMMIT refused (a deferred foreign key still violated) leaves the transaction
+            # open: undo it, so the next one can begin.
+            if conn.in_transaction:
+                conn.execute("ROLLBACK")
+            raise
     return result
 
 

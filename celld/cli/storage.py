@@ -161,12 +161,12 @@ def d1_migrations_list(
 ) -> None:
     """List the migrations not yet applied to DATABASE."""
     from celld.bindings import migrations
+    from celld.bindings.d1 import open_file
     from celld.bindings.registry import d1_path
-    from celld.bindings.storage import SqliteFile
 
     ctx = Context(project, config_file, persist_to)
     db = ctx.d1(database)
-    conn = SqliteFile(d1_path(ctx.state, db.id)).open_sync()
+    conn = open_file(d1_path(ctx.state, db.id)).open_sync()
     try:
         todo = migrations.pending(conn, db.migrations_dir, db.migrations_table)
     finally:
@@ -185,14 +185,14 @@ def d1_migrations_apply(
 ) -> None:
     """Apply DATABASE's pending migrations in order, each in its own transaction."""
     from celld.bindings import migrations
+    from celld.bindings.d1 import open_file
     from celld.bindings.registry import d1_path
-    from celld.bindings.storage import SqliteFile
 
     ctx = Context(project, config_file, persist_to)
     db = ctx.d1(database)
     if not db.migrations_dir.is_dir():
         raise click.ClickException(f"no migrations folder at {db.migrations_dir}")
-    conn = SqliteFile(d1_path(ctx.state, db.id)).open_sync()
+    conn = open_file(d1_path(ctx.state, db.id)).open_sync()
     try:
         todo = migrations.pending(conn, db.migrations_dir, db.migrations_table)
         if not todo:

@@ -17,6 +17,11 @@ Output gate: writes open a transaction that commits once per turn of the isolate
 the turn's outgoing messages (responses, RPC results, fetches) leave it. A commit that
 fails breaks the object (its isolate is dropped, callers get an error) and nothing that
 depended on the lost writes was released.
+
+Sandbox: the file is opened through celld/bindings/sqlguard.py, the same authorizer and limits
+as D1 (workerd runs one for both). ``sql.exec()`` runs in its Worker mode; everything else
+here (the turn's BEGIN/COMMIT, savepoints, ``_cf_KV``, sizes) is celld's own and runs inside
+``trusted()``.
 """
 
 from __future__ import annotations
@@ -29,6 +34,7 @@ from typing import Any
 
 import orjson
 
+from celld.bindings.sqlguard import TRANSACTION_MESSAGE, GuardedConnection, sqlite_words
 from celld.bindings.storage import SqliteFile
 
 MAX_KEY_BYTES = 2048
@@ -36,36 +42,11 @@ MAX_KEY_BYTES = 2048
 # names it finds no such table).
 SCHEMA = "CREATE TABLE IF NOT EXISTS _cf_KV (key TEXT PRIMARY KEY, value TEXT) WITHOUT ROWID"
 
-# sqlite3 authorizer action codes that user SQL may not use.
-_TRANSACTION, _ATTACH, _DETACH, _SAVEPOINT, _PRAGMA = 22, 24, 25, 32, 19
-# Read-only PRAGMAs SQL users need to inspect their schema.
-_PRAGMAS = frozenset(
-    {"table_info", "table_xinfo", "table_list", "index_list", "index_info", "foreign_key_list"}
-)
-TRANSACTION_MESSAGE = (
-    "To execute a transaction, please use the state.storage.transaction() or "
-    "state.storage.transactionSync() APIs instead of the SQL BEGIN TRANSACTION or SAVEPOINT "
-    "statements. The JavaScript API is safer because it will automatically roll back on "
-    "exceptions, and because it interacts correctly with Durable Objects' automatic atomic "
-    "write coalescing."
-)
-
 
 class StorageError(Exception):
     def __init__(self, message: str, js_name: str = "Error") -> None:
         super().__init__(message)
         self.js_name = js_name
-
-
-def _authorize(action: int, arg1: str | None, arg2: str | None, *_: Any) -> int:
-    if action in (_TRANSACTION, _SAVEPOINT, _ATTACH, _DETACH):
-        return sqlite3.SQLITE_DENY
-    if action == _PRAGMA:
-        return sqlite3.SQLITE_OK if (arg1 or "").lower() in _PRAGMAS else sqlite3.SQLITE_DENY
-    for name in (arg1, arg2):
-        if isinstance(name, str) and name.lower().startswith("_cf_"):
-            return sqlite3.SQLITE_DENY
-    return sqlite3.SQLITE_OK
 
 
 def _split(query: str) -> list[str]:
@@ -124,21 +105,29 @@ class ObjectStorage:
         self.sqlite = sqlite
         self.alarms = alarms
         self.synchronous = synchronous
-        self._conn: sqlite3.Connection | None = None
+        self._conn: GuardedConnection | None = None
         self._depth = 0  # open transaction()/transactionSync() savepoints
         self._kv = False  # the _cf_KV table exists
         self.writes = 0  # committed turns that wrote (for metrics and tests)
 
     def open(self) -> None:
-        # The bindings' SQLite setup: WAL, this synchronous mode, foreign keys enforced.
-        conn = SqliteFile(self.path, synchronous=self.synchronous).open_sync()
-        self._kv = self._has_kv_table(conn)
+        # The bindings' SQLite setup: WAL, this synchronous mode, foreign keys enforced; guarded.
+        conn = SqliteFile(self.path, synchronous=self.synchronous, guarded=True).open_sync()
+        assert isinstance(conn, GuardedConnection)
         self._conn = conn
+        self._set_kv(self._has_kv_table(conn))
 
     @staticmethod
-    def _has_kv_table(conn: sqlite3.Connection) -> bool:
-        found = conn.execute("SELECT 1 FROM sqlite_master WHERE name = '_cf_KV'").fetchone()
+    def _has_kv_table(conn: GuardedConnection) -> bool:
+        with conn.trusted():
+            found = conn.execute("SELECT 1 FROM sqlite_master WHERE name = '_cf_KV'").fetchone()
         return found is not None
+
+    def _set_kv(self, exists: bool) -> None:
+        """Whether celld's _cf_KV table exists (the one reserved name a Worker's SQL may meet)."""
+        self._kv = exists
+        if self._conn is not None:
+            self._conn.owned = {"_cf_KV"} if exists else set()
 
     def close(self) -> None:
         """Drop the connection; a transaction not yet committed is rolled back."""
@@ -147,17 +136,18 @@ class ObjectStorage:
             self._conn = None
 
     @property
-    def conn(self) -> sqlite3.Connection:
+    def conn(self) -> GuardedConnection:
         if self._conn is None:
             raise StorageError("this Durable Object's storage is closed")
         return self._conn
 
     # -- the turn's transaction ------------------------------------------------------
 
-    def _begin(self) -> sqlite3.Connection:
+    def _begin(self) -> GuardedConnection:
         conn = self.conn
         if not conn.in_transaction:
-            conn.execute("BEGIN")
+            with conn.trusted():
+                conn.execute("BEGIN")
         return conn
 
     def end_turn(self) -> None:
@@ -165,7 +155,8 @@ class ObjectStorage:
         conn = self._conn
         if conn is not None and conn.in_transaction and self._depth == 0:
             changed = conn.total_changes
-            conn.execute("COMMIT")
+            with conn.trusted():
+                conn.execute("COMMIT")
             if changed:
                 self.writes += 1
 
@@ -192,7 +183,10 @@ class ObjectStorage:
         handler = getattr(self, "op_" + op.replace(".", "_"), None)
         if handler is None:
             raise StorageError(f"celld: Durable Object storage has no operation {op!r}")
-        return handler(m)
+        if op == "sql":
+            return handler(m)  # a Worker's SQL: the sandbox's Worker mode
+        with self.conn.trusted():
+            return handler(m)
 
     # -- key-value API ---------------------------------------------------------------
 
@@ -204,7 +198,7 @@ class ObjectStorage:
             if not create:
                 return None
             conn.execute(SCHEMA)
-            self._kv = True
+            self._set_kv(True)
         return conn
 
     def op_get(self, m: dict[str, Any]) -> list[str | None]:
@@ -293,7 +287,7 @@ class ObjectStorage:
         self.conn.execute(f"ROLLBACK TO celld_{self._depth}")
         self.conn.execute(f"RELEASE celld_{self._depth}")
         self._depth -= 1
-        self._kv = self._has_kv_table(self.conn)  # the rollback may have dropped it
+        self._set_kv(self._has_kv_table(self.conn))  # the rollback may have dropped it
 
     # -- SQL API ---------------------------------------------------------------------
 
@@ -312,31 +306,31 @@ class ObjectStorage:
             raise StorageError("sql.exec(): the query has no statement", "Error")
         conn = self._begin()
         before = conn.total_changes
-        conn.set_authorizer(_authorize)
         try:
             columns: list[str] = []
             rows: list[list[Any]] = []
             for index, statement in enumerate(statements):
                 last = index == len(statements) - 1
-                cursor = conn.execute(statement, bindings if last else ())
+                cursor = conn.run(statement, bindings if last else ())
                 if last:
                     columns = [d[0] for d in cursor.description or ()]
                     rows = [[_cell(v) for v in row] for row in cursor.fetchall()]
-        except sqlite3.DatabaseError as error:
-            if "not authorized" in str(error) or "prohibited" in str(error):
-                raise StorageError(self._denied(query, error)) from None
-            raise StorageError(f"{error}: SQLITE_ERROR") from None
-        finally:
-            conn.set_authorizer(None)
+        except sqlite3.Error as error:
+            if conn.refused_transaction():
+                raise StorageError(TRANSACTION_MESSAGE) from None
+            raise StorageError(self._words(error)) from None
         written = conn.total_changes - before
         return {"columns": columns, "rows": rows, "read": len(rows), "written": written}
 
     @staticmethod
-    def _denied(query: str, error: sqlite3.Error) -> str:
-        head = query.lstrip().split(None, 1)[0].upper() if query.strip() else ""
-        if head in ("BEGIN", "COMMIT", "END", "ROLLBACK", "SAVEPOINT", "RELEASE"):
-            return TRANSACTION_MESSAGE
-        return f"{error}: SQLITE_AUTH"
+    def _words(error: sqlite3.Error) -> str:
+        """workerd's ``message: SQLITE_CODE`` for a refusal or an oversized statement;
+        ``message: SQLITE_ERROR`` for the rest, as before."""
+        if getattr(error, "sqlite_errorname", None) == "SQLITE_AUTH" or isinstance(
+            error, sqlite3.DataError
+        ):
+            return sqlite_words(error)
+        return f"{error}: SQLITE_ERROR"
 
     def op_size(self, m: dict[str, Any]) -> int:
         conn = self.conn

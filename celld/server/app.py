@@ -34,7 +34,21 @@ log = logging.getLogger("celld.server")
 INTERNAL_PREFIX = "/cdn-cgi/celld"
 
 
-class WorkerFirst(Route):
+class WorkerRoute(Route):
+    """The Worker's route: every path, even one whose decoded form holds a line break
+    (``/a%0d%0ab``), which Starlette's ``{path:path}`` pattern does not match; the Worker
+    gets such a path spelled as sent, as workerd passes it on."""
+
+    def matches(self, scope: Scope) -> tuple[Match, Scope]:
+        if scope["type"] != "http" or not scope["path"].startswith("/"):
+            return Match.NONE, {}
+        child = {"endpoint": self.endpoint, "path_params": {"path": scope["path"][1:]}}
+        if self.methods and scope["method"] not in self.methods:
+            return Match.PARTIAL, child
+        return Match.FULL, child
+
+
+class WorkerFirst(WorkerRoute):
     """The Worker's route, tried before celld's own: a path outside /cdn-cgi/ is always
     the Worker's, so its requests skip matching every internal route's pattern in turn
     (tens of microseconds of the event loop's time a request). Paths under /cdn-cgi/ are
@@ -44,6 +58,22 @@ class WorkerFirst(Route):
         if scope["type"] == "http" and not scope["path"].startswith("/cdn-cgi/"):
             return super().matches(scope)
         return Match.NONE, {}
+
+
+def worker_url(request: Request) -> str:
+    """The URL the Worker sees, its path and query spelled as the client sent them (as workerd
+    passes them on). Starlette's ``request.url`` holds the decoded path: ``%00`` or ``%01`` in
+    it became a control character the Worker's URL parser drops, ``%ff`` a replacement
+    character, ``%2F`` a slash."""
+    raw = request.scope.get("raw_path")
+    url = str(request.url)
+    if not raw or not raw.startswith(b"/"):
+        return url
+    path = request.scope.get("root_path", "") + request.scope["path"]
+    query = request.scope.get("query_string", b"")
+    origin = url[: len(url) - len(path) - (len(query) + 1 if query else 0)]
+    spelled = origin + raw.decode("latin-1")
+    return spelled + ("?" + query.decode("latin-1") if query else "")
 
 
 def _too_large() -> Response:
@@ -104,7 +134,7 @@ def build_app(
                 body = await reader.read_all()
             else:
                 body = reader.stream()
-            answer = await get_pool().handle(request.method, str(request.url), headers, body)
+            answer = await get_pool().handle(request.method, worker_url(request), headers, body)
         except WorkerError as error:
             if reader.failure is not None:
                 return _body_failed(reader.failure)
@@ -164,6 +194,6 @@ def build_app(
         Route(f"{INTERNAL_PREFIX}/health", health, methods=["GET"]),
         Route(f"{INTERNAL_PREFIX}/metrics", serve_metrics, methods=["GET"]),
         *(internal_routes or []),
-        Route("/{path:path}", serve_worker, methods=methods),
+        WorkerRoute("/{path:path}", serve_worker, methods=methods),
     ]
     return Starlette(routes=routes, lifespan=lifespan)

@@ -42,7 +42,19 @@ def is_loopback(host: str) -> bool:
 
 
 def _host_name(host_header: str) -> str:
-    return urlsplit(f"//{host_header}").hostname or ""
+    try:
+        return urlsplit(f"//{host_header}").hostname or ""
+    except ValueError:  # no URL can hold it ("[", a bad port): not loopback
+        return ""
+
+
+def _cross_origin(origin: str | None, host: str) -> bool:
+    if origin is None:
+        return False
+    try:
+        return urlsplit(origin).netloc.lower() != host.lower()
+    except ValueError:  # an Origin no URL can hold is nobody's own origin
+        return True
 
 
 class OperatorGuard:
@@ -62,7 +74,7 @@ class OperatorGuard:
         host = headers.get("host", "")
         method = scope["method"]
         origin = headers.get("origin")
-        cross_origin = origin is not None and urlsplit(origin).netloc.lower() != host.lower()
+        cross_origin = _cross_origin(origin, host)
         if method not in SAFE_METHODS and cross_origin:
             await _deny(send, 403, "cross-origin requests to the operator API are refused")
             return

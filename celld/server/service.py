@@ -33,6 +33,7 @@ from celld.server.explorer import explorer_routes
 from celld.server.guard import OperatorGuard
 from celld.server.metrics import render_metrics
 from celld.server.operator import Operator
+from celld.server.shape import RequestShape
 from celld.server.testing import testing_routes
 from celld.server.ui import ui_routes
 from celld.store.base import Store, StoreUnavailable
@@ -241,6 +242,7 @@ class Service:
             ],
         )
         app.add_middleware(OperatorGuard, token=self.options.operator_token)
+        app.add_middleware(RequestShape)  # outermost: a Host no URL can hold gets 400
         return app
 
     @staticmethod
