@@ -14,8 +14,10 @@ HTTP server counts every step callback execution. At the end:
   where a crash is a SIGKILL or a time the instance was dropped from memory because its
   store failed.
 
-With `--disk-full N` the state lives on a small tmpfs that the harness also fills for N
-random windows of up to a few seconds: a full disk must never fail an instance.
+With `--disk-full N` the harness also fills the state's disk for N random windows of up
+to a few seconds (tests/disks.py; each window a full disk of one kind or the other: one
+that overwrites in place, or a copy-on-write one): a full disk must never fail an
+instance.
 
 Short form in CI (tests/e2e/test_crash_harness.py); long form:
 
@@ -38,7 +40,7 @@ from typing import Any
 import httpx
 
 from tests.celld_server import CelldServer
-from tests.disks import fill, small_disk
+from tests.disks import FullableDisk
 from tests.e2e.counter import Counter, counter_server
 
 PROJECT = Path(__file__).resolve().parent / "projects" / "durable"
@@ -78,8 +80,13 @@ class Harness:
         seed: int,
         disk_full: int = 0,
         store: str | None = None,
+        disk: FullableDisk | None = None,
     ) -> None:
+        """`disk`: the disk `state` lives on, which `disk_full` windows fill."""
+        if disk_full and disk is None:
+            raise ValueError("disk_full windows need the disk the state lives on")
         self.state = state
+        self.disk = disk
         self.store = store
         self.ids = [f"h{i}" for i in range(instances)]
         self.kills = kills
@@ -95,7 +102,8 @@ class Harness:
 
     def start(self) -> CelldServer:
         args = ("--store", self.store) if self.store else ()
-        server = CelldServer(PROJECT, self.state, args=args)
+        env = self.disk.env if self.disk is not None else None
+        server = CelldServer(PROJECT, self.state, args=args, env=env)
         server.log_path = self.log_path
         server.start()
         self.server = server
@@ -158,9 +166,9 @@ class Harness:
                 server.kill()
                 server = self.start()
             else:
-                filler = fill(self.state.parent)
-                time.sleep(self.random.uniform(0.5, 3.0))
-                filler.unlink()
+                assert self.disk is not None
+                with self.disk.full(copy_on_write=self.random.random() < 0.5):
+                    time.sleep(self.random.uniform(0.5, 3.0))
         sender.join(timeout)
         self._stop.set()
         deadline = time.monotonic() + timeout
@@ -173,10 +181,13 @@ class Harness:
         server.stop()
         return self.check(statuses, counter)
 
+    def log(self) -> str:
+        """What every celld process of the run logged."""
+        return self.log_path.read_text(errors="replace") if self.log_path.exists() else ""
+
     def drops(self) -> Tally[str]:
         """Times each instance was dropped from memory after a store failure (log)."""
-        log = self.log_path.read_text(errors="replace") if self.log_path.exists() else ""
-        return Tally(re.findall(r"harness-workflow/(h\d+): dropped from memory", log))
+        return Tally(re.findall(r"harness-workflow/(h\d+): dropped from memory", self.log()))
 
     def check(self, statuses: dict[str, Any], counter: Counter) -> Report:
         problems: list[str] = []
@@ -213,6 +224,8 @@ class Harness:
                 )
             if runs[f"{instance}/b#1"] < 1 or runs[f"{instance}/b#2"] < 1:
                 problems.append(f"{instance}: step b did not fail once and then succeed")
+        if self.disk_full and "database or disk is full" not in self.log():
+            problems.append("no full-disk window made a commit fail: the fault did not act")
         worst = max(runs.values(), default=0)
         over = [key for key, n in runs.items() if n > 1 + self.kills + drops[key.split("/", 1)[0]]]
         if over:
@@ -230,7 +243,8 @@ def run_harness(
     disk_full: int = 0,
     store: str | None = None,
 ) -> Report:
-    """Raises CannotMount when `disk_full` is asked for on a machine that cannot mount."""
+    """Raises DiskFaultUnavailable when `disk_full` is asked for on a machine that cannot
+    build the full-disk shim (tests/disks.py)."""
     with (
         tempfile.TemporaryDirectory(prefix="celld-harness-") as folder,
         counter_server() as counter,
@@ -238,10 +252,10 @@ def run_harness(
         if not disk_full:
             harness = Harness(Path(folder) / "state", instances, kills, seed, store=store)
             return harness.run(counter, timeout)
-        with small_disk(Path(folder) / "disk", size_mb=48) as disk:
-            harness = Harness(disk / "state", instances, kills, seed, disk_full)
-            harness.log_path = Path(folder) / "harness-celld.log"
-            return harness.run(counter, timeout)
+        disk = FullableDisk(Path(folder) / "disk", Path(folder) / "shim")
+        harness = Harness(disk.folder / "state", instances, kills, seed, disk_full, disk=disk)
+        harness.log_path = Path(folder) / "harness-celld.log"
+        return harness.run(counter, timeout)
 
 
 def main() -> None:
