@@ -4,15 +4,28 @@ It starts `celld run` on the durable test project, creates many HarnessWorkflow
 instances (steps, a failing first attempt with a retry, a sleep, parallel steps, an
 event wait), sends each its event at a random moment, and kills the server with
 SIGKILL several times, restarting it on the same state folder each time. An outside
-HTTP server counts every step callback execution. At the end:
+HTTP server (tests/e2e/counter.py) counts every step callback execution, and keeps every
+effect that carried step results: each callback's report and a witness the workflow sends
+right after a step resolves, outside any step, carry the results the run had seen. At
+the end:
 
 * every instance is complete with the output its code implies;
-* every recorded step result is the value its last execution reported (a result,
-  once recorded, is never produced again);
+* no effect carried a value the journal later contradicts: every result an effect
+  carried is the one the instance's output holds (a result JS has seen is durable before
+  anything it does next leaves celld; one that was lost would have run again with
+  another value);
+* every recorded step result is a value one of the step's executions reported;
 * every event whose sendEvent was acknowledged was delivered;
 * each (step, attempt) callback ran at most once more per crash than without crashes,
   where a crash is a SIGKILL or a time the instance was dropped from memory because its
   store failed.
+
+Which execution of a step ran last cannot be read from the counter: it records requests
+as they arrive, and a report can arrive seconds after a later execution's (a run dropped
+after a failed commit still sends the report of the attempt it had started, and under
+load that request can wait in a connect retry). An execution that ran after its step's
+result was recorded and acknowledged shows up instead as an effect that carried the
+acknowledged result and is contradicted by the output.
 
 With `--disk-full N` the harness also fills the state's disk for N random windows of up
 to a few seconds (tests/disks.py; each window a full disk of one kind or the other: one
@@ -55,6 +68,7 @@ class Report:
     max_runs_per_attempt: int
     problems: list[str] = field(default_factory=list)
     dropped: int = 0  # instances dropped from memory after store failures (and reloaded)
+    witnesses: int = 0  # effects that carried step results, all checked against the journal
 
     def exit_with_summary(self, prefix: str, started: float) -> None:
         """Print the figures and every problem; exit 1 if there was one (the harnesses'
@@ -62,6 +76,7 @@ class Report:
         print(
             f"{prefix}{self.instances} instances, {self.kills} SIGKILLs, "
             f"{self.executions} step executions, "
+            f"{self.witnesses} effects carrying results checked, "
             f"at most {self.max_runs_per_attempt} runs of one (step, attempt), "
             f"{self.dropped} drops after store failures, "
             f"{time.monotonic() - started:.1f} s"
@@ -193,10 +208,10 @@ class Harness:
         problems: list[str] = []
         drops = self.drops()
         runs = Tally(step for step, _ in counter.hits)
-        last_value: dict[str, str] = {}
+        reported: dict[str, set[str]] = {}
         for step, value in counter.hits:
-            name = step.split("#", 1)[0]
-            last_value[name] = value
+            reported.setdefault(step.split("#", 1)[0], set()).add(value)
+        journals: dict[str, dict[str, str]] = {}
         for instance in self.ids:
             status = statuses.get(instance, {})
             if status.get("status") != "complete":
@@ -210,12 +225,12 @@ class Harness:
                 "c2": output["c"][1],
                 "d": output["d"],
             }
+            journals[instance] = recorded
             for step in STEPS:
-                expected = last_value.get(f"{instance}/{step}")
-                if recorded[step] != expected:
+                if recorded[step] not in reported.get(f"{instance}/{step}", set()):
                     problems.append(
-                        f"{instance}: step {step} returned {recorded[step]!r}, "
-                        f"last execution reported {expected!r}"
+                        f"{instance}: step {step} returned {recorded[step]!r}, which no "
+                        "execution of it reported"
                     )
             if output["event"] != self.acked.get(instance):
                 problems.append(
@@ -224,6 +239,7 @@ class Harness:
                 )
             if runs[f"{instance}/b#1"] < 1 or runs[f"{instance}/b#2"] < 1:
                 problems.append(f"{instance}: step b did not fail once and then succeed")
+        problems += contradicted(counter.witnesses, journals)
         if self.disk_full and "database or disk is full" not in self.log():
             problems.append("no full-disk window made a commit fail: the fault did not act")
         worst = max(runs.values(), default=0)
@@ -232,7 +248,27 @@ class Harness:
             problems.append(f"callbacks ran more than once per crash: {over[:5]}")
         report = Report(len(self.ids), self.kills, len(counter.hits), worst, problems)
         report.dropped = sum(drops.values())
+        report.witnesses = len(counter.witnesses)
         return report
+
+
+def contradicted(
+    witnesses: list[tuple[str, dict[str, str]]], journals: dict[str, dict[str, str]]
+) -> list[str]:
+    """Every effect (sent by `sender`, "<instance>/...") that carried a step result other
+    than the one the instance's journal ended with: a result acted on outside celld and
+    then lost."""
+    problems = []
+    for sender, seen in witnesses:
+        journal = journals.get(sender.split("/", 1)[0])
+        if journal is None:
+            continue  # not complete: reported as such
+        for step, value in sorted(seen.items()):
+            if journal.get(step) != value:
+                problems.append(
+                    f"{sender} carried {step} = {value!r}, the journal says {journal.get(step)!r}"
+                )
+    return problems
 
 
 def run_harness(
