@@ -135,6 +135,28 @@ export default {
   },
 };
 
+/** A step's result reaches JS ahead of its commit while another write of the instance (an
+ * event's) is in flight, and that write fails: nothing JS does next (a turn that takes a
+ * while, then a fetch carrying the result) may leave celld, since the result is never
+ * committed and runs again (tests/cells/test_effects_after_a_failed_write.py). */
+export class FailedWriteWorkflow extends WorkflowEntrypoint {
+  async run(event, step) {
+    const { upstream, gate, spinMs } = event.payload;
+    const id = event.instanceId;
+    const a = await step.do("a", async () => {
+      const value = `${id}:a:${crypto.randomUUID()}`;
+      await report(upstream, `${id}/a`, value);
+      await fetch(gate, { method: "POST" }); // held by the test while it sends the event
+      return value;
+    });
+    const until = Date.now() + spinMs;
+    while (Date.now() < until); // JS's next turn takes a while
+    await witness(upstream, `${id}/after-a`, { a });
+    const got = await step.waitForEvent("go", { type: "go", timeout: "1 hour" });
+    return { a, event: got.payload };
+  }
+}
+
 /** Many small steps whose results build on each other: long runs, store faults, benchmarks. */
 export class LongWorkflow extends WorkflowEntrypoint {
   async run(event, step) {
