@@ -4,18 +4,33 @@ It starts `celld run` on the durable test project, creates many HarnessWorkflow
 instances (steps, a failing first attempt with a retry, a sleep, parallel steps, an
 event wait), sends each its event at a random moment, and kills the server with
 SIGKILL several times, restarting it on the same state folder each time. An outside
-HTTP server counts every step callback execution. At the end:
+HTTP server (tests/e2e/counter.py) counts every step callback execution, and keeps every
+effect that carried step results: each callback's report and a witness the workflow sends
+right after a step resolves, outside any step, carry the results the run had seen. At
+the end:
 
 * every instance is complete with the output its code implies;
-* every recorded step result is the value its last execution reported (a result,
-  once recorded, is never produced again);
+* no effect carried a value the journal later contradicts: every result an effect
+  carried is the one the instance's output holds (a result JS has seen is durable before
+  anything it does next leaves celld; one that was lost would have run again with
+  another value);
+* every recorded step result is a value one of the step's executions reported;
 * every event whose sendEvent was acknowledged was delivered;
 * each (step, attempt) callback ran at most once more per crash than without crashes,
   where a crash is a SIGKILL or a time the instance was dropped from memory because its
   store failed.
 
-With `--disk-full N` the state lives on a small tmpfs that the harness also fills for N
-random windows of up to a few seconds: a full disk must never fail an instance.
+Which execution of a step ran last cannot be read from the counter: it records requests
+as they arrive, and a report can arrive seconds after a later execution's (a run dropped
+after a failed commit still sends the report of the attempt it had started, and under
+load that request can wait in a connect retry). An execution that ran after its step's
+result was recorded and acknowledged shows up instead as an effect that carried the
+acknowledged result and is contradicted by the output.
+
+With `--disk-full N` the harness also fills the state's disk for N random windows of up
+to a few seconds (tests/disks.py; each window a full disk of one kind or the other: one
+that overwrites in place, or a copy-on-write one): a full disk must never fail an
+instance.
 
 Short form in CI (tests/e2e/test_crash_harness.py); long form:
 
@@ -38,7 +53,7 @@ from typing import Any
 import httpx
 
 from tests.celld_server import CelldServer
-from tests.disks import fill, small_disk
+from tests.disks import FullableDisk
 from tests.e2e.counter import Counter, counter_server
 
 PROJECT = Path(__file__).resolve().parent / "projects" / "durable"
@@ -53,6 +68,7 @@ class Report:
     max_runs_per_attempt: int
     problems: list[str] = field(default_factory=list)
     dropped: int = 0  # instances dropped from memory after store failures (and reloaded)
+    witnesses: int = 0  # effects that carried step results, all checked against the journal
 
     def exit_with_summary(self, prefix: str, started: float) -> None:
         """Print the figures and every problem; exit 1 if there was one (the harnesses'
@@ -60,6 +76,7 @@ class Report:
         print(
             f"{prefix}{self.instances} instances, {self.kills} SIGKILLs, "
             f"{self.executions} step executions, "
+            f"{self.witnesses} effects carrying results checked, "
             f"at most {self.max_runs_per_attempt} runs of one (step, attempt), "
             f"{self.dropped} drops after store failures, "
             f"{time.monotonic() - started:.1f} s"
@@ -78,8 +95,13 @@ class Harness:
         seed: int,
         disk_full: int = 0,
         store: str | None = None,
+        disk: FullableDisk | None = None,
     ) -> None:
+        """`disk`: the disk `state` lives on, which `disk_full` windows fill."""
+        if disk_full and disk is None:
+            raise ValueError("disk_full windows need the disk the state lives on")
         self.state = state
+        self.disk = disk
         self.store = store
         self.ids = [f"h{i}" for i in range(instances)]
         self.kills = kills
@@ -95,7 +117,8 @@ class Harness:
 
     def start(self) -> CelldServer:
         args = ("--store", self.store) if self.store else ()
-        server = CelldServer(PROJECT, self.state, args=args)
+        env = self.disk.env if self.disk is not None else None
+        server = CelldServer(PROJECT, self.state, args=args, env=env)
         server.log_path = self.log_path
         server.start()
         self.server = server
@@ -158,9 +181,9 @@ class Harness:
                 server.kill()
                 server = self.start()
             else:
-                filler = fill(self.state.parent)
-                time.sleep(self.random.uniform(0.5, 3.0))
-                filler.unlink()
+                assert self.disk is not None
+                with self.disk.full(copy_on_write=self.random.random() < 0.5):
+                    time.sleep(self.random.uniform(0.5, 3.0))
         sender.join(timeout)
         self._stop.set()
         deadline = time.monotonic() + timeout
@@ -173,19 +196,22 @@ class Harness:
         server.stop()
         return self.check(statuses, counter)
 
+    def log(self) -> str:
+        """What every celld process of the run logged."""
+        return self.log_path.read_text(errors="replace") if self.log_path.exists() else ""
+
     def drops(self) -> Tally[str]:
         """Times each instance was dropped from memory after a store failure (log)."""
-        log = self.log_path.read_text(errors="replace") if self.log_path.exists() else ""
-        return Tally(re.findall(r"harness-workflow/(h\d+): dropped from memory", log))
+        return Tally(re.findall(r"harness-workflow/(h\d+): dropped from memory", self.log()))
 
     def check(self, statuses: dict[str, Any], counter: Counter) -> Report:
         problems: list[str] = []
         drops = self.drops()
         runs = Tally(step for step, _ in counter.hits)
-        last_value: dict[str, str] = {}
+        reported: dict[str, set[str]] = {}
         for step, value in counter.hits:
-            name = step.split("#", 1)[0]
-            last_value[name] = value
+            reported.setdefault(step.split("#", 1)[0], set()).add(value)
+        journals: dict[str, dict[str, str]] = {}
         for instance in self.ids:
             status = statuses.get(instance, {})
             if status.get("status") != "complete":
@@ -199,12 +225,12 @@ class Harness:
                 "c2": output["c"][1],
                 "d": output["d"],
             }
+            journals[instance] = recorded
             for step in STEPS:
-                expected = last_value.get(f"{instance}/{step}")
-                if recorded[step] != expected:
+                if recorded[step] not in reported.get(f"{instance}/{step}", set()):
                     problems.append(
-                        f"{instance}: step {step} returned {recorded[step]!r}, "
-                        f"last execution reported {expected!r}"
+                        f"{instance}: step {step} returned {recorded[step]!r}, which no "
+                        "execution of it reported"
                     )
             if output["event"] != self.acked.get(instance):
                 problems.append(
@@ -213,13 +239,36 @@ class Harness:
                 )
             if runs[f"{instance}/b#1"] < 1 or runs[f"{instance}/b#2"] < 1:
                 problems.append(f"{instance}: step b did not fail once and then succeed")
+        problems += contradicted(counter.witnesses, journals)
+        if self.disk_full and "database or disk is full" not in self.log():
+            problems.append("no full-disk window made a commit fail: the fault did not act")
         worst = max(runs.values(), default=0)
         over = [key for key, n in runs.items() if n > 1 + self.kills + drops[key.split("/", 1)[0]]]
         if over:
             problems.append(f"callbacks ran more than once per crash: {over[:5]}")
         report = Report(len(self.ids), self.kills, len(counter.hits), worst, problems)
         report.dropped = sum(drops.values())
+        report.witnesses = len(counter.witnesses)
         return report
+
+
+def contradicted(
+    witnesses: list[tuple[str, dict[str, str]]], journals: dict[str, dict[str, str]]
+) -> list[str]:
+    """Every effect (sent by `sender`, "<instance>/...") that carried a step result other
+    than the one the instance's journal ended with: a result acted on outside celld and
+    then lost."""
+    problems = []
+    for sender, seen in witnesses:
+        journal = journals.get(sender.split("/", 1)[0])
+        if journal is None:
+            continue  # not complete: reported as such
+        for step, value in sorted(seen.items()):
+            if journal.get(step) != value:
+                problems.append(
+                    f"{sender} carried {step} = {value!r}, the journal says {journal.get(step)!r}"
+                )
+    return problems
 
 
 def run_harness(
@@ -230,7 +279,8 @@ def run_harness(
     disk_full: int = 0,
     store: str | None = None,
 ) -> Report:
-    """Raises CannotMount when `disk_full` is asked for on a machine that cannot mount."""
+    """Raises DiskFaultUnavailable when `disk_full` is asked for on a machine that cannot
+    build the full-disk shim (tests/disks.py)."""
     with (
         tempfile.TemporaryDirectory(prefix="celld-harness-") as folder,
         counter_server() as counter,
@@ -238,10 +288,10 @@ def run_harness(
         if not disk_full:
             harness = Harness(Path(folder) / "state", instances, kills, seed, store=store)
             return harness.run(counter, timeout)
-        with small_disk(Path(folder) / "disk", size_mb=48) as disk:
-            harness = Harness(disk / "state", instances, kills, seed, disk_full)
-            harness.log_path = Path(folder) / "harness-celld.log"
-            return harness.run(counter, timeout)
+        disk = FullableDisk(Path(folder) / "disk", Path(folder) / "shim")
+        harness = Harness(disk.folder / "state", instances, kills, seed, disk_full, disk=disk)
+        harness.log_path = Path(folder) / "harness-celld.log"
+        return harness.run(counter, timeout)
 
 
 def main() -> None:

@@ -6,8 +6,9 @@ instance its event through a random live node, and SIGKILLs a random node severa
 (restarting it a little later, as a supervisor would). Instances created meanwhile go to
 the live nodes. At the end the same checks as the single-node crash harness hold
 (tests/crash_harness.py): every instance completes with the output its code implies,
-every recorded step result is the value its last execution reported, every acknowledged
-event was delivered, and each (step, attempt) callback ran at most once more per kill.
+no effect carried a step result the journal later contradicts, every recorded step
+result is a value one of its executions reported, every acknowledged event was
+delivered, and each (step, attempt) callback ran at most once more per kill.
 
 Short form in CI (tests/e2e/test_nodes.py); long form, against a running PostgreSQL:
 

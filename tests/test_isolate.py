@@ -130,7 +130,10 @@ async def test_an_answer_given_later_without_a_task() -> None:
     isolate = await _isolate_with(
         "__celld_host.on('ask', (m) => { __celld_host.request('t.later', {}).then("
         " (v) => __celld_host.notify('t.got', { n: m.n, v }),"
-        " (e) => __celld_host.notify('t.got', { n: m.n, e: e.message })); });",
+        " (e) => __celld_host.notify('t.got', { n: m.n, e: e.message })); });"
+        # a barrier: told after every answer posted before it, in a job queued after theirs
+        "__celld_host.on('mark', () => { Promise.resolve().then("
+        " () => __celld_host.notify('t.got', { mark: true })); });",
         Limits(),
     )
     laters: list[Later] = []
@@ -152,13 +155,17 @@ async def test_an_answer_given_later_without_a_task() -> None:
         laters[1].withdraw()
         laters[0].resolve({"x": 1})
         laters[2].reject(HostError("no such thing", "TypeError"))
-        first, second = await asyncio.wait_for(got.get(), 10), await asyncio.wait_for(got.get(), 10)
+        # Posted after whatever settling the three posted: JS tells the mark after every
+        # answer it got, so what arrives before the mark is every answer there was.
+        host.post({"k": "mark"})
+        told = [await asyncio.wait_for(got.get(), 10) for _ in range(3)]
+        assert told[-1].get("mark") is True  # the withdrawn request never got an answer
+        first, second = told[:2]
         assert {first["n"], second["n"]} == {0, 2}
         assert next(m for m in (first, second) if m["n"] == 0)["v"] == {"x": 1}
         assert next(m for m in (first, second) if m["n"] == 2)["e"] == "no such thing"
         await host.wait_idle()
-        await asyncio.sleep(0.05)
-        assert got.empty()  # the withdrawn request never got an answer
+        assert got.empty()
         assert host.outstanding == 0 and host.pending_ops == {}
     finally:
         await host.close()

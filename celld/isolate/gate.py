@@ -29,7 +29,9 @@ message of every caller, in this one place:
 6. The gate belongs to the isolate, not to the run or request it serves: an isolate
    handed to another run, or serving several, carries its pending writes along, and
    what the next user sends waits for them too. Messages still waiting when their
-   sender is detached are dropped with it (the run that sent them is over).
+   sender is detached are dropped with it, and so is whatever a turn still under way
+   then sends afterwards (the run or request that sent them is over: a run dropped
+   after a failed commit must not report a result that will run again).
 
 What is not registered, because no crash can make the journal contradict it: the
 answer to a step's first attempt (attempt starts are not written; a crash runs it
@@ -177,8 +179,8 @@ class OutputGate:
 
         `inward_stream`: the message only tells the engine what a run does next, and that
         run's writes are this commit stream (rule 3)."""
-        if self.condemned is not None:
-            return False  # dropped: nothing more leaves a condemned isolate
+        if self.condemned is not None or self._sink is None:
+            return False  # dropped: a condemned isolate, or its sender is gone (rule 6)
         if not self._fenced():
             if not self._pending and not self._waiting:
                 return True

@@ -126,24 +126,31 @@ def test_sweep_waits_for_a_writer_in_another_process(js: Harness) -> None:
     """A body written by another connection inside its write transaction survives a bucket
     opening meanwhile: the sweep takes the same lock and sees the committed row."""
     import threading
-    import time
 
     js('await env.BUCKET.put("seed", "s")')
     folder = js.state / "r2" / "bucket"
     other = sqlite3.connect(folder / "objects.sqlite3", isolation_level=None)
     other.execute("BEGIN IMMEDIATE")
     (folder / "blobs" / "pending").write_bytes(b"new")
+    asking = threading.Event()  # the sweep has begun its transaction
+
+    def trace(statement: str) -> None:
+        if statement.startswith("BEGIN"):
+            asking.set()
 
     def reopen() -> None:
         async def go() -> None:
-            bucket = await R2Bucket(folder, js.clock.now).open()
+            bucket = R2Bucket(folder, js.clock.now)
+            await bucket.file.open()
+            await bucket.file.run(lambda conn: conn.set_trace_callback(trace))
+            await bucket.open()  # sweeps under the write lock
             await bucket.close()
 
         asyncio.run(go())
 
     opener = threading.Thread(target=reopen)
     opener.start()
-    time.sleep(0.3)
+    assert asking.wait(30), "the bucket never began its sweep"
     assert (folder / "blobs" / "pending").exists()  # the sweep is waiting for the lock
     other.execute("INSERT INTO objects VALUES ('k', 'pending', 3, 'e', 'v', 0, '{}', '{}', '{}')")
     other.execute("COMMIT")

@@ -10,7 +10,7 @@ import pytest
 
 from celld.isolate.host import HostError
 from celld.store.base import InstanceRef
-from tests.inprocess import call, params, running_service, wait_for
+from tests.inprocess import call, params, running_service, until, wait_for
 
 
 async def test_delete_stops_the_run_and_frees_the_id(tmp_path: Path) -> None:
@@ -46,7 +46,12 @@ async def test_delete_batch_reports_every_position(tmp_path: Path) -> None:
             await call(service, "long-workflow", "deleteBatch", ids=[])
         with pytest.raises(HostError, match="only supports 100"):
             await call(service, "long-workflow", "deleteBatch", ids=[f"i{n}" for n in range(101)])
-        await asyncio.sleep(0.2)
+        # Their runs are over once their cells are out of memory: nothing writes for them
+        # any more, and nothing wrote their rows back.
+        cells = service.cells
+        assert cells is not None
+        gone = [InstanceRef("long-workflow", i) for i in ("a", "b")]
+        await until(lambda: all(cells.loaded(ref) is None for ref in gone), "runs stopped")
         assert (await service.store.counts()) == {}
 
 
@@ -63,7 +68,15 @@ async def test_an_instance_that_deletes_itself_stops(tmp_path: Path) -> None:
                 if counter.values("before") and not await service.store.exists(ref):
                     break
                 await asyncio.sleep(0.02)
-            await asyncio.sleep(0.5)
+            # The run is over once its cell is out of memory and its isolate is back in the
+            # warm pool: no JS of it runs any more.
+            cells = service.cells
+            assert cells is not None
+            isolates = cells.isolates
+            await until(
+                lambda: cells.loaded(ref) is None and len(isolates.warm) == isolates.created,
+                "the run stopped and gave its isolate back",
+            )
             assert counter.values("before") == ["me"]
             assert counter.values("after") == []
             assert not await service.store.exists(ref)

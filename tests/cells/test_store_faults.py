@@ -15,7 +15,7 @@ import pytest
 
 from celld.isolate.host import HostError
 from celld.store.base import InstanceRef
-from tests.inprocess import call, params, running_service, wait_for
+from tests.inprocess import call, params, running_service, until, wait_for
 
 
 def disk_full() -> None:
@@ -33,11 +33,13 @@ async def test_a_full_disk_for_a_while_fails_no_instance(tmp_path: Path) -> None
         for instance_id in ids:
             await call(service, "long-workflow", "create", id=instance_id,
                        params=params({"steps": 300}))  # fmt: skip
-        await asyncio.sleep(0.3)  # the instances are running their steps
-        service.store.fault = disk_full
-        await asyncio.sleep(1.5)
-        assert not service.store.health.healthy
-        service.store.fault = None
+        store = service.store
+        await until(lambda: store.commits >= 50, "the instances running their steps")
+        store.fault = disk_full
+        # a few refused commits: the instances' own and the store's probes
+        await until(lambda: store.health.failures >= 5, "commits refused", timeout=60)
+        assert not store.health.healthy
+        store.fault = None
         final = await wait_for(service, "long-workflow", ids, {"complete", "errored"})
         assert service.store.health.healthy
         for instance_id in ids:

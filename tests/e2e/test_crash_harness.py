@@ -12,13 +12,7 @@ def test_random_sigkills_under_load_lose_nothing() -> None:
 
 
 def test_sigkills_and_full_disks_lose_nothing() -> None:
-    import pytest
-
-    from tests.disks import CannotMount
-
-    try:
-        report = run_harness(instances=40, kills=2, seed=11, timeout=150, disk_full=3)
-    except CannotMount as error:
-        pytest.skip(f"cannot mount a tmpfs here: {error}")
+    # (no skip: without a C compiler for the full-disk shim this fails, saying so)
+    report = run_harness(instances=40, kills=2, seed=11, timeout=150, disk_full=3)
     assert report.problems == []
     assert report.executions >= 40 * 6

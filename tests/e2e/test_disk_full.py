@@ -1,23 +1,22 @@
 """A full disk under a real `celld run` is a pause in progress, never a failed instance.
 
-The state folder lives on a small tmpfs (where the machine lets the test mount one);
-while instances run their steps, a file fills the disk for a few seconds, then goes.
-Every instance must end complete with the exact result its code implies, and the
-metrics must have said that the store was failing while it was.
+The state folder is a disk the test fills and frees at will (tests/disks.py: writes that
+need space fail with ENOSPC, as on a full disk); while instances run their steps, the
+disk is full until the store has refused several commits, then space comes back. Every
+instance must end complete with the exact result its code implies, and the metrics
+must have said that the store was failing while it was.
 """
 
 from __future__ import annotations
 
 import json
-import os
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from tests.celld_server import CelldServer
-from tests.disks import CannotMount, fill, small_disk
+from tests.disks import FullableDisk
 
 PROJECT = Path(__file__).resolve().parent.parent / "projects" / "durable"
 STEPS = 1500
@@ -25,12 +24,13 @@ INSTANCES = 10
 
 
 @pytest.fixture
-def disk(tmp_path: Path) -> Iterator[Path]:
+def disk(tmp_path: Path) -> Iterator[FullableDisk]:
+    """(No skip: a machine that cannot build the shim fails these tests, saying why.)"""
+    disk = FullableDisk(tmp_path / "disk", tmp_path / "shim")
     try:
-        with small_disk(tmp_path / "disk", size_mb=48) as mounted:
-            yield mounted
-    except CannotMount as error:
-        pytest.skip(f"cannot mount a tmpfs here: {error}")
+        yield disk
+    finally:
+        disk.free()
 
 
 def metrics(server: CelldServer) -> dict[str, float]:
@@ -52,8 +52,15 @@ def store_failing(server: CelldServer) -> bool:
     return scrape["celld_store_healthy"] == 0 and scrape["celld_store_failing_since_seconds"] > 0
 
 
-def test_instances_outlive_a_full_disk(disk: Path, tmp_path: Path) -> None:
-    server = CelldServer(PROJECT, disk / "state")
+@pytest.mark.parametrize("copy_on_write", [True, False], ids=["copy-on-write", "in-place"])
+def test_instances_outlive_a_full_disk(
+    disk: FullableDisk, tmp_path: Path, copy_on_write: bool
+) -> None:
+    """A full copy-on-write disk refuses every commit until space is back; one that
+    overwrites in place refuses the commits that need new space and lets through those
+    that fit in the room the store's files already have, so there the store fails and
+    recovers by turns. Either way nothing acknowledged is lost and nothing fails."""
+    server = CelldServer(PROJECT, disk.folder / "state", env=disk.env)
     server.log_path = tmp_path / "celld.log"
     server.start()
     try:
@@ -64,18 +71,30 @@ def test_instances_outlive_a_full_disk(disk: Path, tmp_path: Path) -> None:
             )
             assert response.status_code == 200, response.text
         server.wait_for(lambda: len(server.describe("long-workflow", ids[-1])["steps"]) > 50)
-        filler = fill(disk)
-        try:
-            server.wait_for(lambda: store_failing(server), timeout=30)
-            time.sleep(4)
-            # While the disk is full, a create is refused with a retryable error...
-            refused = server.post("/create", params={"wf": "LONG", "id": "during"}, json={})
-            assert refused.status_code == 500
-            assert "store.unavailable" in refused.json()["error"]["message"]
-        finally:
-            os.unlink(filler)
-        # ... and changed nothing.
-        assert server.get("/status", params={"wf": "LONG", "id": "during"}).status_code == 500
+        assert metric(server, "celld_store_failed_commits_total") == 0
+        with disk.full(copy_on_write=copy_on_write):
+            # the store refuses commits, and goes on refusing them while the disk is full
+            server.wait_for(
+                lambda: metric(server, "celld_store_failed_commits_total") >= 4,
+                timeout=60,
+                interval=0.1,
+            )
+            during = server.post("/create", params={"wf": "LONG", "id": "during"}, json={})
+            if copy_on_write:
+                # every commit fails: the create is refused with a retryable error...
+                assert store_failing(server)
+                assert during.status_code == 500, during.text
+            if during.status_code == 500:
+                assert "store.unavailable" in during.json()["error"]["message"]
+            else:  # (in place: it fit in the room the WAL had)
+                assert during.status_code == 200, during.text
+        during_status = server.get("/status", params={"wf": "LONG", "id": "during"})
+        if during.status_code == 500:
+            # ... and changed nothing
+            assert during_status.status_code == 500
+            assert "instance.not_found" in during_status.text
+        else:  # an acknowledged create is durable
+            assert during_status.status_code == 200, during_status.text
 
         def all_final() -> dict[str, object] | None:
             out = server.post("/statuses", params={"wf": "LONG"}, json=ids).json()
@@ -94,7 +113,9 @@ def test_instances_outlive_a_full_disk(disk: Path, tmp_path: Path) -> None:
             assert len(steps) == STEPS and {s["state"] for s in steps} == {"done"}
         assert metric(server, "celld_store_healthy") == 1
         assert metric(server, "celld_store_outages_total") >= 1
-        assert "the store is failing" in server.log()
+        log = server.log()
+        assert "the store is failing" in log
+        assert "database or disk is full" in log  # what SQLite says on a full disk
     finally:
         server.stop()
     json.dumps(final)  # the statuses were plain JSON

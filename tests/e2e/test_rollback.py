@@ -6,7 +6,6 @@ from __future__ import annotations
 import http.server
 import json
 import threading
-import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -144,13 +143,18 @@ def test_handler_retries_on_its_own_delay_then_succeeds(server: CelldServer, aud
     undo_config = {"retries": {"limit": 2, "delay": "1 minute", "backoff": "constant"}}
     params = {"audit": audit.url, "steps": ["r1a", "r1b"], "failAt": "r1b"}
     create(server, "retry-1", {**params, "undoConfig": undo_config})
-    server.wait_for(
-        lambda: (server.describe(WORKFLOW, "retry-1").get("rollback") or {}).get("steps", [{}])[-1]
-        .get("state") == "retrying"
-    )  # fmt: skip
+    failed_at = server.clock_now()  # (the clock stands still until advanced)
+
+    def handler_row() -> dict[str, Any]:
+        return dict(((server.describe(WORKFLOW, "retry-1").get("rollback") or {}).get("steps")
+                     or [{}])[-1])  # fmt: skip
+
+    server.wait_for(lambda: handler_row().get("state") == "retrying")
     assert status(server, "retry-1") == {"status": "running"}
-    server.advance(MINUTE - 1)
-    time.sleep(0.2)
+    # The retry waits for its own delay: it is due a minute after the failure, so a clock
+    # moved a millisecond short of that leaves it waiting.
+    assert handler_row()["retry_at"] == failed_at + MINUTE
+    assert server.advance(MINUTE - 1) < handler_row()["retry_at"]
     assert undo_calls(audit, "r1a") == ["undo-r1a"]
     server.advance(1)
     done = wait_status(server, "retry-1", "errored")

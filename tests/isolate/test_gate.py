@@ -138,6 +138,16 @@ def test_the_gate_stays_with_the_isolate_when_its_user_changes() -> None:
     assert later == [{"op": "fetch", "who": "next run"}] and sent == []
 
 
+def test_nothing_leaves_once_the_sender_is_detached() -> None:
+    """A turn still under way when its run is stopped ends later: what it sends is the
+    run's, and the run is over (it may have been dropped after a failed commit)."""
+    gate, sent, _ = _gate()
+    gate.detach()
+    assert gate.send({"op": "fetch"}) is False
+    assert gate.send({"op": "wf.attempt"}, inward_stream=object()) is False
+    assert gate.waiting == 0
+
+
 def test_a_write_settled_before_it_is_told_holds_nothing() -> None:
     gate, sent, _ = _gate()
     write = PendingWrite("a")

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 from pathlib import Path
+from typing import Any
 
 from celld.cells.clock import ManualClock
 from celld.server.service import Service
@@ -71,6 +72,20 @@ async def settle(service: Service, clock: ManualClock, advance: int, until: obje
     raise AssertionError("the object did not get there")
 
 
+async def alarm_state(service: Service, name: str) -> dict[str, Any]:
+    return dict((await rpc(service, name, "alarmState"))["value"])
+
+
+async def state_until(service: Service, name: str, check: Any) -> dict[str, Any]:
+    """The object's alarmState() once `check(state)` holds (it runs on its own meanwhile)."""
+    for _ in range(1000):
+        state = await alarm_state(service, name)
+        if check(state):
+            return state
+        await asyncio.sleep(0.01)
+    raise AssertionError(f"{name} never got there: {state}")
+
+
 async def test_an_alarm_fires_on_time_and_is_retried_with_backoff(tmp_path: Path) -> None:
     clock = ManualClock(START_MS)
     async with objects_service(tmp_path / "state", clock) as service:
@@ -78,17 +93,21 @@ async def test_an_alarm_fires_on_time_and_is_retried_with_backoff(tmp_path: Path
         assert objects is not None
         at = (await rpc(service, "al", "scheduleAt", START_MS + 60_000, 2))["value"]
         assert at == START_MS + 60_000
-        clock.advance(59_000)
-        await asyncio.sleep(0.1)
-        assert objects.alarm_runs == 0
-        await settle(service, clock, 1_000, lambda: objects.alarm_runs == 1)
-        await asyncio.sleep(0.1)
+        # Another object's alarm, a second earlier: once it has run, the queue has fired
+        # every alarm due by then, and `al`'s was not one of them.
+        await rpc(service, "al-earlier", "scheduleAt", START_MS + 59_000)
+        await settle(service, clock, 59_000, lambda: objects.alarm_runs == 1)
+        await state_until(service, "al-earlier", lambda s: len(s["runs"]) == 1)
+        assert objects.alarms.fired == 1
+        assert await alarm_state(service, "al") == {"runs": [], "alarm": START_MS + 60_000}
+        await settle(service, clock, 1_000, lambda: objects.alarm_runs == 2)
         # Failed once: retried 2 s later, then 4 s after that.
-        await settle(service, clock, 2_000, lambda: objects.alarm_runs == 2)
-        await asyncio.sleep(0.1)
-        await settle(service, clock, 4_000, lambda: objects.alarm_runs == 3)
-        await asyncio.sleep(0.1)
-        state = (await rpc(service, "al", "alarmState"))["value"]
+        retry = START_MS + 60_000 + 2_000
+        await state_until(service, "al", lambda s: s["alarm"] == retry)
+        await settle(service, clock, 2_000, lambda: objects.alarm_runs == 3)
+        await state_until(service, "al", lambda s: s["alarm"] == retry + 4_000)
+        await settle(service, clock, 4_000, lambda: objects.alarm_runs == 4)
+        state = await state_until(service, "al", lambda s: len(s["runs"]) == 3 and not s["alarm"])
         assert [r["retryCount"] for r in state["runs"]] == [0, 1, 2]
         assert [r["isRetry"] for r in state["runs"]] == [False, True, True]
         # getAlarm() reads null inside alarm(), and after a success the alarm is gone.
@@ -105,9 +124,9 @@ async def test_an_alarm_survives_a_restart(tmp_path: Path) -> None:
         objects = service.objects
         assert objects is not None
         await settle(service, clock, 0, lambda: objects.alarm_runs == 1)
-        await asyncio.sleep(0.1)
-        state = (await rpc(service, "later", "alarmState"))["value"]
-        assert len(state["runs"]) == 1 and state["alarm"] is None
+        # the run is over once its alarm is deleted (after alarm() returned)
+        state = await state_until(service, "later", lambda s: s["alarm"] is None)
+        assert len(state["runs"]) == 1
 
 
 async def test_a_workflow_step_calls_an_object_and_an_object_creates_a_workflow(

@@ -3,9 +3,19 @@ import core from "../../../../compat/projects/core/src/index.js";
 
 export { ScriptWorkflow } from "../../../../compat/projects/core/src/workflows.js";
 
-/** Tell the test's counter server that a step callback ran (and with what value). */
-async function report(upstream, step, value) {
-  const url = `${upstream}/hit?step=${encodeURIComponent(step)}&value=${encodeURIComponent(value)}`;
+/** Tell the test's counter server that a step callback ran (and with what value), and,
+ * with `seen`, which step results the run had seen when it did. */
+async function report(upstream, step, value, seen) {
+  let url = `${upstream}/hit?step=${encodeURIComponent(step)}&value=${encodeURIComponent(value)}`;
+  if (seen !== undefined) url += `&seen=${encodeURIComponent(JSON.stringify(seen))}`;
+  const response = await fetch(url, { method: "POST" });
+  if (!response.ok) throw new Error(`counter answered ${response.status}`);
+}
+
+/** An effect outside any step that carries step results the run has seen: the counter
+ * keeps it as a witness (nothing counts it as a step execution). */
+async function witness(upstream, from, seen) {
+  const url = `${upstream}/seen?from=${encodeURIComponent(from)}&seen=${encodeURIComponent(JSON.stringify(seen))}`;
   const response = await fetch(url, { method: "POST" });
   if (!response.ok) throw new Error(`counter answered ${response.status}`);
 }
@@ -75,25 +85,37 @@ export class RunawayWorkflow extends WorkflowEntrypoint {
   }
 }
 
-/** The crash harness's workflow: steps, a retry, a sleep, parallel steps and an event. */
+/** The crash harnesses' workflow (tests/crash_harness.py, tests/nodes_harness.py): steps, a
+ * retry, a sleep, parallel steps and an event. Every
+ * effect it sends carries the step results the run had seen when it left (`seen`): the
+ * step callbacks' reports and a witness right after a step resolved, outside any step. A
+ * result JS saw is durable before anything JS does next leaves the isolate, so no effect
+ * may carry a result that the journal later contradicts (a result that was lost and ran
+ * again with another value). */
 export class HarnessWorkflow extends WorkflowEntrypoint {
   async run(event, step) {
     const { upstream } = event.payload;
     const id = event.instanceId;
+    const seen = {};
     const once = (name) => async (ctx) => {
       const value = `${id}:${name}:${crypto.randomUUID()}`;
-      await report(upstream, `${id}/${name}#${ctx.attempt}`, value);
+      await report(upstream, `${id}/${name}#${ctx.attempt}`, value, { ...seen });
       return value;
     };
     const out = {};
-    out.a = await step.do("a", once("a"));
-    out.b = await step.do("b", { retries: { limit: 3, delay: "1 second", backoff: "constant" } }, async (ctx) => {
+    out.a = seen.a = await step.do("a", once("a"));
+    console.log(`${id}: a is ${seen.a}`);
+    await witness(upstream, `${id}/after-a`, seen);
+    out.b = seen.b = await step.do("b", { retries: { limit: 3, delay: "1 second", backoff: "constant" } }, async (ctx) => {
       const value = await once("b")(ctx);
       if (ctx.attempt === 1) throw new Error("first attempt always fails");
       return value;
     });
+    await witness(upstream, `${id}/after-b`, seen);
     await step.sleep("rest", "2 seconds");
     out.c = await Promise.all([step.do("c1", once("c1")), step.do("c2", once("c2"))]);
+    [seen.c1, seen.c2] = out.c;
+    await witness(upstream, `${id}/after-c`, seen);
     const got = await step.waitForEvent("go", { type: "go", timeout: "1 hour" });
     out.event = got.payload;
     out.d = await step.do("d", once("d"));
@@ -112,6 +134,28 @@ export default {
     return core.fetch(request, env, ctx);
   },
 };
+
+/** A step's result reaches JS ahead of its commit while another write of the instance (an
+ * event's) is in flight, and that write fails: nothing JS does next (a turn that takes a
+ * while, then a fetch carrying the result) may leave celld, since the result is never
+ * committed and runs again (tests/cells/test_effects_after_a_failed_write.py). */
+export class FailedWriteWorkflow extends WorkflowEntrypoint {
+  async run(event, step) {
+    const { upstream, gate, spinMs } = event.payload;
+    const id = event.instanceId;
+    const a = await step.do("a", async () => {
+      const value = `${id}:a:${crypto.randomUUID()}`;
+      await report(upstream, `${id}/a`, value);
+      await fetch(gate, { method: "POST" }); // held by the test while it sends the event
+      return value;
+    });
+    const until = Date.now() + spinMs;
+    while (Date.now() < until); // JS's next turn takes a while
+    await witness(upstream, `${id}/after-a`, { a });
+    const got = await step.waitForEvent("go", { type: "go", timeout: "1 hour" });
+    return { a, event: got.payload };
+  }
+}
 
 /** Many small steps whose results build on each other: long runs, store faults, benchmarks. */
 export class LongWorkflow extends WorkflowEntrypoint {
