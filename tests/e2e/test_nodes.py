@@ -84,7 +84,7 @@ def test_a_database_crash_mid_run_is_waited_out(tmp_path: Path, own_cluster: Pat
                     params={"id": instance, "type": "go", "wf": "HARNESS"},
                     json={"for": instance},
                 )
-                node.wait_for(lambda send=send: send().status_code == 200, timeout=30)
+                node.wait_for(lambda send=send: send().status_code == 200, timeout=90)
 
             def all_complete() -> bool:
                 statuses = nodes[0].post("/statuses", params={"wf": "HARNESS"}, json=ids).json()
@@ -123,11 +123,11 @@ def test_any_node_operates_any_instance(tmp_path: Path, postgres_server: str) ->
                 response = other.post(f"/{name}", params={"wf": "HARNESS", "id": "x"}, **kwargs)
                 assert response.status_code == 200, response.text
 
-            other.wait_for(lambda: status(other) == "waiting", timeout=30)
+            other.wait_for(lambda: status(other) == "waiting", timeout=90)
             op("pause")
             assert status(owner) == "paused" and status(other) == "paused"
             op("resume")
-            other.wait_for(lambda: status(other) == "waiting", timeout=30)
+            other.wait_for(lambda: status(other) == "waiting", timeout=90)
             op("terminate")
             assert status(owner) == "terminated"
             for again in ("pause", "terminate", "resume"):  # as the owner answers them
@@ -135,12 +135,12 @@ def test_any_node_operates_any_instance(tmp_path: Path, postgres_server: str) ->
                 there = other.post(f"/{again}", params={"wf": "HARNESS", "id": "x"})
                 assert (there.status_code, there.json()) == (here.status_code, here.json())
             op("restart")
-            other.wait_for(lambda: status(other) == "waiting", timeout=30)
+            other.wait_for(lambda: status(other) == "waiting", timeout=90)
             response = other.post(
                 "/event", params={"wf": "HARNESS", "id": "x", "type": "go"}, json={"via": "other"}
             )
             assert response.status_code == 200, response.text
-            other.wait_for(lambda: status(other) == "complete", timeout=30)
+            other.wait_for(lambda: status(other) == "complete", timeout=90)
             assert "node 0" not in owner.log()  # never forwarded to a node that does not exist
     finally:
         for node in nodes:
