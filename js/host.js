@@ -123,6 +123,9 @@
     return ticket;
   }
 
+  /** Called on `reset`, after the answers owed were forgotten (see `afterReset`). */
+  const resetListeners = [];
+
   const host = ObjectFreeze({
     /** Queue a message that needs no answer (a log line, a response). Throws a
      * TypeError when the message cannot be sent (a cycle, too deep). */
@@ -157,6 +160,11 @@
     describeError,
     runAs,
     cancelOwned,
+    /** Call `listener()` whenever the isolate is reset for another run: state that
+     * counts on an answer from the host (the timer heap's host timer) starts over. */
+    afterReset(listener) {
+      ArrayPrototypePush(resetListeners, listener);
+    },
     /** The owner code running now belongs to (null when unknown). */
     owner() {
       return currentOwner;
@@ -169,6 +177,7 @@
   host.on("reset", () => {
     waiting.clear();
     outbox.length = 0;
+    for (let i = 0; i < resetListeners.length; i++) resetListeners[i]();
   });
 
   host.on("settle", (message) => {
