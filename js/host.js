@@ -123,6 +123,15 @@
     return ticket;
   }
 
+  // The turn's clock: read once per turn, on first use, and forgotten as the turn ends
+  // (`take`). Timers set in one turn share it, as they share a frozen clock in workerd and
+  // one loop tick's time in Node: a loop setting timers with increasing delays sees them
+  // fire in that order however long the loop itself took.
+  const monotonicNow = globalThis.performance && globalThis.performance.now
+    ? globalThis.performance.now.bind(globalThis.performance)
+    : Date.now;
+  let turnClock = null;
+
   /** Called on `reset`, after the answers owed were forgotten (see `afterReset`). */
   const resetListeners = [];
 
@@ -164,6 +173,11 @@
      * counts on an answer from the host (the timer heap's host timer) starts over. */
     afterReset(listener) {
       ArrayPrototypePush(resetListeners, listener);
+    },
+    /** Monotonic milliseconds (performance.now's clock), fixed for the current turn. */
+    turnTime() {
+      if (turnClock === null) turnClock = monotonicNow();
+      return turnClock;
     },
     /** The owner code running now belongs to (null when unknown). */
     owner() {
@@ -218,6 +232,7 @@
   });
 
   function take() {
+    turnClock = null;
     if (outbox.length === 0) return "[]";
     const json = `[${ArrayPrototypeJoin(outbox, ",")}]`;
     outbox.length = 0;

@@ -24,7 +24,8 @@
   const MAX_TIMERS = 200_000;
 
   // performance: QuickJS has one (monotonic), but its timeOrigin is not an epoch time.
-  // Deadlines are taken from it, before user code can replace it.
+  // Deadlines count from the turn's clock (host.turnTime, the same clock read once per
+  // turn); the host timer is set from the live one.
   const nativeNow = globalThis.performance && globalThis.performance.now
     ? globalThis.performance.now.bind(globalThis.performance)
     : () => Date.now();
@@ -178,7 +179,7 @@
       return;
     }
     popTop();
-    if (timer.repeat) insert(timer, nativeNow());
+    if (timer.repeat) insert(timer, host.turnTime());
     else forget(timer);
     try {
       host.runAs(timer.owner, () => {
@@ -249,7 +250,7 @@
       byOwner.set(owner, owned);
     }
     owned.add(timer);
-    insert(timer, nativeNow());
+    insert(timer, host.turnTime());
     return id;
   }
 
