@@ -164,11 +164,12 @@ def run(
             err=True,
         )
     sys.setswitchinterval(switch_interval_s(os.environ.get("CELLD_SWITCH_INTERVAL_MS")))
-    max_open = connection_budget(raise_open_files_limit())
+    max_open, backlog = connection_budget(raise_open_files_limit())
     uvicorn.run(
         RequestCap(service.app(), max_connections),
         host=ip,
         port=port,
+        backlog=backlog,
         log_level="warning" if log_level == "info" else log_level,
         access_log=False,
         lifespan="on",

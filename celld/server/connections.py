@@ -14,7 +14,7 @@ idle, and two rules keep them from costing service:
 * When a connection arrives and `max_idle` connections are idle already, or the open
   connections would pass `max_open` (what the process's file-descriptor limit allows),
   the oldest idle connection is closed to make room: thousands of silent sockets cannot
-  keep a new client from being accepted and served.
+  keep a new client from being accepted and served (`connection_budget`).
 """
 
 from __future__ import annotations
@@ -32,6 +32,9 @@ MAX_IDLE_CONNECTIONS = 10_000
 #: File descriptors left for everything but client connections (state files, the
 #: Worker's own fetches, the threads' pipes) when the process's limit bounds connections.
 FD_RESERVE = 256
+#: Connections the kernel queues, and the event loop accepts at a time (uvicorn's default),
+#: when the open-files limit is high enough.
+LISTEN_BACKLOG = 2048
 #: At most one log line a minute for each kind of connection closed here.
 LOG_EVERY_S = 60.0
 
@@ -56,11 +59,16 @@ def raise_open_files_limit() -> int | None:
     return None if soft == resource.RLIM_INFINITY else int(soft)
 
 
-def connection_budget(open_files: int | None) -> int | None:
-    """Client connections the process's open-files limit leaves room for."""
+def connection_budget(open_files: int | None) -> tuple[int | None, int]:
+    """(client connections the open-files limit leaves room for, listen backlog).
+
+    The event loop accepts up to `backlog` connections in one go before any of them is
+    seen here, so the budget leaves room for one such batch besides FD_RESERVE; a low
+    limit gets a smaller batch (and listen queue) to keep the budget useful."""
     if open_files is None:
-        return None
-    return max(64, open_files - FD_RESERVE)
+        return None, LISTEN_BACKLOG
+    backlog = min(LISTEN_BACKLOG, max(64, open_files // 8))
+    return max(64, open_files - FD_RESERVE - backlog), backlog
 
 
 class _Tally:
@@ -101,8 +109,8 @@ class IdleConnections:
         self._deadlines: dict[IdleCapable, float] = {}
         self._timer: asyncio.TimerHandle | None = None
         self.shed = _Tally(
-            "closed %d idle connection(s) to make room: %d idle, %d open "
-            "(--max-idle-connections %d)"
+            "closed %d idle connection(s) to make room for new ones: %d idle "
+            "(--max-idle-connections %d), %d open (the open-files limit allows %s)"
         )
         self.late = _Tally(
             "closed %d connection(s) that sent no complete request headers in %g s "
@@ -158,7 +166,7 @@ class IdleConnections:
         ):
             oldest = next(iter(self._idle))
             self._drop(oldest)
-            self.shed.add(len(self._idle), len(self._open), self.max_idle)
+            self.shed.add(len(self._idle), self.max_idle, len(self._open), self.max_open)
 
     def _drop(self, connection: IdleCapable) -> None:
         self.closed(connection)

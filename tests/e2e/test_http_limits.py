@@ -282,6 +282,34 @@ def test_thousands_of_idle_and_slow_connections_do_not_keep_new_clients_out(
         celld.stop()
 
 
+def test_idle_connections_are_shed_before_the_open_files_limit_is_reached(
+    tmp_path: Path,
+) -> None:
+    """celld under a hard limit of 1,024 open files and 2,000 silent connections: the
+    oldest idle connections are closed before accepting runs out of descriptors, so a new
+    client and the operator API are answered and the server never hits EMFILE."""
+    ensure_open_files(4096)
+    celld = CelldServer(
+        PROJECTS / "hostile", tmp_path / "s", args=("--header-timeout", "120"), open_files=1024
+    )
+    celld.start()
+    idle: list[socket.socket] = []
+    try:
+        idle = open_idle(celld.port, 2000)
+        with httpx.Client(base_url=celld.url, timeout=60) as client:
+            response = client.get("/ping")
+            assert (response.status_code, response.text) == (200, "pong")
+            operator = client.get("/cdn-cgi/local/explorer/api/workflows")
+            assert operator.status_code == 200, operator.text
+    finally:
+        for sock in idle:
+            sock.close()
+        celld.stop()
+    log = celld.log()
+    assert "to make room for new ones" in log
+    assert "Too many open files" not in log
+
+
 def test_past_the_idle_limit_the_oldest_idle_connections_are_shed(tmp_path: Path) -> None:
     ensure_open_files(1024)
     celld = CelldServer(
