@@ -130,9 +130,10 @@ def main() -> None:
         finally:
             os.killpg(process.pid, 15)
             process.wait(30)
-        problems = [line for line in log.read_text().splitlines() if "isolate stopped" in line]
-        for line in problems:
-            print(line)
+        lines = log.read_text().splitlines()
+        for index, line in enumerate(lines):
+            if "isolate stopped" in line:  # with the line that says why
+                print("\n".join(lines[index : index + 2]))
 
 
 if __name__ == "__main__":
