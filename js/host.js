@@ -123,8 +123,8 @@
     return ticket;
   }
 
-  // The turn's clock: read once per turn, on first use, and forgotten as the turn ends
-  // (`take`). Timers set in one turn share it, as they share a frozen clock in workerd and
+  // The turn's clock: read once per turn, on first use, and forgotten as a turn begins
+  // (`deliver`) and ends (`take`). Timers set in one turn share it, as they share a frozen clock in workerd and
   // one loop tick's time in Node: a loop setting timers with increasing delays sees them
   // fire in that order however long the loop itself took.
   const monotonicNow = globalThis.performance && globalThis.performance.now
@@ -203,6 +203,7 @@
   });
 
   function deliver(json) {
+    turnClock = null; // a turn begins (a clock read while the isolate loaded is stale)
     const messages = JSONParse(json);
     for (let i = 0; i < messages.length; i++) {
       const message = messages[i];

@@ -294,3 +294,20 @@ async def test_timers_work_after_the_isolate_is_reset_for_another_run() -> None:
         assert await asyncio.wait_for(got.get(), 30) == {"fired": "new run"}
     finally:
         await host.close()
+
+
+async def test_a_timer_set_in_a_later_turn_waits_its_whole_delay() -> None:
+    """Timers count from their turn's clock: one read while the isolate loaded (a timer
+    set at top level) is not reused by a turn long after."""
+    _, host, got = await _timers_isolate(
+        "setTimeout(() => {}, 1);"  # reads the clock while the isolate loads
+        "__celld_host.on('arm', () => { const t0 = Date.now();"
+        "  setTimeout(() => __celld_host.notify('t.got', {waited: Date.now() - t0}), 200); });"
+    )
+    try:
+        await asyncio.sleep(0.5)  # the isolate sits loaded for a while before its first turn
+        host.post({"k": "arm"})
+        answer = await asyncio.wait_for(got.get(), 30)
+        assert answer["waited"] >= 190
+    finally:
+        await host.close()

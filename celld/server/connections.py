@@ -74,7 +74,8 @@ def connection_budget(open_files: int | None) -> tuple[int | None, int]:
 class _Tally:
     """Counts closes of one kind and logs them at most once every LOG_EVERY_S."""
 
-    def __init__(self, message: str) -> None:
+    def __init__(self, level: int, message: str) -> None:
+        self.level = level
         self.message = message
         self.total = 0
         self._unlogged = 0
@@ -85,7 +86,7 @@ class _Tally:
         self._unlogged += 1
         now = time.monotonic()
         if now - self._logged_at >= LOG_EVERY_S:
-            log.warning(self.message, self._unlogged, *args)
+            log.log(self.level, self.message, self._unlogged, *args)
             self._unlogged = 0
             self._logged_at = now
 
@@ -109,10 +110,13 @@ class IdleConnections:
         self._deadlines: dict[IdleCapable, float] = {}
         self._timer: asyncio.TimerHandle | None = None
         self.shed = _Tally(
+            logging.WARNING,
             "closed %d idle connection(s) to make room for new ones: %d idle "
             "(--max-idle-connections %d), %d open (the open-files limit allows %s)"
         )
+        # slow clients are ordinary; a note now and then is enough
         self.late = _Tally(
+            logging.INFO,
             "closed %d connection(s) that sent no complete request headers in %g s "
             "(--header-timeout)"
         )
