@@ -124,8 +124,15 @@ def run(
     from celld.project.config import ConfigError, find_config, load_config, parse_var_option
     from celld.server.admission import RequestCap
     from celld.server.connections import connection_budget, raise_open_files_limit
-    from celld.server.protocol import guarded_protocol
     from celld.server.service import Service, ServiceOptions
+
+    try:
+        from celld.server.protocol import guarded_protocol
+    except ImportError as error:  # uvicorn moved the protocol celld builds on
+        raise click.ClickException(
+            f"celld's HTTP server needs uvicorn's httptools protocol "
+            f"(uvicorn.protocols.http.httptools_impl), which this uvicorn lacks: {error}"
+        ) from None
 
     _configure_logging(log_level)
     try:

@@ -54,7 +54,8 @@
   let batchSeq = 0;
   /** Bumped when the isolate is reset for another run: a batch of the old run stops. */
   let epoch = 0;
-  /** Owns the host timer: no request's end cancels it (`host.cancelOwned`). */
+  /** Owns the host timer: no request's end cancels it (`host.cancelOwned(owner)`; the
+   * Worker entry calls `cancelOwned(null)` only after `clearTimersOf(null)` withdrew it). */
   const HEAP_OWNER = ObjectFreeze({ owner: "timer heap" });
   const RESOLVED = PromiseResolve(undefined);
 
