@@ -123,6 +123,18 @@
     return ticket;
   }
 
+  // The turn's clock: read once per turn, on first use, and forgotten as a turn begins
+  // (`deliver`) and ends (`take`). Timers set in one turn share it, as they share a frozen clock in workerd and
+  // one loop tick's time in Node: a loop setting timers with increasing delays sees them
+  // fire in that order however long the loop itself took.
+  const monotonicNow = globalThis.performance && globalThis.performance.now
+    ? globalThis.performance.now.bind(globalThis.performance)
+    : Date.now;
+  let turnClock = null;
+
+  /** Called on `reset`, after the answers owed were forgotten (see `afterReset`). */
+  const resetListeners = [];
+
   const host = ObjectFreeze({
     /** Queue a message that needs no answer (a log line, a response). Throws a
      * TypeError when the message cannot be sent (a cycle, too deep). */
@@ -157,6 +169,16 @@
     describeError,
     runAs,
     cancelOwned,
+    /** Call `listener()` whenever the isolate is reset for another run: state that
+     * counts on an answer from the host (the timer heap's host timer) starts over. */
+    afterReset(listener) {
+      ArrayPrototypePush(resetListeners, listener);
+    },
+    /** Monotonic milliseconds (performance.now's clock), fixed for the current turn. */
+    turnTime() {
+      if (turnClock === null) turnClock = monotonicNow();
+      return turnClock;
+    },
     /** The owner code running now belongs to (null when unknown). */
     owner() {
       return currentOwner;
@@ -169,6 +191,7 @@
   host.on("reset", () => {
     waiting.clear();
     outbox.length = 0;
+    for (let i = 0; i < resetListeners.length; i++) resetListeners[i]();
   });
 
   host.on("settle", (message) => {
@@ -180,6 +203,7 @@
   });
 
   function deliver(json) {
+    turnClock = null; // a turn begins (a clock read while the isolate loaded is stale)
     const messages = JSONParse(json);
     for (let i = 0; i < messages.length; i++) {
       const message = messages[i];
@@ -209,6 +233,7 @@
   });
 
   function take() {
+    turnClock = null;
     if (outbox.length === 0) return "[]";
     const json = `[${ArrayPrototypeJoin(outbox, ",")}]`;
     outbox.length = 0;

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import resource
 import signal
 import socket
 import subprocess
@@ -31,6 +32,7 @@ class CelldServer:
         env: dict[str, str] | None = None,
         args: tuple[str, ...] = (),
         manual_clock: bool | int = False,
+        open_files: int | None = None,
     ) -> None:
         self.project = project
         self.state = state
@@ -40,6 +42,8 @@ class CelldServer:
         elif manual_clock:
             self.env["CELLD_TEST_CLOCK"] = f"manual:{manual_clock}"  # start at this epoch ms
         self.args = args
+        #: the subprocess's limit on open files, soft and hard (None: inherited)
+        self.open_files = open_files
         self.port = 0
         self.process: subprocess.Popen[bytes] | None = None
         self.log_path = state.parent / f"{state.name}-celld.log"
@@ -57,8 +61,16 @@ class CelldServer:
             "--port", str(self.port), "--persist-to", str(self.state), *self.args,
         ]  # fmt: skip
         log = open(self.log_path, "ab")  # noqa: SIM115 - owned by the subprocess
+        limit = self.open_files
         self.process = subprocess.Popen(
-            command, stdout=log, stderr=subprocess.STDOUT, env=env, start_new_session=True
+            command,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            env=env,
+            start_new_session=True,
+            preexec_fn=None
+            if limit is None
+            else lambda: resource.setrlimit(resource.RLIMIT_NOFILE, (limit, limit)),
         )
         self.client = httpx.Client(base_url=self.url, timeout=30)
         deadline = time.monotonic() + timeout

@@ -53,6 +53,26 @@ async def test_memory_bomb_hits_memory_limit() -> None:
     assert "out of memory" in caught.value.message
 
 
+async def test_memory_exhausted_outside_any_handler_is_named_memory_not_null() -> None:
+    """Memory filled where no JS handler catches it (a FinalizationRegistry callback) so
+    completely that QuickJS cannot allocate the error: it throws a bare null, and the
+    isolate's fault says memory."""
+    from celld.isolate.isolate import IsolateFault
+
+    with pytest.raises(IsolateFault) as caught:
+        await run_js_async(
+            "const registry = new FinalizationRegistry(() => {"
+            "  const filler = []; for (let i = 0; ; i++) filler.push({ i }); });"
+            "(() => { registry.register({}, 'held'); })();"
+            "let junk = []; for (let i = 0; i < 100000; i++) junk.push({ i }); junk = null;"
+            "await scheduler.wait(2000);",
+            limits=Limits(memory_bytes=16 * 1024 * 1024),
+            timeout=60,
+        )
+    assert caught.value.reason == "memory limit exceeded"
+    assert "null" in caught.value.detail  # what QuickJS threw, said as such
+
+
 async def test_microtask_loop_hits_cpu_limit() -> None:
     """A loop of short jobs is counted across jobs and turns, not per job."""
     from celld.isolate.isolate import IsolateFault

@@ -3,7 +3,14 @@
 
 from __future__ import annotations
 
-from tests.jsharness import run_js_async
+import asyncio
+from typing import Any
+
+from celld.isolate.host import IsolateHost
+from celld.isolate.isolate import Isolate, Limits
+from celld.isolate.ops import isolate_ops
+from celld.isolate.runtime import Script, runtime_scripts
+from tests.jsharness import pool, run_js_async
 
 
 async def test_timers_order_args_and_clear() -> None:
@@ -147,3 +154,160 @@ async def test_small_globals() -> None:
     assert result["perf"] == [True, True]
     assert result["enumerable"] == []
     assert result["dom"] == [8, "function", "function"]
+
+
+# -- one heap per isolate ------------------------------------------------------------------
+
+
+async def _timers_isolate(source: str) -> tuple[Any, Any, asyncio.Queue[dict[str, Any]]]:
+    """A real isolate with the runtime and `source` loaded, served by a host whose `t.got`
+    notifications land in the returned queue."""
+    isolate = Isolate(pool().pick(), Limits(cpu_ms=120_000))
+    await isolate.load((*runtime_scripts(), Script("test.js", source)))
+    got: asyncio.Queue[dict[str, Any]] = asyncio.Queue()
+
+    def note(message: dict[str, Any]) -> None:
+        got.put_nowait({k: v for k, v in message.items() if k != "op"})
+
+    return isolate, IsolateHost(isolate, {**isolate_ops(), "t.got": note}), got
+
+
+async def test_many_timers_hold_one_host_timer_until_cleared() -> None:
+    isolate, host, got = await _timers_isolate(
+        "const ids = [];"
+        "__celld_host.on('set', (m) => {"
+        "  for (let i = 0; i < m.n; i++) ids.push(setTimeout(() => {}, 600000 + (i % 997)));"
+        "  __celld_host.notify('t.got', {set: ids.length}); });"
+        "__celld_host.on('clear', () => {"
+        "  for (const id of ids) clearTimeout(id);"
+        "  __celld_host.notify('t.got', {cleared: ids.length}); });"
+    )
+    try:
+        host.post({"k": "set", "n": 100_000})
+        assert await asyncio.wait_for(got.get(), 120) == {"set": 100_000}
+        await host.wait_idle()
+        # 100,000 pending timers are one host request, not 100,000 tasks.
+        assert host.pending_ops == {"timer": 1}
+        assert host.outstanding == 1
+        used = (await isolate.memory())["memory_used_size"]
+        assert used < 80 * 1024 * 1024
+        host.post({"k": "clear"})
+        assert await asyncio.wait_for(got.get(), 120) == {"cleared": 100_000}
+        await host.wait_idle()
+        # Cleared, they no longer count as host work: the isolate is idle.
+        assert host.pending_ops == {}
+        assert not host.busy
+    finally:
+        await host.close()
+
+
+async def test_timers_fire_by_deadline_then_in_the_order_they_were_set() -> None:
+    result = await run_js_async(
+        """
+        const seen = [];
+        const delays = [];
+        let seed = 7;
+        for (let i = 0; i < 300; i++) {
+          seed = (seed * 1103515245 + 12345) % 2147483648;
+          delays.push(seed % 40);
+        }
+        delays.forEach((d, i) => setTimeout(() => seen.push([d, i]), d));
+        await scheduler.wait(150);
+        const sorted = [...seen].sort((a, b) => a[0] - b[0] || a[1] - b[1]);
+        return {count: seen.length, inOrder: JSON.stringify(seen) === JSON.stringify(sorted)};
+        """
+    )
+    assert result == {"count": 300, "inOrder": True}
+
+
+async def test_a_timer_callbacks_microtasks_run_before_the_next_timer() -> None:
+    result = await run_js_async(
+        """
+        const seen = [];
+        setTimeout(() => { seen.push("a"); queueMicrotask(() => seen.push("a.micro")); }, 5);
+        setTimeout(() => seen.push("b"), 5);
+        await scheduler.wait(40);
+        return seen;
+        """
+    )
+    assert result == ["a", "a.micro", "b"]
+
+
+async def test_clearing_timers_from_callbacks_and_intervals_at_zero_ms() -> None:
+    result = await run_js_async(
+        """
+        const seen = [];
+        const later = setTimeout(() => seen.push("cleared by an earlier timer"), 10);
+        setTimeout(() => { seen.push("first"); clearTimeout(later); }, 5);
+        // A 0 ms interval runs once per batch: the timer after it still gets its turn.
+        let spins = 0;
+        const spinner = setInterval(() => { spins++; }, 0);
+        setTimeout(() => { seen.push("after spinner"); clearInterval(spinner); }, 20);
+        // Clearing an interval from its own callback stops it.
+        let own = 0;
+        const self = setInterval(() => { own++; clearInterval(self); }, 1);
+        clearTimeout(12345678);  // unknown ids are ignored
+        clearTimeout({ valueOf: () => later });  // objects with a numeric valueOf
+        await scheduler.wait(60);
+        return {seen, spinsStopped: spins > 0, own};
+        """
+    )
+    assert result == {"seen": ["first", "after spinner"], "spinsStopped": True, "own": 1}
+
+
+async def test_setting_more_timers_than_the_limit_throws_a_clear_error() -> None:
+    result = await run_js_async(
+        """
+        const ids = [];
+        let error = null;
+        try {
+          for (let i = 0; i < 300000; i++) ids.push(setTimeout(() => {}, 600000));
+        } catch (e) {
+          error = e.name + ": " + e.message;
+        }
+        const set = ids.length;
+        for (const id of ids) clearTimeout(id);
+        // Below the limit again: timers work.
+        const fired = await new Promise((resolve) => setTimeout(() => resolve(true), 1));
+        return {set, error, fired};
+        """,
+        limits=Limits(cpu_ms=120_000),
+        timeout=180,
+    )
+    assert result["set"] == 200_000
+    assert result["error"].startswith("RangeError: timers: limit reached")
+    assert result["fired"] is True
+
+
+async def test_timers_work_after_the_isolate_is_reset_for_another_run() -> None:
+    """A reused isolate forgets the last run's host timer: a timer the new run sets later
+    than the old one's still fires."""
+    _, host, got = await _timers_isolate(
+        "__celld_host.on('arm', (m) => { setTimeout(() => __celld_host.notify('t.got',"
+        " {fired: m.name}), m.ms); });"
+    )
+    try:
+        host.post({"k": "arm", "name": "old run", "ms": 20})
+        await host.wait_idle()
+        host.post({"k": "reset"})
+        host.post({"k": "arm", "name": "new run", "ms": 60})
+        assert await asyncio.wait_for(got.get(), 30) == {"fired": "new run"}
+    finally:
+        await host.close()
+
+
+async def test_a_timer_set_in_a_later_turn_waits_its_whole_delay() -> None:
+    """Timers count from their turn's clock: one read while the isolate loaded (a timer
+    set at top level) is not reused by a turn long after."""
+    _, host, got = await _timers_isolate(
+        "setTimeout(() => {}, 1);"  # reads the clock while the isolate loads
+        "__celld_host.on('arm', () => { const t0 = Date.now();"
+        "  setTimeout(() => __celld_host.notify('t.got', {waited: Date.now() - t0}), 200); });"
+    )
+    try:
+        await asyncio.sleep(0.5)  # the isolate sits loaded for a while before its first turn
+        host.post({"k": "arm"})
+        answer = await asyncio.wait_for(got.get(), 30)
+        assert answer["waited"] >= 190
+    finally:
+        await host.close()

@@ -71,14 +71,23 @@ def cli() -> None:
     default=1024,
     show_default=True,
     type=click.IntRange(1, 1_000_000),
-    help="Open connections served at once; requests beyond get 503.",
+    help="Requests served at once (a connection counts once its request headers are "
+    "read); requests beyond get 503.",
+)
+@click.option(
+    "--max-idle-connections",
+    default=10_000,
+    show_default=True,
+    type=click.IntRange(1, 10_000_000),
+    help="Connections kept open without a request in flight (new, sending headers, or "
+    "kept alive); past it the oldest idle connection is closed.",
 )
 @click.option(
     "--header-timeout",
     default=10.0,
     show_default=True,
     type=click.FloatRange(0.1, 3600),
-    help="Seconds a client has to send a request's headers before it is disconnected.",
+    help="Seconds a client has to send all of a request's headers before it is disconnected.",
 )
 @click.option(
     "--grace",
@@ -103,6 +112,7 @@ def run(
     var_options: tuple[str, ...],
     threads: int | None,
     max_connections: int,
+    max_idle_connections: int,
     header_timeout: float,
     grace: float,
     log_level: str,
@@ -112,8 +122,17 @@ def run(
     from celld.isolate.modules import ModuleError
     from celld.isolate.watchdog import NoCpuLimit
     from celld.project.config import ConfigError, find_config, load_config, parse_var_option
-    from celld.server.protocol import guarded_protocol
+    from celld.server.admission import RequestCap
+    from celld.server.connections import connection_budget, raise_open_files_limit
     from celld.server.service import Service, ServiceOptions
+
+    try:
+        from celld.server.protocol import guarded_protocol
+    except ImportError as error:  # uvicorn moved the protocol celld builds on
+        raise click.ClickException(
+            f"celld's HTTP server needs uvicorn's httptools protocol "
+            f"(uvicorn.protocols.http.httptools_impl), which this uvicorn lacks: {error}"
+        ) from None
 
     _configure_logging(log_level)
     try:
@@ -152,15 +171,16 @@ def run(
             err=True,
         )
     sys.setswitchinterval(switch_interval_s(os.environ.get("CELLD_SWITCH_INTERVAL_MS")))
+    max_open, backlog = connection_budget(raise_open_files_limit())
     uvicorn.run(
-        service.app(),
+        RequestCap(service.app(), max_connections),
         host=ip,
         port=port,
+        backlog=backlog,
         log_level="warning" if log_level == "info" else log_level,
         access_log=False,
         lifespan="on",
-        http=guarded_protocol(header_timeout),
-        limit_concurrency=max_connections,
+        http=guarded_protocol(header_timeout, max_idle_connections, max_open),
         timeout_graceful_shutdown=grace,
     )
 

@@ -119,10 +119,21 @@ class ScriptError(Exception):
 
 
 def classify_fault(error: BaseException) -> IsolateFault:
-    """Name the limit a QuickJS exception stands for, so logs and errors say which."""
+    """Name the limit a QuickJS exception stands for, so logs and errors say which.
+
+    A bare `null` is QuickJS running out of memory so completely that it cannot allocate
+    the error object: what was filling memory has been freed by the time anyone looks,
+    so the text is all there is to go by. (User code can throw null out of a turn too,
+    from a queueMicrotask or FinalizationRegistry callback; that is named memory as well.)
+    """
     text = str(error)
     if isinstance(error, quickjs.StackOverflow) or "stack overflow" in text:
         return IsolateFault("stack overflow", text)
+    if text.strip() in ("null", ""):
+        return IsolateFault(
+            "memory limit exceeded",
+            "QuickJS threw null: it could not allocate even the error object",
+        )
     if "Maximum call stack size exceeded" in text:
         return IsolateFault("stack overflow", text)
     if "interrupted" in text:

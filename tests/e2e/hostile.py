@@ -17,11 +17,43 @@ from tests.celld_server import CelldServer
 PING_DEADLINE_S = 1.0
 
 
-def ping(server: CelldServer) -> None:
-    """/ping answers "pong" within PING_DEADLINE_S."""
-    with httpx.Client(base_url=server.url, timeout=PING_DEADLINE_S) as client:
+def ping(server: CelldServer, timeout: float = PING_DEADLINE_S) -> None:
+    """/ping answers "pong" within `timeout` (by default PING_DEADLINE_S)."""
+    with httpx.Client(base_url=server.url, timeout=timeout) as client:
         response = client.get("/ping")
     assert (response.status_code, response.text) == (200, "pong")
+
+
+@contextmanager
+def answering(
+    server: CelldServer, timeout: float = 60, every: float = 0.1
+) -> Iterator[list[float]]:
+    """Ping all along the block, each ping on a new connection with a generous `timeout`
+    (no latency is judged); fails the test if one was not answered "pong". Yields the
+    `time.monotonic()` of each answer, to check some came while something else ran."""
+    stop = threading.Event()
+    answered: list[float] = []
+    errors: list[BaseException] = []
+
+    def loop() -> None:
+        while not stop.is_set():
+            try:
+                ping(server, timeout)
+            except BaseException as error:  # noqa: BLE001 - reported below
+                errors.append(error)
+                return
+            answered.append(time.monotonic())
+            stop.wait(every)
+
+    thread = threading.Thread(target=loop, daemon=True)
+    thread.start()
+    try:
+        yield answered
+    finally:
+        stop.set()
+        thread.join(timeout + 10)
+    if errors:
+        raise AssertionError(f"/ping was not answered: {errors[0]!r}")
 
 
 @contextmanager

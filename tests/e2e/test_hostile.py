@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import socket
 import threading
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -18,7 +19,14 @@ import pytest
 
 from tests.celld_server import CelldServer
 from tests.e2e.conftest import PROJECTS
-from tests.e2e.hostile import cpu_share_over, in_background, ping, pinging, rss_bytes
+from tests.e2e.hostile import (
+    answering,
+    cpu_share_over,
+    in_background,
+    ping,
+    pinging,
+    rss_bytes,
+)
 
 
 @pytest.fixture(scope="module")
@@ -60,6 +68,31 @@ def test_timers_set_after_an_await_die_when_the_isolate_goes_quiet(server: Celld
     assert response.text == "armed late"
     ping(server)
     assert cpu_share_over(server, 1.0) < 0.5
+
+
+def test_a_hundred_thousand_timers_in_one_request_and_ping_answers(server: CelldServer) -> None:
+    """100,000 timers live in the isolate's heap (one host timer), not as 100,000 tasks on
+    the server's event loop: they all fire, in deadline order, and /ping is answered
+    meanwhile. The timers are spread over 3 s, so the request lasts at least that long."""
+    logged_before = len(server.log())
+    with answering(server) as answered:
+        started = time.monotonic()
+        response = get(server, "/many-timers?n=100000&spread=3000", timeout=300)
+        ended = time.monotonic()
+    assert response.status_code == 200, response.text
+    assert response.json() == {"fired": 100_000, "ordered": True}
+    assert any(started < at < ended for at in answered)
+    assert "Worker isolate stopped" not in server.log()[logged_before:]
+
+
+def test_timers_past_the_limit_fail_the_request_with_the_reason(server: CelldServer) -> None:
+    response = get(server, "/many-timers?n=250000&spread=1000", timeout=300)
+    assert response.status_code == 500
+    assert "RangeError: timers: limit reached" in response.text
+    # Its timers were cleared with it: the next request sets timers again.
+    response = get(server, "/many-timers?n=10&spread=10")
+    assert response.json() == {"fired": 10, "ordered": True}
+    ping(server, timeout=60)
 
 
 def test_a_pending_fetch_is_cancelled_with_its_request(server: CelldServer) -> None:

@@ -151,6 +151,27 @@ const routes = {
     await new Promise((resolve) => setTimeout(resolve, 600_000));
     return new Response("woke");
   },
+  "/many-timers": async (request) => {
+    // `n` timers at once, spread over `spread` ms, each pushing its number; the answer
+    // says how many fired and whether they fired in deadline order.
+    const params = new URL(request.url).searchParams;
+    const n = Number(params.get("n"));
+    const spread = Number(params.get("spread") || 1000);
+    let fired = 0;
+    let last = -1;
+    let ordered = true;
+    await new Promise((resolve) => {
+      for (let i = 0; i < n; i++) {
+        const delay = Math.floor((i * spread) / n);
+        setTimeout(() => {
+          if (delay < last) ordered = false;
+          last = delay;
+          if (++fired === n) resolve();
+        }, delay);
+      }
+    });
+    return new Response(JSON.stringify({ fired, ordered }));
+  },
   "/big-header": () => new Response("x", { headers: { "x-big": "y".repeat(200_000) } }),
 };
 
