@@ -37,7 +37,6 @@ the same with an isolate that exceeds its limits).
 from __future__ import annotations
 
 import asyncio
-import base64
 import json
 import logging
 import time
@@ -46,6 +45,7 @@ from dataclasses import dataclass
 from typing import Any, TypeVar
 
 import orjson
+import pybase64
 import quickjs
 
 from celld.isolate.bytecode import BYTECODE
@@ -548,7 +548,7 @@ def _payload(inbox: Sequence[dict[str, Any]]) -> bytes:
                 inbox = list(inbox)
             rest = {k: v for k, v in message.items() if k != "v"}
             inbox[index] = {**rest, "piece": len(pieces)}  # type: ignore[index]
-            pieces.append(base64.b64encode(value.data))
+            pieces.append(pybase64.b64encode(value.data))
     if not pieces:
         return _dumps(inbox)
     return b"\0".join([_dumps(inbox), *pieces])

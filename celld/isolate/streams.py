@@ -28,13 +28,14 @@ died, their request ended without JS releasing them) are closed when the next on
 from __future__ import annotations
 
 import asyncio
-import binascii
 import logging
 import secrets
 import time
 from collections import deque
 from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
+
+import pybase64
 
 from celld.isolate.host import HostError, Later, OpHandler
 from celld.isolate.isolate import Piece
@@ -242,7 +243,13 @@ class Pipe:
         when it aborts."""
         while True:
             if self._queue:
-                data = self._queue.popleft()
+                # Everything queued at once (at most the high-water mark and a window of
+                # writes): one send to the client instead of one per piece.
+                if len(self._queue) == 1:
+                    data = self._queue.popleft()
+                else:
+                    data = b"".join(self._queue)
+                    self._queue.clear()
                 self._queued -= len(data)
                 self.last_used = time.monotonic()
                 self._drained()
@@ -335,7 +342,7 @@ class HostStreams:
         data = message.get("d")
         if not isinstance(data, str):
             raise HostError("celld: a body piece must be base64 text", "TypeError")
-        return pipe.write(binascii.a2b_base64(data))
+        return pipe.write(pybase64.b64decode(data, validate=True))
 
     def op_close(self, message: dict[str, Any]) -> None:
         """`pipe.close`: the body is complete."""
