@@ -2,15 +2,16 @@
 
 A body too large to be one message (a Worker's `ReadableStream` response, a request body,
 an R2 object, a `fetch()` response, an `R2.put` of a stream) crosses as a host stream named
-by an id, one piece (at most `PIECE_BYTES`, as base64: the bridge carries text only) per
-message. JS writes a piece into its message's text as it is, and the host hands pieces to
-JS after the turn's JSON (`Piece`): no piece is ever escaped or parsed as JSON, which in
-QuickJS costs several times what its base64 does. Two kinds:
+by an id, one piece per message, as base64 (the bridge carries text only): at most
+`PIECE_BYTES` from JS, at most `READ_BYTES` to JS. JS writes a piece into its message's text
+as it is, and the host hands pieces to JS after the turn's JSON (`Piece`): no piece is ever
+escaped or parsed as JSON, which in QuickJS costs several times what its base64 does. Two
+kinds:
 
-* a *source* (host to JS): JS reads it with `stream.read`, one piece per read and only when
-  its `ReadableStream` is pulled, and drops it with `stream.cancel`. A consumer on the host
-  (an HTTP response, an R2 put, a fetch body) may instead `take` it whole, so bytes that pass
-  through a Worker untouched never enter the isolate.
+* a *source* (host to JS): JS reads it with `stream.read`, one piece per read, when its
+  `ReadableStream` is pulled (and one piece ahead), and drops it with `stream.cancel`. A
+  consumer on the host (an HTTP response, an R2 put, a fetch body) may instead `take` it
+  whole, so bytes that pass through a Worker untouched never enter the isolate.
 * a *pipe* (JS to host): JS opens it (`pipe.open`, with an id JS chose, so no round trip),
   writes pieces (`pipe.write`, answered once the pipe holds at most `HIGH_WATER_BYTES`: the
   writer waits while the consumer is slow) and closes or aborts it. One consumer on the
@@ -42,8 +43,10 @@ from celld.isolate.isolate import Piece
 
 log = logging.getLogger("celld.isolate")
 
-#: The largest piece one message carries (base64 makes it a third larger on the bridge).
+#: The largest piece JS writes in one message (base64 makes it a third larger on the bridge).
 PIECE_BYTES = 64 * 1024
+#: The most one read by JS takes (what is already buffered, or the next chunk, up to this).
+READ_BYTES = 256 * 1024
 #: A pipe answers a write at once while it holds at most this much; later, once drained.
 HIGH_WATER_BYTES = 256 * 1024
 #: A stream nobody read, wrote or attached for this long (s) is closed.
@@ -98,7 +101,7 @@ class Source:
         self._closed = False
 
     async def read(self) -> bytes | None:
-        """The next piece (at most PIECE_BYTES), None at the end."""
+        """The next piece (at most READ_BYTES), None at the end."""
         if self.busy:
             raise HostError("the stream is already being read", "TypeError")
         self.busy = True
@@ -111,7 +114,7 @@ class Source:
                     await self.aclose()
                     return None
                 self._rest = memoryview(chunk)
-            piece, self._rest = self._rest[:PIECE_BYTES], self._rest[PIECE_BYTES:]
+            piece, self._rest = self._rest[:READ_BYTES], self._rest[READ_BYTES:]
             return bytes(piece)
         finally:
             self.busy = False

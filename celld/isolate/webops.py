@@ -154,7 +154,12 @@ async def _fetch(
             )
         answer = _head(method, response)
         declared = response.headers.get("content-length", "")
-        small = declared.isdigit() and int(declared) <= INLINE_BODY_BYTES
+        # (Not a compressed body: its Content-Length says nothing of its decoded size.)
+        small = (
+            declared.isdigit()
+            and int(declared) <= INLINE_BODY_BYTES
+            and "content-encoding" not in response.headers
+        )
         if method.upper() == "HEAD" or response.status_code in _NULL_BODY_STATUSES or small:
             answer["body"] = base64.b64encode(await response.aread()).decode("ascii")
             await response.aclose()

@@ -1,7 +1,8 @@
 // Bodies that stream between the isolate and the host (celld/isolate/streams.py).
 //
 // From the host: a *source* (a request body, an R2 object, a fetch() response) becomes a
-// ReadableStream whose every pull reads one piece (`stream.read`). A stream nobody has read
+// ReadableStream whose every pull reads one piece (`stream.read`), with the next piece
+// asked for ahead, so the host reads while JS works. A stream nobody has read
 // yet can be handed back to the host whole (`takeHostSource`): an R2 object returned as a
 // response, or a request body put into R2, never enters the isolate.
 //
@@ -10,7 +11,7 @@
 // a write only while it has room, so the stream is read (its `pull` called) no faster
 // than the consumer (a slow client, a disk) takes the bytes.
 //
-// Pieces cross as base64 (the bridge carries JSON text), at most PIECE_BYTES each.
+// Pieces cross as base64 (the bridge carries JSON text), at most PIECE_BYTES each to the host.
 "use strict";
 (() => {
   const { PromisePrototypeThen, PromiseResolve, Promise, TypeError } = globalThis.__celld_primordials;
@@ -41,20 +42,29 @@
   function fromHost(id, length = null, owner = host.owner()) {
     let over = false;
     let forget = null;
+    let ahead = null; // the next piece, asked for as soon as the last one arrived
     const finish = () => {
       over = true;
       if (forget !== null) forget();
     };
+    const read = () => {
+      const asked = host.request("stream.read", { s: id });
+      PromisePrototypeThen(asked, undefined, () => {}); // (handled where it is used)
+      return asked;
+    };
     const stream = new ReadableStream({
       pull(controller) {
+        const asked = ahead !== null ? ahead : read();
+        ahead = null;
         return PromisePrototypeThen(
-          host.request("stream.read", { s: id }),
+          asked,
           (piece) => {
             if (piece === null) {
               finish();
               controller.close();
             } else {
               controller.enqueue(web.base64ToBytes(piece));
+              if (!over) ahead = read();
             }
           },
           (error) => {

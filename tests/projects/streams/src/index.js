@@ -49,8 +49,10 @@ function relayed(stream) {
 
 const routes = {
   "/ping": () => new Response("pong"),
-  // Server-sent events: `n` events `ms` apart; with `hold`, the stream then stays open
-  // (an hour) instead of ending.
+  "/health": () => new Response("ok"),
+  // Server-sent events: `n` events `ms` apart (with `now`, the first at once); with
+  // `hold`, the stream then stays open (an hour) instead of ending. Each event says when it
+  // was enqueued (`ts`, ms since the epoch).
   "/sse": (request, url) => {
     const id = url.searchParams.get("id");
     const count = Number(url.searchParams.get("n") || 5);
@@ -60,15 +62,19 @@ const routes = {
     let timer;
     return new Response(new ReadableStream({
       start(controller) {
-        timer = setInterval(() => {
-          controller.enqueue(encoder.encode(`id: ${n}\ndata: event ${n} of ${id}\n\n`));
+        const send = () => {
+          controller.enqueue(encoder.encode(`id: ${n}\nts: ${Date.now()}\ndata: event ${n} of ${id}\n\n`));
           n += 1;
           if (n === count) {
             clearInterval(timer);
             if (hold) timer = setTimeout(() => controller.close(), 3_600_000);
             else controller.close();
+            return false;
           }
-        }, every);
+          return true;
+        };
+        if (url.searchParams.has("now") && !send()) return;
+        timer = setInterval(send, every);
       },
       cancel() {
         clearInterval(timer);
