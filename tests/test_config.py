@@ -320,7 +320,6 @@ def test_workflow_schedules(tmp_path: Path) -> None:
             "at most 256 characters",
         ),
         ({"clas_name": "X"}, "workflows[0].clas_name", 'did you mean "class_name"'),
-        ({"script_name": "billing-worker"}, "workflows[0].script_name", "cross-script"),
         ({"name": 5}, "workflows[0].name", "expected a string, got integer"),
     ],
 )
@@ -357,6 +356,13 @@ def test_binding_clashes_with_var(tmp_path: Path) -> None:
 def test_script_name_of_this_worker_is_fine(tmp_path: Path) -> None:
     path = json_project(tmp_path, {"workflows": [{**WF, "script_name": "w"}]})
     assert load_config(path).workflows[0].script_name == "w"
+    assert load_config(path).workflows[0].unconnected is None
+
+
+def test_script_name_of_another_worker_is_not_connected(tmp_path: Path) -> None:
+    """As under wrangler dev, the binding is kept and only fails when used."""
+    path = json_project(tmp_path, {"workflows": [{**WF, "script_name": "billing-worker"}]})
+    assert load_config(path).workflows[0].unconnected == "billing-worker"
 
 
 def test_several_errors_reported_together(tmp_path: Path) -> None:

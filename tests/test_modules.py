@@ -420,3 +420,27 @@ def test_star_export_of_builtin_and_hashbang(tmp_path: Path) -> None:
     ctx, _ = evaluate(entry)
     assert js(ctx, "Object.keys(__celld_main)") == ["WorkflowEntrypoint", "env", "own", "seen"]
     assert main(ctx)["seen"] == {"FROM": "builtin"}
+
+
+def test_process_env_node_env_is_defined_as_wrangler_does(tmp_path: Path) -> None:
+    """`process.env.NODE_ENV` is "development" (wrangler dev's esbuild `define`), also
+    through `globalThis.`; a module's own `process` and assignments are left alone."""
+    (tmp_path / "own.js").write_text(
+        "const process = { env: { NODE_ENV: 'own' } };\nexport const own = process.env.NODE_ENV;\n"
+    )
+    (tmp_path / "index.js").write_text(
+        'import { own } from "./own.js";\n'
+        "export const plain = process.env.NODE_ENV;\n"
+        "export const viaGlobal = globalThis.process.env.NODE_ENV;\n"
+        "export const choice = process.env.NODE_ENV === 'production' ? 'prod' : 'dev';\n"
+        "export { own };\n"
+    )
+    bundle = bundle_worker(tmp_path / "index.js", root=tmp_path)
+    ctx = quickjs.Context()
+    ctx.eval(bundle.source)
+    assert json.loads(ctx.eval("JSON.stringify(__celld_main)")) == {
+        "plain": "development",
+        "viaGlobal": "development",
+        "choice": "dev",
+        "own": "own",
+    }

@@ -62,6 +62,9 @@ class Cell:
         self.broken = False
         self.deleted = False
         self.snapshot: dict[str, Any] = machine.status_view()
+        #: the node's lease as of this load: its runs neither turn nor send while it says
+        #: no, and never again once the node rejoined under another token
+        self.fence = port.settings.lease.fence()
         self.log = InstanceLog(machine)  # what subscribe() streams, written with each commit
         self._committing = 0  # commit callers not yet answered
         self._queued: list[tuple[CommitDone, bool]] = []  # (done, deleting) for the next write
@@ -357,6 +360,7 @@ class Cell:
             raise
         isolate.inline = self.port.runs_inline(self.ref)
         host = IsolateHost(isolate, self.port.settings.ops)
+        host.fence = self.fence
         run = CellRun(self, host)
         host.on_fault = run.on_fault
         self.run = run

@@ -14,6 +14,11 @@ port every cell talks to (:class:`celld.cells.port.CellPort`).
   that died (:meth:`instances_claimed`) and hands it operations other nodes received for
   its instances (:meth:`run_forwarded`). An instance owned elsewhere is never loaded here:
   reads of it are views of its committed rows (:meth:`view`).
+* The node's lease (celld/store/lease.py): every cell takes a fence of it when loaded, and
+  its runs neither start a JS turn nor send a message while the fence says no. When the
+  node rejoins under a new token, every cell loaded under the old one is dropped at once
+  (another node may have moved its instance on) and reloaded from the store, and a load
+  or a create that straddled the rejoin keeps no cell (:meth:`_rejoined`).
 """
 
 from __future__ import annotations
@@ -54,6 +59,7 @@ from celld.store.base import (
     StoreUnavailable,
     Write,
 )
+from celld.store.lease import Lease
 
 __all__ = ["CellManager", "CellSettings", "WorkflowSpec"]
 
@@ -161,6 +167,7 @@ class CellManager:
             ops=self.ops,
             lines=program.lines,
             introspection=self.introspection,
+            lease=store.lease,
         )
         self.isolates = IsolateSource(threads, program, limits or Limits(), burst=MAX_YOUNG)
         self.long_turns = LongTurns()
@@ -184,6 +191,11 @@ class CellManager:
         self.scheduler = Scheduler(
             self.specs, store, clock, self._create_scheduled, self.tasks, self.version
         )
+        self.lease.on_epoch(self._rejoined)
+
+    @property
+    def lease(self) -> Lease:
+        return self.settings.lease
 
     # -- start and stop ------------------------------------------------------------------
 
@@ -302,7 +314,12 @@ class CellManager:
         spec = self.specs.get(ref.workflow)
         if spec is None:
             return None
+        epoch = self.lease.epoch
         loaded = await self.store.claim(ref)  # OwnedElsewhere: another node runs it
+        if self.lease.epoch != epoch:
+            raise StoreUnavailable(
+                f"node {epoch} was taken over while {ref.workflow}/{ref.id} was loading"
+            )
         if loaded is None:
             return None
         machine = Machine(
@@ -352,6 +369,22 @@ class CellManager:
         """An operation another node received for an instance this node owns."""
         return await self.ops["wf.binding"](message)
 
+    def _rejoined(self, old: int, new: int) -> None:
+        """The node was taken over and joined again under a new token: every cell loaded
+        under the old one holds memory another node may have moved past. Drop them all now
+        (their runs stop; their fences would never open again anyway) and load each again
+        from the store, where most are owned by another node by now."""
+        cells = list(self.residency.cells.values())
+        log.warning(
+            "node %d was taken over (now node %d): dropping the %d instances it had in "
+            "memory; they are reloaded from the store",
+            old,
+            new,
+            len(cells),
+        )
+        for cell in cells:
+            cell.break_(StoreUnavailable(f"node {old} was taken over"))
+
     async def _start_cell(self, cell: Cell, priority: Priority) -> None:
         """A slot is held for `cell` (`starting` is set): start its run if it needs one."""
         try:
@@ -393,6 +426,7 @@ class CellManager:
             self.introspection.settle(refs, created)
 
     async def _create(self, refs: list[InstanceRef], machines: list[Machine]) -> list[InstanceRef]:
+        epoch = self.lease.epoch
         async with self.residency.creating(refs) as claimed:
             cells = [
                 Cell(self, ref, self.specs[ref.workflow], machine)
@@ -402,15 +436,19 @@ class CellManager:
             writes = [w for w in (c.take_write() for c in cells) if w is not None]
             skipped = await self.store.write_many(writes) if writes else set()
             created = [c for c in cells if c.ref not in skipped]
+            # Created under a token the node has lost since: the cells' fences never open,
+            # and the instances are loaded afresh by whichever node owns them now.
+            kept = self.lease.epoch == epoch
             for cell, write in zip(cells, writes, strict=True):
-                if cell.ref not in skipped:
+                if cell.ref not in skipped and kept:
                     self.residency.add(cell)
                     cell.committed(write.next_wake)
         for cell in created:
             if not self._stopping:
                 # held in memory for its first run (a few of them), else unloaded until then
-                self.residency.request_run(cell.ref, Priority.NEW, hold=cell)
-            self.residency.release(cell)
+                self.residency.request_run(cell.ref, Priority.NEW, hold=cell if kept else None)
+            if kept:
+                self.residency.release(cell)
         return [c.ref for c in created]
 
     async def _create_scheduled(self, machine: Machine) -> bool:

@@ -21,6 +21,7 @@ from celld.isolate.host import OpHandler
 from celld.isolate.isolate import Isolate
 from celld.isolate.linemap import LineMap
 from celld.store.base import InstanceRef, Loaded, Write
+from celld.store.lease import NO_LEASE, Lease
 
 if TYPE_CHECKING:
     from celld.cells.cell import Cell
@@ -49,6 +50,9 @@ class RunSettings:
     lines: LineMap
     #: test modifiers of instances (test mode only)
     introspection: Introspection | None = None
+    #: the node's lease on a shared store: each cell takes a fence of it when loaded, and
+    #: its runs neither turn nor send while the fence says no (celld/store/lease.py)
+    lease: Lease = NO_LEASE
 
 
 class CellPort(Protocol):

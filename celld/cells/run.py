@@ -9,10 +9,13 @@ A step's answer is a `Later` (celld.isolate.host) settled from the callback of t
 commit that holds its result (`Cell.commit_soon`): no task or future per step, and the
 answers of every instance in one group commit go to JS in one pass.
 
-The host also keeps time for the run: every attempt handed to JS gets a deadline (the
-engine's `Run.timeout_ms`), and one timer per run waits for the earliest; past it, an
-attempt still in flight is told (`wf.timeout`), and JS abandons it and reports it as
-timed out. Nothing else is armed per step: no task, no message, no promise left behind.
+A step's successful result may be answered ahead of its commit (the early answer): the
+isolate's output gate (celld/isolate/gate.py) is told of the write first, so nothing JS
+sends afterwards leaves before it lands.
+
+The parts of a run with jobs of their own live beside it: the attempts' deadlines and
+CPU (celld/cells/attempts.py), the check of a replay under another version of the
+Worker (celld/cells/mixed_replay.py) and rollback runs (celld/cells/rollback_run.py).
 
 In test mode an instance may have test modifiers (celld.cells.modifiers): the run
 consults them when a step is called and before an attempt is handed to JS, and records
@@ -22,25 +25,22 @@ speculatively: every attempt is decided here first.
 
 A run object lives as long as its isolate serves this instance; once closed, every
 message it still receives is dropped, so an old run can never touch a newer one.
-
-A *rollback run* (the machine is rolling back, :mod:`celld.engine.rollback`) replays
-`run()` only so that JS finds the rollback handlers again; once that replay's first turn
-is over, the run asks the machine for each handler attempt in turn (`wf.rollback`), and
-commits each report (`wf.rbReport`) before the next: a handler that finished never runs
-again, one cut off by a crash runs again in the next process.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-import inspect
 import logging
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any
 
+from celld.cells.answers import RunStopped, fail_answer, failure_keywords, never
+from celld.cells.attempts import AttemptWatch
 from celld.cells.clock import Cancellable
+from celld.cells.mixed_replay import MixedVersionReplay, replay_check
 from celld.cells.modifiers import Modifiers
+from celld.cells.rollback_run import RollbackDriver
 from celld.cells.wire import decision_wire
 from celld.engine import (
     Decision,
@@ -55,10 +55,8 @@ from celld.engine import (
     Suspend,
 )
 from celld.engine.errors import missing_callback, status_error
-from celld.engine.state import STEP_TYPES
-from celld.engine.versions import ReplayCheck
 from celld.isolate.gate import PendingWrite
-from celld.isolate.host import AnswerWithdrawn, IsolateHost, Later, Outcome
+from celld.isolate.host import IsolateHost, Later
 from celld.isolate.isolate import IsolateFault, RawJson
 from celld.project.cron import parse_scheduled_id
 from celld.store.base import StoreUnavailable
@@ -69,52 +67,6 @@ if TYPE_CHECKING:
 log = logging.getLogger("celld.cells")
 
 
-class RunStopped(AnswerWithdrawn):
-    """The run this request belonged to is over (paused, terminated, failed, evicted)."""
-
-
-def _failure(m: dict[str, Any]) -> dict[str, Any]:
-    """How a failed attempt went, from its report (`attemptOnce` in js/workflows/step.js),
-    as the machine's `attempt_failed` / `rollback_attempt_failed` keywords."""
-    delay_error = m.get("delayError")
-    return {
-        "nonretryable": bool(m.get("nonretryable")),
-        "timed_out": bool(m.get("timedOut")),
-        "delay_ms": m.get("delay"),
-        "delay_error": ErrorInfo.from_dict(delay_error) if delay_error else None,
-        "delay_timed_out": bool(m.get("delayTimedOut")),
-    }
-
-
-def _fail(answer: Later, error: BaseException) -> None:
-    """A commit failed under `answer`: a store failure broke the cell (it is reloaded from
-    the store and this run is over: nothing is delivered); anything else goes to JS."""
-    if isinstance(error, StoreUnavailable) or not isinstance(error, Exception):
-        answer.withdraw()
-    else:
-        answer.reject(error)
-
-
-def _forward_outcome(outcome: Outcome, answer: asyncio.Future[Any]) -> None:
-    """A held call's answer: what its `Later` settled with."""
-    if answer.done():
-        return
-    kind, value = outcome
-    if kind == "v":
-        answer.set_result(value)
-    elif kind == "e":
-        answer.set_exception(value)
-    else:
-        answer.set_exception(RunStopped())
-
-
-def _never() -> asyncio.Future[Any]:
-    """A request that will not be answered (its run is over)."""
-    return asyncio.get_running_loop().create_future()
-
-
-#: Host operations that are step calls of a run (anything else is work outside steps).
-STEP_OPS = frozenset({"wf.do", "wf.attempt", "wf.sleep", "wf.wait", "wf.timer", "wf.fatal"})
 #: Messages that only tell the engine what the run does next: dispatching them acts on
 #: nothing outside celld (what they change is committed before JS hears back).
 INWARD_OPS = frozenset({"wf.do", "wf.begin", "wf.attempt", "wf.sleep", "wf.wait", "wf.done"})
@@ -128,24 +80,16 @@ class CellRun:
         self.host = host
         self.closed = False
         self.waiters: dict[StepKey, asyncio.Future[Decision]] = {}
-        #: deadline (ms) and attempt number of each attempt in flight, and the one timer
-        #: armed for the earliest of them (a handle per attempt cost a heap entry each)
-        self._deadlines: dict[StepKey, tuple[int, int]] = {}
-        self._deadline_timer: Cancellable | None = None
-        self._deadline_at: int | None = None
+        #: deadlines and CPU of the attempts in flight
+        self.attempts = AttemptWatch(cell.machine, host, cell.port.clock, cell.port.now)
         self._stall_timer: Cancellable | None = None
         # Decisions taken but not yet in JS's hands (waiting for their commit): while any
         # exist, JS is not idle even if its last turn ended with nothing to do.
         self._delivering = 0
-        #: CPU charged to each attempt in flight (ms): its own budget is `limits.cpu_ms`
-        self._attempt_cpu: dict[StepKey, float] = {}
-        #: this run only runs rollback handlers (set by post_start)
-        self.rollback_mode = False
-        self._rollback_started = False
-        #: version pinning: set while a replay under another version is being checked
-        self._check: ReplayCheck | None = None
-        #: fresh step asks held until the replay is quiet (key, handler, message, answer)
-        self._held: list[tuple[StepKey, Any, dict[str, Any], asyncio.Future[Any]]] = []
+        #: set (by post_start) when this run only runs rollback handlers
+        self.rollback: RollbackDriver | None = None
+        #: set while a replay under another version of the Worker is being checked
+        self._check: MixedVersionReplay | None = None
         #: a step's result was answered ahead of its commit, which has not landed yet
         self._early = False
         host.ops = {**host.ops, **self._ops()}
@@ -175,7 +119,8 @@ class CellRun:
         """Hand the run's start (from `Machine.start_run`) to JS."""
         state = self.machine.state
         # a rollback run only replays to find handlers: nothing new runs, nothing to check
-        self._check = None if start.rollback is not None else self._version_check(start)
+        check = None if start.rollback is not None else replay_check(self, start)
+        self._check = None if check is None else MixedVersionReplay(self, check)
         env = {"k": "env", **self.port.settings.env_message} if fresh else {"k": "reset"}
         self.host.post(env)
         self.host.post(
@@ -204,77 +149,29 @@ class CellRun:
                 "checkVersion": self._check is not None,
             }
         )
-        self.rollback_mode = start.rollback is not None
-
-    def _version_check(self, start: RunStart) -> ReplayCheck | None:
-        """A check of this replay if the instance started on another version of the Worker
-        and has history (celld.engine.versions)."""
-        started, current = self.machine.state.version, self.port.version
-        if started is None or current is None or started == current:
-            return None
-        unfinished = [r.key for r in self.machine.unfinished_steps() if r.type in STEP_TYPES]
-        recorded = [StepKey.parse(k) for k in start.journal] + unfinished
-        return ReplayCheck(recorded, started, current) if recorded else None
+        self.rollback = RollbackDriver(self) if start.rollback is not None else None
 
     # -- version pinning -------------------------------------------------------------------
 
     def _on_replayed(self, m: dict[str, Any]) -> None:
         """JS resolved a recorded step from the journal (reported only while checking)."""
         if self._check is not None and self._current(m):
-            self._check.ask(StepKey.parse(str(m["key"])))
+            self._check.replayed(StepKey.parse(str(m["key"])))
 
     def _held_ask(self, key: StepKey, handler: Any, m: dict[str, Any]) -> Any:
         """While checking: a step the history lacks waits until the replay is quiet."""
-        check = self._check
-        if check is None or check.ask(key) or check.done:
-            return None
-        answer: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
-        self._held.append((key, handler, m, answer))
-        return answer
-
-    def _quiet(self) -> bool:
-        """JS waits on nothing but step calls: every branch ran as far as it can."""
-        return all(op in STEP_OPS for op in self.host.pending_ops)
+        return None if self._check is None else self._check.hold(key, handler, m)
 
     def _judge_held(self) -> bool:
-        """At a quiet point: release the held asks, or fail the instance if the new code
-        left recorded steps unasked. True if the run was failed."""
+        """At a quiet point of a checked replay; True if the run was failed."""
         check = self._check
-        if check is None or not self._held or not self._quiet():
+        if check is None:
             return False
-        held, self._held = self._held, []
-        found = check.judge(key for key, _, _, _ in held)
-        if found is not None:
-            for *_, answer in held:
-                answer.cancel()
-            ref = self.cell.ref
-            log.error("workflow %s/%s: %s", ref.workflow, ref.id, found.error().message)
-            if self.machine.fail_fatal(found.error(), self.port.now()) is not None:
-                self.port.spawn(self.cell.settle_run(self), "failing a mixed-version replay")
+        if check.judge():
             return True
         if check.done:
             self._check = None
-        for _, handler, m, answer in held:
-            self._settle_held(handler(m), answer)
         return False
-
-    def _settle_held(self, result: Any, answer: asyncio.Future[Any]) -> None:
-        if isinstance(result, Later):
-            result.then(lambda outcome: _forward_outcome(outcome, answer))
-            return
-        if not inspect.isawaitable(result):
-            answer.set_result(result)
-            return
-
-        async def forward() -> None:
-            try:
-                answer.set_result(await result)
-            except asyncio.CancelledError:
-                answer.cancel()
-            except Exception as error:  # noqa: BLE001 - handed to JS as the answer's error
-                answer.set_exception(error)
-
-        self.port.spawn(forward(), "answering a held step call", self.cell.on_task_failure)
 
     @staticmethod
     def _schedule(instance_id: str) -> dict[str, Any] | None:
@@ -291,16 +188,17 @@ class CellRun:
         for waiter in self.waiters.values():
             waiter.cancel()
         self.waiters.clear()
-        if self._deadline_timer is not None:
-            self._deadline_timer.cancel()
-        self._deadline_timer = self._deadline_at = None
-        self._deadlines.clear()
-        self._attempt_cpu.clear()
+        self.attempts.close()
         if self._stall_timer is not None:
             self._stall_timer.cancel()
             self._stall_timer = None
         self.host.turn_callback = None
         self.machine.abandon_run()
+
+    @property
+    def rollback_mode(self) -> bool:
+        """This run only runs rollback handlers."""
+        return self.rollback is not None
 
     @property
     def live(self) -> bool:
@@ -440,7 +338,7 @@ class CellRun:
 
     def _on_do(self, m: dict[str, Any]) -> Any:
         if not self._current(m):
-            return _never()
+            return never()
         held = self._held_ask(self._key("do", m), self._do_now, m)
         return held if held is not None else self._do_now(m)
 
@@ -455,14 +353,14 @@ class CellRun:
             return
         key, decision = self._step_call(self.machine.step_begin, m)
         if isinstance(decision, Run) and decision.attempt == 1:
-            self._arm_timeout(key, decision)
+            self.attempts.arm(key, decision)
 
     def _on_attempt(self, m: dict[str, Any]) -> Any:
         if not self._current(m):
-            return _never()
+            return never()
         key = self._key("do", m)
         attempt = int(m["attempt"])
-        self._reported(key)
+        self.attempts.reported(key)
         now = self.port.now()
         decision: Decision | None
         if m.get("unserializable"):
@@ -471,7 +369,7 @@ class CellRun:
             decision = self.machine.attempt_succeeded(key, attempt, str(m["value"]), now)
         else:
             error = ErrorInfo.from_dict(m.get("error") or {})
-            decision = self.machine.attempt_failed(key, attempt, error, now, **_failure(m))
+            decision = self.machine.attempt_failed(key, attempt, error, now, **failure_keywords(m))
         decision, _ = self._modify(key, decision)
         if self._may_answer_early(decision):
             return self._answer_early(key, decision)
@@ -527,14 +425,9 @@ class CellRun:
         if not self.closed and not held and not self.host.turn_pending:
             self._after_turn()
 
-    def _reported(self, key: StepKey) -> None:
-        """An attempt of `key` reported back: its timer and CPU account go."""
-        self._deadlines.pop(key, None)  # the timer finds it gone
-        self._attempt_cpu.pop(key, None)
-
     def _on_sleep(self, m: dict[str, Any]) -> Any:
         if not self._current(m):
-            return _never()
+            return never()
         held = self._held_ask(self._key("sleep", m), self._sleep_now, m)
         return held if held is not None else self._sleep_now(m)
 
@@ -554,7 +447,7 @@ class CellRun:
 
     def _on_wait(self, m: dict[str, Any]) -> Any:
         if not self._current(m):
-            return _never()
+            return never()
         held = self._held_ask(self._key("waitForEvent", m), self._wait_now, m)
         return held if held is not None else self._wait_now(m)
 
@@ -572,7 +465,7 @@ class CellRun:
         """A delay function's time limit (asked only when an attempt failed and its config
         has a delay function): a timer handle the JS side can withdraw."""
         if self.closed:
-            return _never()
+            return never()
         future: asyncio.Future[None] = asyncio.get_running_loop().create_future()
         handle = self.port.clock.call_at(
             self.port.now() + max(0, int(m.get("ms") or 0)),
@@ -594,7 +487,7 @@ class CellRun:
     def _on_fatal(self, m: dict[str, Any]) -> Any:
         """step.do without a callback: thrown into run() (catchable), as wrangler dev does."""
         if not self._current(m):
-            return _never()
+            return never()
         return decision_wire(Reject(status_error(missing_callback(str(m.get("name"))))))
 
     def _on_runtime_fault(self, m: dict[str, Any]) -> None:
@@ -634,41 +527,8 @@ class CellRun:
 
     def _hand_over(self, key: StepKey, decision: Decision) -> dict[str, Any]:
         if isinstance(decision, Run):
-            self._arm_timeout(key, decision)
+            self.attempts.arm(key, decision)
         return decision_wire(decision)
-
-    def _arm_timeout(self, key: StepKey, decision: Run) -> None:
-        deadline = self.port.now() + decision.timeout_ms
-        self._deadlines[key] = (deadline, decision.attempt)
-        self._attempt_cpu[key] = 0.0
-        if self._deadline_at is None or deadline < self._deadline_at:
-            self._arm_deadline_timer(deadline)
-
-    def _arm_deadline_timer(self, when: int) -> None:
-        if self._deadline_timer is not None:
-            self._deadline_timer.cancel()
-        self._deadline_at = when
-        self._deadline_timer = self.port.clock.call_at(when, self._deadlines_due)
-
-    def _deadlines_due(self) -> None:
-        """Tell JS of every attempt still in flight past its timeout; wait for the next."""
-        self._deadline_timer = self._deadline_at = None
-        if self.closed:
-            return
-        now = self.port.now()
-        due = [(key, attempt) for key, (at, attempt) in self._deadlines.items() if at <= now]
-        for key, attempt in due:
-            del self._deadlines[key]
-            in_flight = self.machine.attempts_in_flight().get(
-                key
-            ) == attempt or self.machine.rollback_in_flight() == (key, attempt)
-            if in_flight:
-                self.host.post(
-                    {"k": "wf.timeout", "g": self.machine.generation, "key": str(key),
-                     "attempt": attempt}
-                )  # fmt: skip
-        if self._deadlines:
-            self._arm_deadline_timer(min(at for at, _ in self._deadlines.values()))
 
     async def _withdrawn(self, settling: Any) -> Any:
         # A store failure broke the cell: it is reloaded from the store, this run is over.
@@ -687,7 +547,7 @@ class CellRun:
         def committed(error: BaseException | None) -> None:
             if error is not None:
                 self._delivering -= 1
-                _fail(answer, error)
+                fail_answer(answer, error)
             elif not self.live:
                 self._finish(answer, lambda: self.cell.settle_run(self))
             elif resumes and self.port.settings.replay_every_step and not self.machine.in_flight():
@@ -707,7 +567,7 @@ class CellRun:
             try:
                 await settling()
             except Exception as error:  # noqa: BLE001 - handed to JS as the answer's error
-                _fail(answer, error)
+                fail_answer(answer, error)
             finally:
                 self._delivering -= 1
                 answer.withdraw()
@@ -737,7 +597,7 @@ class CellRun:
         """The suspension is committed: answer once an alarm, an event or a lifecycle
         action settles the call."""
         if error is not None:
-            _fail(answer, error)
+            fail_answer(answer, error)
         elif not answer.settled:
             waiter.add_done_callback(lambda _: self._woken(key, waiter, answer))
 
@@ -768,11 +628,8 @@ class CellRun:
     # -- after each turn ---------------------------------------------------------------------
 
     def _after_turn(self) -> None:
-        if self.rollback_mode:
-            # The replay's first turn is over: JS has found the handlers it can.
-            if not self.closed and not self._rollback_started:
-                self._rollback_started = True
-                self.port.spawn(self.drive_rollback(), "rolling back", self.cell.on_task_failure)
+        if self.rollback is not None:
+            self.rollback.after_turn()
             return
         if not self.closed and self._judge_held():
             return
@@ -814,74 +671,23 @@ class CellRun:
         if again is not None:
             self._stall_timer = self.port.clock.call_at(again, self._stall_due)
 
-    # -- rollback handlers -------------------------------------------------------------------
+    # -- rollback handlers (celld/cells/rollback_run.py) -------------------------------------
 
     async def drive_rollback(self) -> None:
-        """Commit what changed, then start the next handler attempt, or end the run once
-        the rollback is over. A retry delay is left to the alarm (`Cell.on_alarm`)."""
-        if self.closed or not self._rollback_started:
-            return
-        if self.machine.rollback_in_flight() is not None:
-            return  # an attempt is out; its report drives the next step
-        decision = self.machine.rollback_next(self.port.now())
-        try:
-            await self.cell.commit()
-        except StoreUnavailable:
-            return  # the cell broke: it is reloaded from the store and goes on
-        if self.closed:
-            return
-        if isinstance(decision, Run):
-            in_flight = self.machine.rollback_in_flight()
-            assert in_flight is not None
-            key, attempt = in_flight
-            self._arm_timeout(key, decision)
-            self.host.post(
-                {"k": "wf.rollback", "g": self.machine.generation, "key": str(key),
-                 "attempt": attempt, "context": decision.context,
-                 "timeout": decision.timeout_ms, "willRetry": decision.will_retry}
-            )  # fmt: skip
-        elif decision is None:
-            await self.cell.settle_run(self)
-        elif decision.until is not None and (
-            decision.until - self.port.now() > self.port.settings.residency_ms
-        ):
-            # A long retry delay: hibernate; the alarm starts a new rollback run.
-            await self.cell.stop_run()
+        if self.rollback is not None:
+            await self.rollback.drive()
 
     def _on_rollback_report(self, m: dict[str, Any]) -> Any:
-        if not self._current(m) or not self.rollback_mode:
+        if not self._current(m) or self.rollback is None:
             return None
-        key = StepKey.parse(str(m["key"]))
-        attempt = int(m["attempt"])
-        self._reported(key)
-        now = self.port.now()
-        if m.get("missing"):
-            self.machine.rollback_missing(key, now)
-        elif m.get("ok"):
-            self.machine.rollback_attempt_succeeded(key, attempt, now)
-        else:
-            error = ErrorInfo.from_dict(m.get("error") or {})
-            self.machine.rollback_attempt_failed(key, attempt, error, now, **_failure(m))
-        return self.drive_rollback()
+        return self.rollback.on_report(m)
 
     # -- CPU ---------------------------------------------------------------------------------
 
     def _charge_cpu(self, ms: float) -> None:
-        """Charge a turn's CPU evenly to the attempts in flight; one past `limits.cpu_ms`
-        (counted over all its turns and jobs, microtasks included) condemns the isolate,
-        which fails the attempts it was running (they are retried on a fresh isolate)."""
-        if self.closed or not self._attempt_cpu:
-            return
-        share = ms / len(self._attempt_cpu)
-        limit = self.host.isolate.limits.cpu_ms
-        for key in self._attempt_cpu:
-            self._attempt_cpu[key] += share
-            if self._attempt_cpu[key] > limit and self.host.isolate.fault is None:
-                self.host.isolate.fault = IsolateFault(
-                    "CPU time limit exceeded",
-                    f"step {key.name!r} used {self._attempt_cpu[key]:.0f} ms of CPU "
-                    f"(limits.cpu_ms is {limit})",
-                )
+        """A turn's CPU, charged to the attempts in flight (celld/cells/attempts.py)."""
+        if not self.closed:
+            self.attempts.charge(ms)
 
     # -- faults ------------------------------------------------------------------------------
 

@@ -23,7 +23,15 @@ from celld.isolate.modules import Bundle, _Span
 log = logging.getLogger(__name__)
 
 _FORMAT = 2
-_BUNDLER_FILES = ("modules.py", "typescript.py", "commonjs.py", "resolver.py")
+_BUNDLER_FILES = (
+    "modules.py",
+    "typescript.py",
+    "commonjs.py",
+    "resolver.py",
+    "jsx.py",
+    "tsconfig.py",
+    "decorators.py",
+)
 
 
 def _digest(data: bytes) -> str:

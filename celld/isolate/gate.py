@@ -23,7 +23,10 @@ message of every caller, in this one place:
 4. A write that fails never becomes durable: what waits on it is dropped, and the
    isolate is condemned (its memory may hold the lost result), so it is never handed
    to another run, request or instance again.
-5. The gate belongs to the isolate, not to the run or request it serves: an isolate
+5. While the fence of the run the isolate serves says no (the node's lease lapsed,
+   celld/store/lease.py), nothing leaves either: messages wait in order until it allows
+   again, and for good if it never does (a fence from an older lease never allows again).
+6. The gate belongs to the isolate, not to the run or request it serves: an isolate
    handed to another run, or serving several, carries its pending writes along, and
    what the next user sends waits for them too. Messages still waiting when their
    sender is detached are dropped with it (the run that sent them is over).
@@ -42,7 +45,10 @@ from __future__ import annotations
 
 from collections import deque
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from celld.store.lease import EffectFence
 
 #: Where a message goes once the gate lets it through.
 Sink = Callable[[dict[str, Any]], None]
@@ -86,7 +92,7 @@ class OutputGate:
 
     __slots__ = (
         "_pending", "_told", "_waiting", "_sink", "_on_condemned", "_condemn_isolate",
-        "condemned",
+        "condemned", "_fence", "_unsubscribe",
     )  # fmt: skip
 
     def __init__(self, condemn_isolate: Callable[[BaseException], None] | None = None) -> None:
@@ -100,6 +106,8 @@ class OutputGate:
         self._on_condemned: Callable[[BaseException], None] | None = None
         #: a write this isolate was told of failed: it must never be used again
         self.condemned: BaseException | None = None
+        self._fence: EffectFence | None = None  # rule 5
+        self._unsubscribe: Callable[[], None] | None = None
 
     # -- who is told what ----------------------------------------------------------------
 
@@ -138,7 +146,30 @@ class OutputGate:
         self._waiting.clear()
         self._sink = None
         self._on_condemned = None
+        self.fence_with(None)
         return dropped
+
+    def fence_with(self, fence: EffectFence | None) -> None:
+        """The lease fence of the run the isolate serves now (rule 5); None: no fence."""
+        if self._unsubscribe is not None:
+            self._unsubscribe()
+            self._unsubscribe = None
+        self._fence = fence
+
+    def _fenced(self) -> bool:
+        fence = self._fence
+        if fence is None or fence.allows_effects():
+            return False
+        if self._unsubscribe is None:
+            self._unsubscribe = fence.on_change(self._fence_changed)
+        return True
+
+    def _fence_changed(self, allowed: bool) -> None:
+        if allowed and self._fence is not None and self._fence.allows_effects():
+            if self._unsubscribe is not None:
+                self._unsubscribe()
+                self._unsubscribe = None
+            self._release()
 
     def send(self, message: dict[str, Any], inward_stream: object = None) -> bool:
         """Let `message` through now (True: the caller dispatches it) or keep it until the
@@ -148,14 +179,15 @@ class OutputGate:
         run's writes are this commit stream (rule 3)."""
         if self.condemned is not None:
             return False  # dropped: nothing more leaves a condemned isolate
-        if not self._pending and not self._waiting:
-            return True
-        if (
-            inward_stream is not None
-            and not self._waiting
-            and all(p.stream is inward_stream for p in self._pending.values())
-        ):
-            return True
+        if not self._fenced():
+            if not self._pending and not self._waiting:
+                return True
+            if (
+                inward_stream is not None
+                and not self._waiting
+                and all(p.stream is inward_stream for p in self._pending.values())
+            ):
+                return True
         self._waiting.append((self._told, message))
         return False
 
@@ -172,6 +204,8 @@ class OutputGate:
         """Send every waiting message whose writes have all landed, in order."""
         oldest = min(self._pending) if self._pending else None
         while self._waiting and (oldest is None or self._waiting[0][0] < oldest):
+            if self._fenced():
+                return  # `_fence_changed` goes on once the lease allows again
             _, message = self._waiting.popleft()
             if self._sink is not None:
                 self._sink(message)

@@ -4,6 +4,14 @@ JS queues messages (see js/host.js); after each turn the host dispatches them to
 operation handlers. A message with a ticket (`t`) is a request: the handler's
 result, or its exception turned into a JS error shape, goes back as a `settle`
 message in a later turn. Python exceptions never reach QuickJS as such.
+
+Every message JS sends passes the isolate's output gate (celld/isolate/gate.py) before it
+is dispatched. A host may also have a `fence` (a workflow run's: the node's lease,
+celld/store/lease.py): it is asked right before each turn starts, and the gate asks it
+before each message leaves. While it says no, the pump waits (the inbox keeps what
+arrives) and the messages wait in order; both go on when it allows again, and never if it
+does not. The operations a dispatch starts carry the fence with them (`OUTGOING_FENCE`),
+so a fetch asks it once more as its bytes are written (celld/isolate/outbound.py).
 """
 
 from __future__ import annotations
@@ -12,10 +20,14 @@ import asyncio
 import inspect
 import logging
 from collections.abc import Awaitable, Callable, Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from celld.isolate.inline import InlineTurns, inline_turns
 from celld.isolate.isolate import Isolate, IsolateFault
+from celld.isolate.outbound import OUTGOING_FENCE
+
+if TYPE_CHECKING:
+    from celld.store.lease import EffectFence
 
 log = logging.getLogger("celld.isolate")
 
@@ -152,6 +164,9 @@ class IsolateHost:
         #: same stream (rule 3 of celld/isolate/gate.py)
         self.inward_ops: frozenset[str] = frozenset()
         self.inward_stream: object = None
+        self._fence: EffectFence | None = None
+        self._parked = False  # the pump waits for the fence (it still counts as pumping)
+        self._unsubscribe: Callable[[], None] | None = None
 
     @property
     def busy(self) -> bool:
@@ -168,6 +183,21 @@ class IsolateHost:
         """True while a turn runs or inbound messages wait for one (an answer JS has not
         seen yet)."""
         return self._pumping or bool(self._inbox)
+
+    @property
+    def fence(self) -> EffectFence | None:
+        """Asked before each turn and each message leaves (see the module's docstring)."""
+        return self._fence
+
+    @fence.setter
+    def fence(self, fence: EffectFence | None) -> None:
+        self._fence = fence
+        self.gate.fence_with(fence)
+
+    @property
+    def fenced(self) -> bool:
+        """True while the fence holds the pump or JS's messages back."""
+        return self._parked or (self._fence is not None and not self._fence.allows_effects())
 
     @property
     def faulted(self) -> bool:
@@ -242,6 +272,34 @@ class IsolateHost:
 
         self._at_boundary.append(at_this_turns_end)
 
+    # -- the fence ------------------------------------------------------------------------
+
+    def _fenced_now(self) -> bool:
+        """Before a turn: True (and the pump parks, still counting as pumping) if the
+        fence forbids turns now; `_fence_changed` starts it again."""
+        if self._fence is None or self._fence.allows_effects():
+            return False
+        self._parked = True
+        if self._unsubscribe is None and not self._closed:
+            self._unsubscribe = self._fence.on_change(self._fence_changed)
+        return True
+
+    def _fence_changed(self, allowed: bool) -> None:
+        if not allowed or self._closed or self._fence is None or not self._fence.allows_effects():
+            return
+        self._stop_waiting_for_fence()
+        if self._parked:
+            self._parked = False
+            if self.faulted:
+                self._pump_ended()
+            else:
+                self._pump_soon()
+
+    def _stop_waiting_for_fence(self) -> None:
+        unsubscribe, self._unsubscribe = self._unsubscribe, None
+        if unsubscribe is not None:
+            unsubscribe()
+
     def _run_boundary(self) -> None:
         callbacks, self._at_boundary = self._at_boundary, []
         for callback in callbacks:
@@ -256,6 +314,8 @@ class IsolateHost:
     async def _pump(self) -> None:
         try:
             while True:
+                if self._fenced_now():
+                    return
                 batch, self._inbox = self._inbox, []
                 self._in_turn = True
                 try:
@@ -266,7 +326,8 @@ class IsolateHost:
                 if not self._turn_done(outbox):
                     return
         finally:
-            self._pump_ended()
+            if not self._parked:
+                self._pump_ended()
 
     def _slices(self) -> InlineTurns:
         """The loop's inline slices, looked up once, on first use."""
@@ -279,6 +340,8 @@ class IsolateHost:
         isolates' turns) while there is more to do."""
         if not self.isolate.turns_inline:  # moved off the loop meanwhile
             self._pump_task = asyncio.get_running_loop().create_task(self._pump())
+            return
+        if self._fenced_now():
             return
         again = False
         try:
@@ -298,6 +361,11 @@ class IsolateHost:
 
     def _prompt_turn(self) -> None:
         """One turn of a prompt host, started on its JS thread now (see `prompt`)."""
+        if self._fenced_now():
+            if self._holding and self._inline is not None:
+                self._holding = False
+                self._inline.release()
+            return
         if not self._holding:
             self._holding = True
             self._slices().hold()
@@ -412,6 +480,16 @@ class IsolateHost:
             self._inbox.clear()
 
     def _dispatch(self, message: dict[str, Any]) -> None:
+        if self._fence is None:
+            self._dispatch_now(message)
+            return
+        token = OUTGOING_FENCE.set(self._fence)  # (tasks started here copy the context)
+        try:
+            self._dispatch_now(message)
+        finally:
+            OUTGOING_FENCE.reset(token)
+
+    def _dispatch_now(self, message: dict[str, Any]) -> None:
         op = message.get("op")
         ticket = message.get("t")
         if op == "cancel":
@@ -566,6 +644,10 @@ class IsolateHost:
     async def _stop(self) -> None:
         self._closed = True
         self.gate.detach()
+        self._stop_waiting_for_fence()
+        if self._parked:  # a pump waiting for the fence ends here
+            self._parked = False
+            self._pump_ended()
         self.idle_callback = None
         self.turn_callback = None
         self.cpu_callback = None

@@ -23,6 +23,7 @@ every line, so one mapping serves both languages.
 from __future__ import annotations
 
 import json
+import os
 from bisect import bisect_right
 from collections.abc import Generator, Iterable
 from dataclasses import dataclass, field
@@ -35,7 +36,10 @@ import tree_sitter_typescript
 from tree_sitter import Language, Node, Parser, Query, QueryCursor
 
 from celld.isolate.commonjs import module_format, require_calls
+from celld.isolate.decorators import DecoratorError, compile_decorators, has_decorators
+from celld.isolate.jsx import JsxError, compile_jsx, has_jsx, parse_copy
 from celld.isolate.resolver import ResolveError, Resolver, real_path
+from celld.isolate.tsconfig import CompilerSettings, TsConfigError, TsConfigs
 
 BUILTIN_MODULES: frozenset[str] = frozenset(
     {"cloudflare:workers", "cloudflare:workflows", "cloudflare:email"}
@@ -67,8 +71,9 @@ def parse_javascript(data: bytes) -> tuple[Language, Node]:
     return _JS, root
 
 
-_SCRIPT_SUFFIXES = (".js", ".mjs", ".cjs", ".ts", ".mts", ".cts")
-_TS_SUFFIXES = (".ts", ".mts", ".cts")
+_SCRIPT_SUFFIXES = (".js", ".mjs", ".cjs", ".ts", ".mts", ".cts", ".jsx", ".tsx")
+_TS_SUFFIXES = (".ts", ".mts", ".cts", ".tsx")
+_TSX = Language(tree_sitter_typescript.language_tsx())
 #: The largest single module celld loads. Cloudflare refuses Workers over 10 MB (compressed);
 #: parsing is the costly part of loading, so a bigger file is refused before it is read.
 MAX_MODULE_BYTES = 10 * 1024 * 1024
@@ -100,6 +105,10 @@ _MISC_SOURCE = """
     (meta_property) @meta
     (call_expression function: (import)) @dynamic
     (decorator) @decorator
+    ((member_expression
+        object: (member_expression property: (property_identifier) @_env)
+        property: (property_identifier) @_name) @node_env
+     (#eq? @_env "env") (#eq? @_name "NODE_ENV"))
     """
 _PROBLEMS = {
     "top-level await": "top-level await is not supported (celld runs modules as scripts); "
@@ -107,6 +116,11 @@ _PROBLEMS = {
     "return": "return outside of a function",
     "decorator": "decorators are not supported",
 }
+
+
+def node_env() -> str:
+    """What `process.env.NODE_ENV` stands for in a bundle (wrangler dev's rule)."""
+    return os.environ.get("NODE_ENV") or "development"
 
 
 class ModuleError(Exception):
@@ -509,6 +523,7 @@ class _Analyzer:
         if problems:
             node, what = min(problems, key=lambda item: item[0].start_byte)
             raise ModuleError(self.where(node) + _PROBLEMS[what])
+        self.define_node_env(captures.get("node_env", []))
         for node in captures.get("meta", []):
             if _text(self.data, node).startswith("import"):
                 self.m.uses_meta = True
@@ -527,6 +542,33 @@ class _Analyzer:
             if function is not None and self.dynamic_import(node, function):
                 replaced.append((node.start_byte, node.end_byte))
         self.rewrite_references(sorted(replaced))
+
+    def define_node_env(self, nodes: list[Node]) -> None:
+        """`process.env.NODE_ENV` (also through `global.` or `globalThis.`) is a string
+        constant, as wrangler's esbuild `define` makes it: `NODE_ENV` of the environment
+        celld runs in, else "development". Libraries such as React choose their build by it
+        and would otherwise need a `process` global that Workers do not have."""
+        if "process" in self.top_level or "process" in self.m.imports:
+            return  # the module's own `process`, which a define does not replace
+        for node in nodes:
+            holder = node.child_by_field_name("object")
+            target = holder.child_by_field_name("object") if holder is not None else None
+            if target is None or _text(self.data, target).replace(" ", "") not in (
+                "process",
+                "global.process",
+                "globalThis.process",
+            ):
+                continue
+            parent = node.parent
+            if parent is not None and (
+                parent.type == "update_expression"
+                or (
+                    parent.type in ("assignment_expression", "augmented_assignment_expression")
+                    and parent.child_by_field_name("left") == node
+                )
+            ):
+                continue  # written to: not a use esbuild replaces
+            self.splice(node, None, json.dumps(node_env()))
 
     def rewrite_references(self, replaced: list[tuple[int, int]]) -> None:
         """Turn every use of an imported name into a read of the exporter's namespace."""
@@ -838,8 +880,13 @@ class _Linker:
     """
 
     def __init__(
-        self, builtins: Iterable[str], root: Path | None, nodejs_compat: bool = False
+        self,
+        builtins: Iterable[str],
+        root: Path | None,
+        nodejs_compat: bool = False,
+        tsconfigs: TsConfigs | None = None,
     ) -> None:
+        self.tsconfigs = tsconfigs or TsConfigs()
         self.builtins = frozenset(builtins)
         self.root = root
         self.nodejs_compat = nodejs_compat
@@ -893,9 +940,17 @@ class _Linker:
         path = real_path(path)
         if path in self.index:
             return self.index[path]
-        package = self.resolver.package_of(path) if path.suffix.lower() in (".js", ".ts") else None
+        suffix = path.suffix.lower()
+        scripts = (".js", ".ts", ".jsx", ".tsx")
+        package = self.resolver.package_of(path) if suffix in scripts else None
+        settings = None
+        if suffix in _SCRIPT_SUFFIXES:
+            try:
+                settings = self.tsconfigs.settings_for(path)
+            except TsConfigError as error:
+                raise ModuleError(str(error)) from None
         module = _read_module(
-            path, _display(path, self.root), package.type if package else "commonjs"
+            path, _display(path, self.root), package.type if package else "commonjs", settings
         )
         self.total_bytes += len(module.data) + len(module.value)
         if self.total_bytes > MAX_BUNDLE_BYTES:
@@ -929,8 +984,41 @@ class _Linker:
         return first
 
 
-def _read_module(path: Path, display: str, package_type: str = "commonjs") -> _Module:
+def _compile_jsx(
+    data: bytes, suffix: str, display: str, package_type: str, settings: CompilerSettings
+) -> bytes:
+    """`data` with its JSX compiled (see `celld.isolate.jsx`); as under wrangler, JSX is
+    allowed in every script, not only in `.jsx` and `.tsx` files."""
+    if suffix not in (".jsx", ".tsx") and b"</" not in data and b"/>" not in data:
+        return data  # every JSX element has a closing tag or ends with `/>`
+    language = _TSX if suffix == ".tsx" else _JS
+    copy = parse_copy(data)
+    root = Parser(language).parse(copy).root_node
+    if not has_jsx(language, root):
+        return data
+    if root.has_error and language is _JS:
+        # tree-sitter's JavaScript grammar fails on some valid JSX (`<div class="a">`, a
+        # reserved word as attribute name); its TSX grammar reads JavaScript with JSX too
+        fallback = Parser(_TSX).parse(copy).root_node
+        if not fallback.has_error:
+            language, root = _TSX, fallback
+    check_syntax(root, data, display)
+    commonjs = module_format(language, root, suffix, package_type) == "cjs"
+    try:
+        text = compile_jsx(data, root, language, display, settings.jsx, commonjs=commonjs)
+    except JsxError as error:
+        raise ModuleError(str(error)) from None
+    return text.encode("utf-8")
+
+
+def _read_module(
+    path: Path,
+    display: str,
+    package_type: str = "commonjs",
+    settings: CompilerSettings | None = None,
+) -> _Module:
     suffix = path.suffix.lower()
+    settings = settings or CompilerSettings()
     try:
         size = path.stat().st_size
         if size > MAX_MODULE_BYTES:
@@ -960,19 +1048,24 @@ def _read_module(path: Path, display: str, package_type: str = "commonjs") -> _M
         return _Module(path, display, "text", value=json.dumps(text))
     if suffix == ".wasm":
         raise ModuleError(f"{display}: WebAssembly modules are not supported by celld")
-    if suffix in (".tsx", ".jsx"):
-        raise ModuleError(f"{display}: {suffix} (JSX) files are not supported by celld")
     if suffix not in _SCRIPT_SUFFIXES:
         raise ModuleError(
-            f"{display}: unsupported module type {suffix or '(none)'} "
-            "(celld loads .js, .mjs, .cjs, .ts, .mts, .cts, .json, .txt, .html, .sql and .bin)"
+            f"{display}: unsupported module type {suffix or '(none)'} (celld loads .js, .mjs, "
+            ".cjs, .jsx, .ts, .mts, .cts, .tsx, .json, .txt, .html, .sql and .bin)"
         )
     typescript = suffix in _TS_SUFFIXES
     if typescript:
         from celld.isolate.typescript import strip_types
 
         text = strip_types(text, Path(display))
-    data = text.encode("utf-8")
+    data = _compile_jsx(text.encode("utf-8"), suffix, display, package_type, settings)
+    if has_decorators(data):
+        # experimentalDecorators is TypeScript's; JavaScript files get the standard ones
+        legacy = typescript and settings.experimental_decorators
+        try:
+            data = compile_decorators(data, display, legacy=legacy)
+        except DecoratorError as error:
+            raise ModuleError(str(error)) from None
     module = _Module(path, display, "script", typescript=typescript, data=data)
     _Analyzer(module, data, package_type).run()
     return module
@@ -1634,15 +1727,19 @@ def bundle_worker(
     builtins: Iterable[str] = BUILTIN_MODULES,
     root: Path | None = None,
     nodejs_compat: bool = False,
+    tsconfigs: TsConfigs | None = None,
 ) -> Bundle:
     """Bundle the module graph rooted at `entry` into one classic script.
 
     `builtins` are the specifiers the runtime provides through
     `globalThis.__celld_builtin_modules`; `root` (default: the working directory) is what
     file paths in errors and `Bundle.locate` are shown relative to; `nodejs_compat` lets
-    bare Node.js module names (`buffer`) mean the `node:` builtins.
+    bare Node.js module names (`buffer`) mean the `node:` builtins; `tsconfigs` carries
+    wrangler's `tsconfig`, `jsx_factory` and `jsx_fragment` (default: none set).
     """
-    return build_bundle(entry, builtins=builtins, root=root, nodejs_compat=nodejs_compat)[0]
+    return build_bundle(
+        entry, builtins=builtins, root=root, nodejs_compat=nodejs_compat, tsconfigs=tsconfigs
+    )[0]
 
 
 def build_bundle(
@@ -1651,13 +1748,15 @@ def build_bundle(
     builtins: Iterable[str] = BUILTIN_MODULES,
     root: Path | None = None,
     nodejs_compat: bool = False,
+    tsconfigs: TsConfigs | None = None,
 ) -> tuple[Bundle, list[Path]]:
-    """`bundle_worker`, also returning the package.json files resolution read (what a
+    """`bundle_worker`, also returning the package.json and tsconfig files it read (what a
     cache of the bundle must watch besides the modules themselves)."""
     entry = Path(entry)
     if not entry.is_file():
         raise ModuleError(f"{entry}: entry module not found")
-    linker = _Linker(builtins, root, nodejs_compat)
+    tsconfigs = tsconfigs or TsConfigs()
+    linker = _Linker(builtins, root, nodejs_compat, tsconfigs)
     linker.load(entry)
     exports = _Exports(linker.modules)
     for module in linker.modules:
@@ -1671,4 +1770,4 @@ def build_bundle(
     }
     bundle = Bundle(source, tuple(m.path for m in linker.modules), spans, tuple(sorted(used)))
     packages = [info.path for info in linker.resolver.packages.values() if info is not None]
-    return bundle, packages
+    return bundle, packages + sorted(tsconfigs.files)

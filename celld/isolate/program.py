@@ -10,8 +10,9 @@ from pathlib import Path
 
 from celld.isolate.bundle_cache import cached_bundle
 from celld.isolate.linemap import LineMap, join_scripts
-from celld.isolate.modules import BUILTIN_MODULES, Bundle, build_bundle
+from celld.isolate.modules import BUILTIN_MODULES, Bundle, build_bundle, node_env
 from celld.isolate.runtime import Script, node_builtins, node_scripts, runtime_scripts
+from celld.isolate.tsconfig import TsConfigs
 
 #: The compatibility flags that turn on the `node:` modules.
 NODEJS_COMPAT_FLAGS = frozenset({"nodejs_compat", "nodejs_compat_v2"})
@@ -41,12 +42,16 @@ def build_program(
     root: Path | None = None,
     compatibility_flags: Iterable[str] = (),
     cache_dir: Path | None = None,
+    tsconfig: Path | None = None,
+    jsx_factory: str | None = None,
+    jsx_fragment: str | None = None,
 ) -> Program:
     """Bundle the Worker at `entry` (None: runtime only) behind the runtime files.
 
     File names in errors and stack traces are shown relative to `root` (the project).
     `compatibility_flags` with nodejs_compat adds the `node:` modules; `cache_dir` keeps the
-    bundled module graph between runs (see `celld.isolate.bundle_cache`).
+    bundled module graph between runs (see `celld.isolate.bundle_cache`); `tsconfig`,
+    `jsx_factory` and `jsx_fragment` are the wrangler config's (`celld.isolate.tsconfig`).
     """
     nodejs_compat = bool(NODEJS_COMPAT_FLAGS & set(compatibility_flags))
     bundle = None
@@ -57,11 +62,20 @@ def build_program(
             "root": str(root.resolve()) if root is not None else None,
             "builtins": sorted(builtins),
             "nodejs_compat": nodejs_compat,
+            "tsconfig": str(tsconfig.resolve()) if tsconfig is not None else None,
+            "jsx": [jsx_factory, jsx_fragment],
+            "node_env": node_env(),
         }
         bundle = cached_bundle(
             cache_dir,
             key,
-            lambda: build_bundle(entry, builtins=builtins, root=root, nodejs_compat=nodejs_compat),
+            lambda: build_bundle(
+                entry,
+                builtins=builtins,
+                root=root,
+                nodejs_compat=nodejs_compat,
+                tsconfigs=TsConfigs(tsconfig, jsx_factory, jsx_fragment),
+            ),
         )
     node: tuple[Script, ...] = ()
     if nodejs_compat:

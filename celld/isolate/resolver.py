@@ -24,9 +24,9 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
-SCRIPT_SUFFIXES = (".js", ".mjs", ".cjs", ".ts", ".mts", ".cts")
+SCRIPT_SUFFIXES = (".js", ".mjs", ".cjs", ".ts", ".mts", ".cts", ".jsx", ".tsx")
 #: Extensions tried for an extensionless specifier, in esbuild's order for Workers.
-PROBE_SUFFIXES = (".ts", ".mts", ".js", ".mjs", ".cjs", ".cts", ".json")
+PROBE_SUFFIXES = (".tsx", ".ts", ".mts", ".jsx", ".js", ".mjs", ".cjs", ".cts", ".json")
 BASE_CONDITIONS = ("workerd", "worker", "browser")
 
 
@@ -271,8 +271,8 @@ def probe(base: Path, *, directory: bool, resolver: Resolver | None = None) -> P
     file (or a folder's package.json `main`)."""
     candidates = [base]
     suffix = base.suffix
-    if suffix == ".js":
-        candidates.append(base.with_suffix(".ts"))
+    if suffix in (".js", ".jsx"):
+        candidates += [base.with_suffix(".ts"), base.with_suffix(".tsx")]
     elif suffix == ".mjs":
         candidates.append(base.with_suffix(".mts"))
     elif suffix == ".cjs":

@@ -10,7 +10,8 @@ The few TypeScript constructs with run-time meaning are rewritten in place, line
 into the JavaScript ``tsc`` would emit for them: ``enum`` and ``const enum`` (an object
 with reverse mappings; const enums are not inlined), constructor parameter properties,
 namespaces holding values, ``import x = require()`` / ``import x = A.B``, ``export =``
-and ``accessor`` fields. What is left (decorators, say) is refused with file:line.
+and ``accessor`` fields. Decorators are left in place for `celld.isolate.decorators`; what
+is left is refused with file:line.
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ import tree_sitter_typescript
 from tree_sitter import Language, Node, Parser
 
 _LANGUAGE = Language(tree_sitter_typescript.language_typescript())
+_TSX = Language(tree_sitter_typescript.language_tsx())
 
 _NOT_COMPILED = "(celld strips types; it does not compile TypeScript)"
 
@@ -67,8 +69,8 @@ _ASI_STATEMENTS = frozenset(
 )
 
 
-def _parser() -> Parser:
-    return Parser(_LANGUAGE)
+def _parser(tsx: bool = False) -> Parser:
+    return Parser(_TSX if tsx else _LANGUAGE)
 
 
 @dataclass
@@ -127,18 +129,16 @@ class _Eraser:
 def strip_types(source: str, path: Path) -> str:
     """Return `source` with TypeScript-only syntax replaced by whitespace.
 
-    Raises ModuleError (``path:line:column: ...``) for syntax errors and for TypeScript
-    constructs that would need compiling rather than erasing.
+    A `.tsx` file is read with the TSX grammar and keeps its JSX (`celld.isolate.jsx`
+    compiles it next). Raises ModuleError (``path:line:column: ...``) for syntax errors and
+    for TypeScript constructs that would need compiling rather than erasing.
     """
-    from celld.isolate.modules import ModuleError, check_syntax
+    from celld.isolate.jsx import parse_copy
+    from celld.isolate.modules import check_syntax
 
-    if path.suffix.lower() in (".tsx", ".jsx"):
-        raise ModuleError(
-            f"{path}: {path.suffix} (JSX) files are not supported "
-            "(celld loads .js, .mjs, .cjs, .ts, .mts and .cts)"
-        )
     data = source.encode("utf-8")
-    tree = _parser().parse(data)
+    tsx = path.suffix.lower() == ".tsx"
+    tree = _parser(tsx).parse(parse_copy(data) if tsx else data)
     check_syntax(tree.root_node, data, path)
     eraser = _Eraser(data, path)
     _walk(tree.root_node, eraser)
@@ -227,14 +227,6 @@ def _specifier(node: Node, er: _Eraser) -> bool:
         er.erase_with_comma(node)
         return False
     return True
-
-
-def _fail_with(what: str):
-    def handler(node: Node, er: _Eraser) -> bool:
-        er.fail(node, what)
-        return False
-
-    return handler
 
 
 def _abstract_class(node: Node, er: _Eraser) -> bool:
@@ -592,7 +584,6 @@ _HANDLERS = {
     "internal_module": _namespace,
     "module": _namespace,
     "import_alias": _import_alias,
-    "decorator": _fail_with("decorators are not supported; remove them or build the project first"),
     "abstract_class_declaration": _abstract_class,
     "public_field_definition": _field,
     "method_definition": _method,

@@ -23,6 +23,7 @@ import httpx
 
 from celld.isolate.entropy import fresh_key
 from celld.isolate.host import HostError, OpHandler
+from celld.isolate.outbound import fence_writes
 from celld.isolate.streams import STREAMS, StreamAborted
 
 _DIGESTS = {
@@ -79,10 +80,13 @@ def _client() -> httpx.AsyncClient:
     loop = asyncio.get_running_loop()
     client = _clients.get(loop)
     if client is None or client.is_closed:
-        client = httpx.AsyncClient(
-            timeout=httpx.Timeout(300.0, connect=30.0),
-            max_redirects=MAX_REDIRECTS,
-            follow_redirects=False,
+        # each write asks the fence of the isolate that asked for the fetch (outbound.py)
+        client = fence_writes(
+            httpx.AsyncClient(
+                timeout=httpx.Timeout(300.0, connect=30.0),
+                max_redirects=MAX_REDIRECTS,
+                follow_redirects=False,
+            )
         )
         _clients[loop] = client
     return client

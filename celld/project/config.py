@@ -6,8 +6,10 @@ Choices that differ from, or go beyond, wrangler:
   used, so logs and ``script_name`` checks still have a Worker name to refer to.
 * Only the top level is used; named environments under ``env`` are accepted and ignored, as
   ``wrangler dev`` does without ``--env``.
-* ``script_name`` may only name this Worker: celld runs one Worker, so a workflow whose class
-  lives in another Worker cannot be served and is refused rather than left unbound.
+* A workflow whose ``script_name`` names another Worker is bound as ``wrangler dev`` binds it
+  when that Worker is not running: instances are created, and each errors at its start with
+  wrangler's message that the Worker was not found (js/workflows/step.js); celld warns at
+  start.
 """
 
 from __future__ import annotations
@@ -50,6 +52,8 @@ class WorkflowConfig:
     script_name: str | None
     step_limit: int
     schedules: tuple[str, ...] = ()
+    #: the other Worker `script_name` names, which is not running here (instances fail)
+    unconnected: str | None = None
 
 
 @dataclass(frozen=True)
@@ -66,6 +70,11 @@ class ProjectConfig:
     workflows: tuple[WorkflowConfig, ...]
     cpu_ms: int | None
     bindings: BindingsConfig = BindingsConfig()
+    #: wrangler's `tsconfig` (absolute), `jsx_factory` and `jsx_fragment`: how the code is
+    #: compiled (celld.isolate.tsconfig)
+    tsconfig: Path | None = None
+    jsx_factory: str | None = None
+    jsx_fragment: str | None = None
 
 
 def load_config(path: Path, *, var_overrides: Mapping[str, str] | None = None) -> ProjectConfig:
@@ -86,8 +95,10 @@ def load_config(path: Path, *, var_overrides: Mapping[str, str] | None = None) -
     root = path.resolve().parent
     name = model.name or root.name
     main = (root / model.main).resolve()
+    tsconfig = (root / model.tsconfig).resolve() if model.tsconfig else None
     issues = [
         *_check_main(model.main, main),
+        *_check_tsconfig(model.tsconfig, tsconfig),
         *_check_vars(model.vars),
         *_check_workflows(model, name),
     ]
@@ -115,11 +126,15 @@ def load_config(path: Path, *, var_overrides: Mapping[str, str] | None = None) -
                 script_name=wf.script_name,
                 step_limit=_step_limit(wf),
                 schedules=tuple(wf.schedules or ()),
+                unconnected=wf.script_name if wf.script_name not in (None, name) else None,
             )
             for wf in model.workflows
         ),
         cpu_ms=model.limits.cpu_ms if model.limits else None,
         bindings=bindings,
+        tsconfig=tsconfig,
+        jsx_factory=model.jsx_factory,
+        jsx_fragment=model.jsx_fragment,
     )
 
 
@@ -134,6 +149,12 @@ def _check_main(given: str, resolved: Path) -> list[Issue]:
         return [Issue("main", "must name the Worker's entry module")]
     if not resolved.is_file():
         return [Issue("main", f"entry module not found: {given!r} (resolved to {resolved})")]
+    return []
+
+
+def _check_tsconfig(given: str | None, resolved: Path | None) -> list[Issue]:
+    if given is not None and resolved is not None and not resolved.is_file():
+        return [Issue("tsconfig", f"file not found: {given!r} (resolved to {resolved})")]
     return []
 
 
@@ -184,12 +205,4 @@ def _check_workflows(model: TopLevelModel, worker_name: str) -> list[Issue]:
             )
         else:
             names[wf.name] = f"{where}.name"
-        if wf.script_name is not None and wf.script_name != worker_name:
-            issues.append(
-                Issue(
-                    f"{where}.script_name",
-                    f"{wf.script_name!r} is another Worker than this one ({worker_name!r}); "
-                    "cross-script workflows are not supported by celld yet",
-                )
-            )
     return issues

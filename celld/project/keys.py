@@ -41,6 +41,10 @@ SUPPORTED: frozenset[str] = frozenset(
         "assets",
         "durable_objects",
         "migrations",
+        # How wrangler's esbuild compiles the code (celld.isolate.tsconfig)
+        "tsconfig",
+        "jsx_factory",
+        "jsx_fragment",
         *OFFLINE_BINDINGS,
     }
 )
@@ -71,9 +75,6 @@ IGNORED: frozenset[str] = frozenset(
         "base_dir",
         "preserve_file_names",
         "rules",
-        "tsconfig",
-        "jsx_factory",
-        "jsx_fragment",
         # Named environments: like `wrangler dev` without --env, only the top level is used.
         "env",
         # Cron triggers: `wrangler dev` does not fire them on its own either.

@@ -3,8 +3,10 @@
 Rules:
 
 * ``durable_objects.bindings[]`` gives ``env.<name>`` a namespace of ``class_name``, a class
-  the Worker exports. ``script_name`` may only name this Worker: celld runs one Worker, so
-  an object that lives in another cannot be reached and is refused rather than left unbound.
+  the Worker exports. A ``script_name`` naming another Worker binds a class of that Worker;
+  celld runs one Worker, so, as ``wrangler dev`` does when that Worker is not running, the
+  binding is kept "not connected": the Worker starts with a warning naming it, ids are made
+  as usual, and a call through a stub fails (js/objects/namespace.js).
 * ``migrations[]`` are applied in order, as wrangler applies them: ``new_classes`` (storage
   with the key-value API), ``new_sqlite_classes`` (storage with the SQL API as well),
   ``renamed_classes`` (``{from, to}``: the objects and their storage keep going under the new
@@ -27,6 +29,8 @@ from .schema import TopLevelModel
 class DurableObjectBinding(NamedTuple):
     binding: str
     class_name: str
+    #: the Worker the class lives in, when it is another one (a not connected binding)
+    script_name: str | None = None
 
 
 @dataclass(frozen=True)
@@ -41,6 +45,8 @@ class Migration:
 @dataclass(frozen=True)
 class DurableObjectsConfig:
     bindings: tuple[DurableObjectBinding, ...] = ()
+    #: bindings to classes of other Workers, which are not running here
+    unconnected: tuple[DurableObjectBinding, ...] = ()
     migrations: tuple[Migration, ...] = ()
     #: class name -> True when its storage has the SQL API, after every migration.
     classes: tuple[tuple[str, bool], ...] = ()
@@ -99,18 +105,21 @@ def resolve_objects(
             )
         )
     bindings: list[DurableObjectBinding] = []
+    unconnected: list[DurableObjectBinding] = []
     specs = model.durable_objects.bindings if model.durable_objects else []
     for index, spec in enumerate(specs):
         where = f"durable_objects.bindings[{index}]"
         claim(spec.name, f"{where}.name")
         if spec.script_name is not None and spec.script_name != worker_name:
-            issues.append(
-                Issue(
-                    f"{where}.script_name",
-                    f"{spec.script_name!r} is another Worker than this one ({worker_name!r}); "
-                    "Durable Objects of other Workers are not supported by celld",
+            if spec.environment is not None:
+                issues.append(
+                    Issue(
+                        f"{where}.environment",
+                        "Durable Objects of other environments are not supported by celld",
+                    )
                 )
-            )
+            unconnected.append(DurableObjectBinding(spec.name, spec.class_name, spec.script_name))
+            continue
         if spec.environment is not None:
             issues.append(
                 Issue(
@@ -129,6 +138,7 @@ def resolve_objects(
         classes.setdefault(binding.class_name, False)
     config = DurableObjectsConfig(
         bindings=tuple(bindings),
+        unconnected=tuple(unconnected),
         migrations=tuple(migrations),
         classes=tuple(sorted(classes.items())),
     )

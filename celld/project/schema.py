@@ -287,6 +287,9 @@ class TopLevelModel(_Strict):
     send_email: list[SendEmailModel] = []
     durable_objects: DurableObjectsModel | None = None
     migrations: list[MigrationModel] = []
+    tsconfig: str | None = None
+    jsx_factory: str | None = None
+    jsx_fragment: str | None = None
 
     @field_validator("name")
     @classmethod

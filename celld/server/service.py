@@ -13,6 +13,7 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
 from celld.bindings.registry import Bindings
+from celld.bindings.unconnected import not_found_message, warn_unconnected
 from celld.cells.clock import Clock, ManualClock, SystemClock
 from celld.cells.manager import CellManager, CellSettings, WorkflowSpec
 from celld.isolate.isolate import Limits
@@ -87,12 +88,16 @@ class Service:
         if objects.bindings:
             classes = ", ".join(sorted({b.class_name for b in objects.bindings}))
             WATCHDOG.require(f"this project's Durable Objects ({classes}) cannot run")
+        warn_unconnected(self.project)
         self.program = build_program(
             self.project.main,
-            object_scripts() if objects.bindings else (),
+            object_scripts() if objects.bindings or objects.unconnected else (),
             root=self.project.root,
             compatibility_flags=self.project.compatibility_flags,
             cache_dir=self.options.persist_to / "module-cache",
+            tsconfig=self.project.tsconfig,
+            jsx_factory=self.project.jsx_factory,
+            jsx_fragment=self.project.jsx_fragment,
         )
         if objects.bindings or objects.migrations:
             applied = migrate_state(objects, self.options.persist_to, self.options.clock.now())
@@ -106,15 +111,23 @@ class Service:
         )
 
     def env_message(self) -> dict[str, object]:
-        workflows = [{"binding": w.binding, "name": w.name} for w in self.project.workflows]
+        workflows = [
+            {"binding": w.binding, "name": w.name}
+            | ({"missing": not_found_message(w.unconnected)} if w.unconnected else {})
+            for w in self.project.workflows
+        ]
         # A namespace's ids are keyed by "<worker>-<class>", as under `wrangler dev`.
         objects = [
             {
                 "binding": b.binding,
                 "cls": b.class_name,
-                "key": f"{self.project.name}-{b.class_name}",
+                "key": f"{b.script_name or self.project.name}-{b.class_name}",
             }
-            for b in self.project.bindings.objects.bindings
+            | ({"missing": not_found_message(b.script_name)} if b.script_name else {})
+            for b in (
+                *self.project.bindings.objects.bindings,
+                *self.project.bindings.objects.unconnected,
+            )
         ]
         return {
             "vars": dict(self.project.vars),

@@ -14,7 +14,9 @@ celld/store/postgres.py):
   treat it as transient: nothing that depended on the write may be acknowledged.
 * A store shared by several nodes (PostgreSQL) has each instance owned by one node at a
   time: only the owner's writes commit (`Fenced` otherwise), `claim` takes over instances
-  whose owner is gone, and `forward` hands operations to the owner.
+  whose owner is gone, and `forward` hands operations to the owner. Its `lease` is what
+  the node obeys itself (celld/store/lease.py): no JS turn and no outgoing message while
+  it is not valid, and nothing loaded under a token the node lost ever acts again.
 * A read sees every write acknowledged before the read began, however reads overlap.
 * Reads never hold a transaction open while JS runs; wake-ups are found through an index on
   each instance's next deadline, runnable instances through an index on a flag, both paged
@@ -30,6 +32,7 @@ from typing import Any, Protocol
 from celld.engine.decisions import JournalText
 from celld.engine.state import Changes, EventRecord, InstanceState, StepRecord
 from celld.store.health import StoreHealth
+from celld.store.lease import Lease
 
 
 @dataclass(frozen=True, slots=True, order=True)
@@ -140,6 +143,9 @@ class NodeEvents(Protocol):
 
 class Store(Protocol):
     health: StoreHealth
+    #: what the node obeys before each JS turn and each message that leaves: a shared
+    #: store's lease (celld/store/lease.py), NO_LEASE for a store of one node
+    lease: Lease
     commits: int  # transactions committed (metrics, benchmarks)
     rows_written: int
     writer_restarts: int  # times the writer died and was replaced

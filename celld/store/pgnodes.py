@@ -1,16 +1,32 @@
 """One node's membership in a PostgreSQL store shared by several celld nodes.
 
 * Lease: the node has a row in `celld_nodes` whose token is its fencing token, renewed
-  every third of the lease. Every commit of the node first takes a KEY SHARE lock on that
-  row and checks the lease is current, and the rows it writes must name the node as their
-  owner, so the database itself refuses the writes of a node whose lease was taken over.
-* Takeover: any node deletes rows whose lease ran out (the KEY SHARE lock of a commit in
-  flight makes that wait) and sets their instances' owner to NULL in the same transaction;
-  orphaned instances that need a run or have a deadline are then claimed in pages with
-  `FOR UPDATE SKIP LOCKED`, so live nodes share them without waiting on each other.
+  every third of the lease on a connection of its own (never behind reaping, claiming or
+  a commit). Every commit and every claim of the node first takes a KEY SHARE lock on
+  that row and checks the lease is current, and the rows a commit writes must name the
+  node as their owner, so the database itself refuses the writes of a node whose lease
+  was taken over.
+* The node fences itself as well (celld/store/lease.py): each renewal makes the lease
+  valid until the database's `lease_until` minus a margin, tracked on the monotonic clock
+  from the moment the renewal was sent. Past that, none of its cells runs a JS turn or
+  sends anything until a renewal succeeds. A renewal that finds the row gone (the node was
+  taken over) joins again under a new token, and every cell loaded under the old one is
+  dropped and reloaded from the store. Failed renewals are logged at warning with the
+  time left.
+* Takeover: any node deletes rows whose lease ran out and sets their instances' owner to
+  NULL in the same transaction; orphaned instances that need a run or have a deadline are
+  then claimed in pages with `FOR UPDATE SKIP LOCKED`, so live nodes share them without
+  waiting on each other. Reaping skips a row locked by a commit still in flight (`SKIP
+  LOCKED`) instead of waiting for it.
+* A node stopped in the middle of a transaction cannot stop the others: every session of
+  a node has `idle_in_transaction_session_timeout` of one lease (the database ends the
+  session and its locks go), a `lock_timeout` and a `statement_timeout`; the renewal's
+  session has short ones. A takeover of a node stopped mid-commit therefore comes about
+  one lease and a maintenance tick after it stopped.
 * Wake-ups: `LISTEN celld` on a connection of its own; "orphans" (a node died or left),
   "inbox:<token>" (an operation for that node) and "reply:<token>" (its answer) wake nodes
-  at once; the lease tick polls for the same things in case a notification was missed.
+  at once; the maintenance tick polls for the same things in case a notification was
+  missed.
 * Forwarding: an operation received for an instance another live node owns is written to
   `celld_inbox`; the owner takes it (marking it taken), does it and writes the answer. If
   the owner dies before taking it, the sender withdraws it and the operation is done
@@ -25,6 +41,7 @@ import contextlib
 import logging
 import os
 import socket
+import time
 from typing import TYPE_CHECKING, Any
 
 import asyncpg
@@ -32,6 +49,7 @@ import orjson
 
 from celld.store.base import (
     Claimed,
+    Fenced,
     InstanceRef,
     NodeEvents,
     NotDone,
@@ -39,6 +57,7 @@ from celld.store.base import (
     OwnedElsewhere,
     StoreUnavailable,
 )
+from celld.store.lease import Lease
 
 if TYPE_CHECKING:
     from celld.store.postgres import PostgresStore
@@ -51,6 +70,61 @@ CHANNEL = "celld"
 UNREACHABLE = (asyncpg.PostgresError, asyncpg.InterfaceError, OSError, asyncio.TimeoutError)
 #: Seconds a forwarded operation may wait for its owner's answer before giving up.
 FORWARD_TIMEOUT_S = 60.0
+#: Renewals per lease period (and maintenance ticks: reaping, claiming, polling).
+RENEWALS_PER_LEASE = 3
+#: Share of the lease the node keeps in hand: it stops acting this long before the
+#: database could reap it (covers the time between a check and an effect leaving).
+MARGIN_SHARE = 0.2
+
+#: The node's lease, locked against reaping until the transaction ends (KEY SHARE does not
+#: block its renewal); NULL when the row is gone (the node was taken over).
+_LEASE = "SELECT lease_until > clock_timestamp() FROM celld_nodes WHERE token = $1 FOR KEY SHARE"
+#: Renew; returns the lease left on the database's clock (NULL: the row was taken over).
+_RENEW = (
+    "UPDATE celld_nodes SET lease_until = clock_timestamp() + $2 * interval '1 millisecond' "
+    "WHERE token = $1 RETURNING extract(epoch FROM lease_until - clock_timestamp())"
+)
+_REGISTER = (
+    "INSERT INTO celld_nodes (name, lease_until) "
+    "VALUES ($1, clock_timestamp() + $2 * interval '1 millisecond') "
+    "RETURNING token, extract(epoch FROM lease_until - clock_timestamp()) AS remaining"
+)
+#: Nodes whose lease ran out, deleted with their instances orphaned in one statement. A
+#: row locked by a transaction of its node still in flight (a commit's KEY SHARE) is
+#: skipped, not waited for: its session ends within a lease (the idle timeout), and the
+#: next tick reaps it.
+_REAP = (
+    "WITH dead AS (DELETE FROM celld_nodes WHERE token IN (SELECT token FROM celld_nodes "
+    "WHERE lease_until < clock_timestamp() FOR UPDATE SKIP LOCKED) RETURNING token), "
+    "freed AS (UPDATE instances SET owner = NULL WHERE owner IN (SELECT token FROM dead) "
+    "RETURNING 1) SELECT count(*) FROM freed"
+)
+_CLAIM_ORPHANS = (
+    "UPDATE instances i SET owner = $1 FROM ("
+    "SELECT workflow, id FROM instances WHERE owner IS NULL "
+    "AND (runnable = 1 OR next_wake IS NOT NULL) LIMIT $2 FOR UPDATE SKIP LOCKED"
+    ") o WHERE i.workflow = o.workflow AND i.id = o.id "
+    "RETURNING i.workflow, i.id, i.next_wake, i.runnable"
+)
+
+
+def session_settings(lease_ms: int, statement_timeout_ms: int, role: str) -> dict[str, str]:
+    """Server settings of a node's sessions: a session left in a transaction by a node that
+    stopped ends within a lease, and no statement waits on a lock for long."""
+    return {
+        "application_name": f"celld {role} {socket.gethostname()}:{os.getpid()}"[:63],
+        "idle_in_transaction_session_timeout": str(lease_ms),
+        "lock_timeout": str(max(100, lease_ms // 2)),
+        "statement_timeout": str(statement_timeout_ms),
+    }
+
+
+def renewal_settings(lease_ms: int) -> dict[str, str]:
+    """The renewal's session: it must answer within a fraction of the lease or fail."""
+    return {
+        **session_settings(lease_ms, max(200, lease_ms // RENEWALS_PER_LEASE), "lease"),
+        "lock_timeout": str(max(50, lease_ms // 10)),
+    }
 
 
 def lease_from_environment() -> int:
@@ -78,13 +152,16 @@ class NodeMembership:
         self.token = 0
         self.name = f"{socket.gethostname()}:{os.getpid()}"
         self.events: NodeEvents | None = None
-        self._lease_valid_until = 0.0  # loop time
-        self._rejoin = False
+        #: what the node obeys itself: its cells consult it (celld/store/lease.py)
+        self.lease = Lease(margin_s=lease_ms * MARGIN_SHARE / 1000)
+        self._renewal: asyncpg.Connection | None = None  # the renewal's own session
         self._listener: asyncpg.Connection | None = None
         self._wake = asyncio.Event()
+        self._renew_now = asyncio.Event()
         self._inbox_wanted = asyncio.Event()
         self._replies: dict[int, asyncio.Event] = {}
-        self._task: asyncio.Task[None] | None = None
+        self._renewer: asyncio.Task[None] | None = None
+        self._task: asyncio.Task[None] | None = None  # maintenance: reaping, claiming
         self._inbox_task: asyncio.Task[None] | None = None
         self.takeovers = 0  # instances this node took over (metrics)
 
@@ -94,81 +171,149 @@ class NodeMembership:
             raise StoreUnavailable("the store is not open")
         return self.store.pool
 
+    @property
+    def interval_s(self) -> float:
+        return self.lease_ms / 1000 / RENEWALS_PER_LEASE
+
     # -- joining, the lease, leaving ---------------------------------------------------------
 
+    async def _renewal_session(self) -> asyncpg.Connection:
+        if self._renewal is None or self._renewal.is_closed():
+            self._renewal = await asyncpg.connect(
+                self.store.dsn,
+                timeout=max(1.0, self.interval_s),
+                server_settings=renewal_settings(self.lease_ms),
+            )
+        return self._renewal
+
+    def _drop_renewal_session(self) -> None:
+        renewal, self._renewal = self._renewal, None
+        if renewal is not None and not renewal.is_closed():
+            renewal.terminate()
+
     async def _register(self) -> None:
-        """A new row, so a new fencing token (tokens are never reused)."""
-        self.token = await self.pool.fetchval(
-            "INSERT INTO celld_nodes (name, lease_until) "
-            "VALUES ($1, clock_timestamp() + $2 * interval '1 millisecond') RETURNING token",
-            self.name,
-            self.lease_ms,
+        """A new row, so a new fencing token (tokens are never reused): a new epoch of the
+        lease, whose listeners drop everything loaded under the old token first."""
+        session = await self._renewal_session()
+        sent = time.monotonic()
+        row = await session.fetchrow(
+            _REGISTER, self.name, self.lease_ms, timeout=max(1.0, self.interval_s)
         )
-        self._rejoin = False
+        self.token = row["token"]
+        self.lease.new_epoch(self.token)
+        self.lease.renewed(sent, float(row["remaining"]))
 
     async def join(self) -> None:
         await self._register()
         log.info("joined the shared store as node %d (lease %d ms)", self.token, self.lease_ms)
-        self._task = asyncio.get_running_loop().create_task(self._tick_loop(), name="celld-lease")
+        loop = asyncio.get_running_loop()
+        self._renewer = loop.create_task(self._renew_loop(), name="celld-lease")
+        self._task = loop.create_task(self._maintain_loop(), name="celld-nodes")
 
-    def lease_lost(self) -> None:
-        """A commit found this node's row gone: it was taken over; join again (new token)."""
-        self._rejoin = True
-        self._wake.set()
+    async def hold(self, connection: asyncpg.Connection, token: int) -> None:
+        """In a transaction: lock this node's row against reaping until it ends, and raise
+        Fenced unless the lease of `token` is current (a claim or commit may go on)."""
+        current = await connection.fetchval(_LEASE, token)
+        if current is None:
+            self.lease_lost(token)
+            raise Fenced(f"node {token} was taken over by other nodes (its lease ran out)")
+        if not current:
+            self.lease.lapse("the database found it over")
+            self._renew_now.set()
+            raise Fenced(f"node {token}'s lease ran out; it commits again once renewed")
+
+    def lease_lost(self, token: int | None = None) -> None:
+        """This node's row is gone: it was taken over. Nothing it holds may act any more;
+        the renewal joins again at once (new token)."""
+        if token is None or token == self.token:
+            self.lease.lapse("taken over by other nodes")
+            self._renew_now.set()
 
     async def leave(self) -> None:
         """Stop, and hand every instance of this node to the others at once."""
-        for task in (self._task, self._inbox_task):
+        self.lease.close()
+        for task in (self._renewer, self._task, self._inbox_task):
             if task is not None:
                 task.cancel()
                 with contextlib.suppress(BaseException):
                     await task
-        if self._listener is not None:
-            with contextlib.suppress(Exception):
-                await self._listener.close(timeout=5)
+        for connection in (self._listener, self._renewal):
+            if connection is not None:
+                with contextlib.suppress(Exception):
+                    await connection.close(timeout=5)
         if self.token and self.store.pool is not None:
             try:
                 async with self.pool.acquire(timeout=10) as connection, connection.transaction():
+                    await connection.execute("DELETE FROM celld_nodes WHERE token = $1", self.token)
                     await connection.execute(
                         "UPDATE instances SET owner = NULL WHERE owner = $1", self.token
                     )
-                    await connection.execute("DELETE FROM celld_nodes WHERE token = $1", self.token)
                     await connection.execute("SELECT pg_notify($1, 'orphans')", CHANNEL)
             except Exception as error:  # noqa: BLE001 - the lease runs out instead
                 log.warning("could not hand this node's instances over on leaving: %s", error)
 
-    async def _tick_loop(self) -> None:
-        interval = self.lease_ms / 3000
+    async def _renew_loop(self) -> None:
+        """Renew every third of the lease; after a failure, again sooner (while time is
+        left) and say how much is left."""
         while True:
+            delay = self.interval_s
+            self._renew_now.clear()  # (before: a wish made during the renewal is kept)
             try:
-                await self._tick()
+                await self._renew()
+            except asyncio.CancelledError:
+                raise
+            except Exception as error:  # noqa: BLE001 - reported with the time left
+                self._drop_renewal_session()
+                left = self.lease.time_left()
+                if left > 0:
+                    log.warning(
+                        "node %d could not renew its lease (%s): %.2f s left before its cells stop",
+                        self.token,
+                        error or type(error).__name__,
+                        left,
+                    )
+                    delay = min(delay, max(0.05, left / 2))
+                else:
+                    log.warning(
+                        "node %d could not renew its lease (%s): no time left, its cells "
+                        "are stopped until it renews",
+                        self.token,
+                        error or type(error).__name__,
+                    )
+                    delay = delay / 2
+            with contextlib.suppress(asyncio.TimeoutError):
+                await asyncio.wait_for(self._renew_now.wait(), delay)
+
+    async def _renew(self) -> None:
+        session = await self._renewal_session()
+        sent = time.monotonic()
+        remaining = await session.fetchval(
+            _RENEW, self.token, self.lease_ms, timeout=max(1.0, self.interval_s)
+        )
+        if remaining is not None:
+            self.lease.renewed(sent, float(remaining))
+            return
+        old = self.token
+        self.lease.lapse("taken over by other nodes")
+        await self._register()
+        log.warning(
+            "node %d lost its lease (taken over by others); rejoined as node %d", old, self.token
+        )
+        self._wake.set()  # claim what is orphaned under the new token at once
+
+    async def _maintain_loop(self) -> None:
+        while True:
+            self._wake.clear()  # (before: a wake-up during the tick brings the next at once)
+            try:
+                await self._maintain()
             except asyncio.CancelledError:
                 raise
             except Exception as error:  # noqa: BLE001 - the store's health reports outages
-                log.debug("lease tick failed: %s", error)
-            self._wake.clear()
+                log.debug("a maintenance tick of the node failed: %s", error)
             with contextlib.suppress(asyncio.TimeoutError):
-                await asyncio.wait_for(self._wake.wait(), interval)
+                await asyncio.wait_for(self._wake.wait(), self.interval_s)
 
-    async def _tick(self) -> None:
-        if self._rejoin:
-            old = self.token
-            await self._register()
-            log.warning(
-                "node %d lost its lease (taken over by others); rejoined as node %d",
-                old,
-                self.token,
-            )
-        else:
-            renewed = await self.pool.fetchval(
-                "UPDATE celld_nodes SET lease_until = clock_timestamp() + "
-                "$2 * interval '1 millisecond' WHERE token = $1 RETURNING token",
-                self.token,
-                self.lease_ms,
-            )
-            if renewed is None:
-                self._rejoin = True
-                return await self._tick()
+    async def _maintain(self) -> None:
         await self._listen()
         await self._reap()
         if self.events is not None:
@@ -176,30 +321,22 @@ class NodeMembership:
             self._inbox_wanted.set()
 
     async def _reap(self) -> None:
-        """Delete nodes whose lease ran out and orphan their instances (one transaction)."""
-        orphaned = await self.pool.fetchval(
-            "WITH dead AS (DELETE FROM celld_nodes WHERE lease_until < clock_timestamp() "
-            "RETURNING token), freed AS (UPDATE instances SET owner = NULL WHERE owner IN "
-            "(SELECT token FROM dead) RETURNING 1) SELECT count(*) FROM freed"
-        )
+        """Delete nodes whose lease ran out and orphan their instances (one statement)."""
+        orphaned = await self.pool.fetchval(_REAP)
         if orphaned:
             log.warning("took %d instances from nodes whose lease ran out", orphaned)
             await self.pool.execute("SELECT pg_notify($1, 'orphans')", CHANNEL)
 
     async def claim_orphans(self) -> int:
         """Take over orphaned instances that need a run or have a deadline, a page at a time;
-        SKIP LOCKED lets every live node claim its share at once."""
+        SKIP LOCKED lets every live node claim its share at once. Each page is claimed with
+        this node's lease held (Fenced if it is not current)."""
         total = 0
+        token = self.token
         while True:
-            rows = await self.pool.fetch(
-                "UPDATE instances i SET owner = $1 FROM ("
-                "SELECT workflow, id FROM instances WHERE owner IS NULL "
-                "AND (runnable = 1 OR next_wake IS NOT NULL) LIMIT $2 FOR UPDATE SKIP LOCKED"
-                ") o WHERE i.workflow = o.workflow AND i.id = o.id "
-                "RETURNING i.workflow, i.id, i.next_wake, i.runnable",
-                self.token,
-                CLAIM_PAGE,
-            )
+            async with self.pool.acquire() as connection, connection.transaction():
+                await self.hold(connection, token)
+                rows = await connection.fetch(_CLAIM_ORPHANS, token, CLAIM_PAGE)
             if not rows:
                 return total
             total += len(rows)
@@ -218,7 +355,11 @@ class NodeMembership:
     async def _listen(self) -> None:
         if self._listener is not None and not self._listener.is_closed():
             return
-        self._listener = await asyncpg.connect(self.store.dsn, timeout=10)
+        self._listener = await asyncpg.connect(
+            self.store.dsn,
+            timeout=10,
+            server_settings={"application_name": f"celld listen {self.name}"[:63]},
+        )
         await self._listener.add_listener(CHANNEL, self._notified)
         self._wake.set()  # anything sent while nobody listened is polled for now
 

@@ -1,5 +1,6 @@
 """PostgreSQL store (asyncpg) with group commit: the same rules as the SQLite store
-(celld/store/base.py), for several celld nodes sharing one database.
+(celld/store/base.py), for several celld nodes sharing one database (membership, leases
+and takeovers: celld/store/pgnodes.py; what a node obeys itself: celld/store/lease.py).
 
 Writes queue for one writer task, which takes everything queued while the previous
 commit ran and commits it in one transaction on a pooled connection (a round trip per
@@ -43,8 +44,9 @@ from celld.store.batch import (
     settle,
 )
 from celld.store.health import StoreHealth
+from celld.store.lease import Lease
 from celld.store.listing import SharedReads
-from celld.store.pgnodes import DEFAULT_LEASE_MS, NodeMembership
+from celld.store.pgnodes import DEFAULT_LEASE_MS, NodeMembership, session_settings
 from celld.store.pgschema import migrate
 from celld.store.rows import (
     EVENT_COLUMNS,
@@ -100,9 +102,6 @@ _DELETE_STEP = (
 )
 _DELETE_EVENT = "DELETE FROM events WHERE workflow = $1 AND instance_id = $2 AND seq = $3"
 _RETAINED_UNTIL = "SELECT expires_at FROM instances WHERE workflow = $1 AND id = $2 FOR UPDATE"
-#: The node's lease, locked against reaping until the commit ends (KEY SHARE does not block
-#: its renewal); NULL when the row is gone (the node was taken over).
-_LEASE = "SELECT lease_until > clock_timestamp() FROM celld_nodes WHERE token = $1 FOR KEY SHARE"
 #: Of the instances a commit writes, those this node does not own (locked: no claim moves
 #: them until the commit ends).
 _NOT_OWNED = (
@@ -160,17 +159,31 @@ class PostgresStore(GroupCommitWrites, SharedReads):
         """This node's fencing token."""
         return self.nodes.token
 
+    @property
+    def lease(self) -> Lease:
+        """The node's lease as it obeys it itself: its cells consult it before every JS
+        turn and every message that leaves (celld/store/lease.py)."""
+        return self.nodes.lease
+
     async def open(self) -> None:
         try:
+            # Migrations on a session of their own: waiting for another node's migration
+            # (an advisory lock) or a long one must not meet the node sessions' timeouts.
+            connection = await asyncpg.connect(self.dsn, timeout=COMMAND_TIMEOUT_S)
+            try:
+                await migrate(connection)
+            finally:
+                await connection.close()
             self.pool = await asyncpg.create_pool(
                 self.dsn,
                 min_size=1,
                 max_size=self.pool_size,
                 command_timeout=COMMAND_TIMEOUT_S,
                 timeout=COMMAND_TIMEOUT_S,
+                server_settings=session_settings(
+                    self.nodes.lease_ms, int(COMMAND_TIMEOUT_S * 1000), "node"
+                ),
             )
-            async with self.pool.acquire() as connection:
-                await migrate(connection)
             await self.nodes.join()
         except UNAVAILABLE as error:
             if self.pool is not None:
@@ -296,14 +309,9 @@ class PostgresStore(GroupCommitWrites, SharedReads):
     async def _fence(
         self, connection: asyncpg.Connection, batch: list[Pending]
     ) -> set[InstanceRef]:
-        """Check this node may commit at all (its lease), and return the instances of the
-        batch it does not own: their writes are refused."""
-        current = await connection.fetchval(_LEASE, self.node)
-        if current is None:
-            self.nodes.lease_lost()
-            raise Fenced(f"node {self.node} was taken over by other nodes (its lease ran out)")
-        if not current:
-            raise Fenced(f"node {self.node}'s lease ran out; it commits again once renewed")
+        """Check this node may commit at all (its lease, held until the commit ends), and
+        return the instances of the batch it does not own: their writes are refused."""
+        await self.nodes.hold(connection, self.node)
         refs = [w.ref for p in batch for w in p.writes if not w.changes.created]
         if not refs:
             return set()
@@ -422,17 +430,19 @@ class PostgresStore(GroupCommitWrites, SharedReads):
         if self.pool is None:
             raise StoreUnavailable("the store is not open")
         key = (ref.workflow, ref.id)
+        token = self.node  # (the caller compares it with the lease's epoch afterwards)
         try:
             async with self.pool.acquire(timeout=COMMAND_TIMEOUT_S) as connection:
                 async with connection.transaction():
-                    taken = await connection.fetchrow(_CLAIM, *key, self.node)
+                    await self.nodes.hold(connection, token)  # no claim under a lost token
+                    taken = await connection.fetchrow(_CLAIM, *key, token)
                 rows, steps, events = await self._load_in(connection, key)
         except UNAVAILABLE as error:
             raise StoreUnavailable(f"the store could not be read: {error}") from error
         if not rows:
             return None
         owner = rows[0]["owner"]
-        if owner != self.node:
+        if owner != token:
             raise OwnedElsewhere(ref, owner if owner is not None else 0)
         if taken is not None:
             self.nodes.takeovers += 1

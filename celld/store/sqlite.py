@@ -46,6 +46,7 @@ from celld.store.base import (
 )
 from celld.store.batch import Gathered, GroupCommitWrites, Pending, Statements, settle
 from celld.store.health import StoreHealth
+from celld.store.lease import NO_LEASE, Lease
 from celld.store.listing import SharedReads
 from celld.store.rows import (
     ADDED_INSTANCE_COLUMNS,
@@ -100,6 +101,9 @@ _PROBE = "INSERT OR REPLACE INTO celld_probe (id, at) VALUES (1, strftime('%s','
 
 class SqliteStore(GroupCommitWrites, SharedReads):
     """The embedded default store: one file, one writer thread, one reader connection."""
+
+    #: one node has the file to itself: nothing to renew, nothing to fence
+    lease: Lease = NO_LEASE
 
     def __init__(self, path: Path, *, synchronous: str = "FULL") -> None:
         if synchronous.upper() not in SYNC_MODES:

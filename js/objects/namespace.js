@@ -9,6 +9,11 @@
 // A stub's calls are `do` requests to the host (celld/objects/manager.py): an RPC call
 // carries its arguments structured-cloned (js/web/serialize.js) and gets back the result
 // or the error the method threw, cloned the same way and rethrown here.
+//
+// A namespace of a class in another Worker, which is not running here ("not connected",
+// celld/bindings/unconnected.py), makes ids as usual; as under `wrangler dev`, an RPC call
+// through its stubs rejects with an Error and fetch() answers 503, both saying the Worker
+// was not found.
 "use strict";
 (() => {
   const host = globalThis.__celld_host;
@@ -115,13 +120,21 @@
   class DurableObjectNamespace {
     #cls;
     #key;
-    constructor(cls, uniqueKey) {
+    #missing;
+    constructor(cls, uniqueKey, missing) {
       this.#cls = cls;
       this.#key = sha256(web.utf8Encode(uniqueKey));
+      this.#missing = missing;
     }
 
     /** @internal Send one call to the object with `id`. */
     send(id, fields) {
+      if (this.#missing !== undefined) {
+        if (fields.kind !== "fetch") return Promise.reject(new Error(this.#missing));
+        const body = web.bytesToBase64(web.utf8Encode(this.#missing));
+        const headers = [["content-type", "text/plain;charset=UTF-8"]];
+        return Promise.resolve({ response: { status: 503, statusText: "Service Unavailable", headers, body } });
+      }
       return host.request("do", Object.assign({ cls: this.#cls, id: id.toString(), name: id.name ?? null }, fields));
     }
 
@@ -173,7 +186,7 @@
 
   globalThis.__celld_cloudflare.onEnv((message, env) => {
     for (const b of message.durable_objects || []) {
-      env[b.binding] = new DurableObjectNamespace(b.cls, b.key);
+      env[b.binding] = new DurableObjectNamespace(b.cls, b.key, b.missing);
     }
   });
   // Shared with the object side (js/objects/storage.js, object.js); hidden from user code.

@@ -702,6 +702,15 @@
     );
   });
 
+  // workflow name -> the error for a workflow whose class lives in a Worker not running
+  // here (celld/bindings/unconnected.py), from the env message
+  const unconnected = new SafeMap();
+  globalThis.__celld_cloudflare.onEnv((message) => {
+    for (const binding of message.workflows || []) {
+      if (typeof binding.missing === "string") unconnected.set(binding.name, binding.missing);
+    }
+  });
+
   /** Start `run(event, step)` of the exported class for one instance. */
   host.on("wf.start", (message) => {
     run.generation = message.g;
@@ -711,6 +720,12 @@
     const main = globalThis.__celld_main;
     const Workflow = main[message.className];
     const report = (fields) => host.notify("wf.done", ObjectAssign({ g: message.g }, fields));
+    const missing = unconnected.get(message.event.workflowName);
+    if (missing !== undefined) {
+      // its class lives in another Worker, which is not running here (wrangler dev's error)
+      report({ error: { name: "Error", message: missing } });
+      return;
+    }
     if (typeof Workflow !== "function" || !(Workflow.prototype instanceof cloudflare.WorkflowEntrypoint)) {
       report({ error: { name: "Error", message: `The Worker does not export a class ${message.className} that extends WorkflowEntrypoint` } });
       return;

@@ -1,6 +1,8 @@
 """Two `celld run` nodes on one PostgreSQL: one is SIGKILLed in the middle of 20 running
 workflows, more are created on the survivor meanwhile, and every instance finishes with
-the right result (the checks of tests/nodes_harness.py and tests/crash_harness.py)."""
+the right result (the checks of tests/nodes_harness.py and tests/crash_harness.py); one is
+SIGSTOPped past its lease, or in the middle of a commit, and sends nothing for what the
+other took over (tests/lease_harness.py)."""
 
 from __future__ import annotations
 
@@ -15,6 +17,7 @@ from tests import pgcluster
 from tests.celld_server import CelldServer
 from tests.crash_harness import PROJECT
 from tests.e2e.counter import counter_server
+from tests.lease_harness import run_commit, run_lost
 from tests.nodes_harness import run_nodes_harness
 from tests.postgres_fixtures import create_database, drop_database
 
@@ -143,3 +146,25 @@ def test_any_node_operates_any_instance(tmp_path: Path, postgres_server: str) ->
         for node in nodes:
             node.kill()
         asyncio.run(drop_database(postgres_server, dsn))
+
+
+async def test_a_node_stopped_past_its_lease_sends_nothing_for_what_it_lost(
+    postgres_dsn: str,
+) -> None:
+    """Node a is stopped (SIGSTOP) for three lease periods while its 20 instances call an
+    outside recorder, node b takes them over, a is continued: a sends nothing more for
+    them, and each completes once with the values the recorder saw last."""
+    report = await asyncio.to_thread(run_lost, postgres_dsn, lease_ms=1500, instances=20)
+    assert report.problems == []
+    assert report.decided_after_lease == [] and report.arrived_after_lease == []
+    assert report.effects >= 20 * 40
+
+
+async def test_a_node_stopped_in_a_commit_cannot_stop_the_other(postgres_dsn: str) -> None:
+    """Node a is stopped with one of its commits open in the database (its row locked):
+    node b takes its instances over within two lease periods, without losing its own
+    lease; a, continued, sends nothing for them."""
+    report = await asyncio.to_thread(run_commit, postgres_dsn, lease_ms=2000, instances=20)
+    assert report.problems == []
+    assert report.takeover_s is not None and report.takeover_s <= 2 * 2.0
+    assert report.decided_after_lease == [] and report.arrived_after_lease == []

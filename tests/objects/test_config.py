@@ -59,6 +59,16 @@ def test_a_bound_class_without_migrations_gets_key_value_storage(tmp_path: Path)
     assert objects.classes == (("C", False),) and objects.migrations == ()
 
 
+def test_a_class_of_another_worker_is_not_connected(tmp_path: Path) -> None:
+    """As under wrangler dev, a binding to a Worker that is not running is kept (and fails
+    only when called); its class is not one of this Worker's."""
+    path = json_project(tmp_path, one({"script_name": "other"}))
+    objects = load_config(path).bindings.objects
+    assert objects.bindings == ()
+    assert objects.unconnected == (DurableObjectBinding("A", "C", "other"),)
+    assert objects.classes == ()
+
+
 def one(extra: dict) -> dict:
     return {"durable_objects": {"bindings": [{"name": "A", "class_name": "C", **extra}]}}
 
@@ -66,8 +76,6 @@ def one(extra: dict) -> dict:
 @pytest.mark.parametrize(
     ("extra", "where", "message"),
     [
-        (one({"script_name": "other"}), "durable_objects.bindings[0].script_name",
-         "'other' is another Worker than this one ('w'); Durable Objects of other Workers"),
         (one({"environment": "prod"}), "durable_objects.bindings[0].environment", "not supported"),
         (one({"class_name": "class"}), "durable_objects.bindings[0].class_name",
          "not a valid JavaScript class name"),

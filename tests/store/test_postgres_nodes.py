@@ -61,9 +61,10 @@ async def nodes(postgres_dsn: str) -> AsyncIterator[list[PostgresStore]]:
 
 
 def freeze(store: PostgresStore) -> None:
-    """The node stops renewing its lease (it still tries to commit)."""
-    assert store.nodes._task is not None
-    store.nodes._task.cancel()
+    """The node stops renewing its lease and reaping (it still tries to commit)."""
+    for task in (store.nodes._renewer, store.nodes._task):
+        assert task is not None
+        task.cancel()
 
 
 async def until(predicate: Any, timeout: float = 10) -> None:
@@ -175,3 +176,107 @@ async def test_an_operation_for_a_dead_owner_is_withdrawn(nodes: list[PostgresSt
     await b.serve(Events())
     with pytest.raises(NotDone):
         await asyncio.wait_for(b.forward(a.node, {"id": "x", "method": "pause"}), 15)
+
+
+# -- the lease a node obeys itself (celld/store/lease.py) ------------------------------------
+
+
+def thaw(store: PostgresStore) -> None:
+    """The node renews and reaps again (as a node continued after a stop)."""
+    loop = asyncio.get_running_loop()
+    store.nodes._renewer = loop.create_task(store.nodes._renew_loop())
+    store.nodes._task = loop.create_task(store.nodes._maintain_loop())
+
+
+async def test_a_node_that_stops_renewing_stops_acting(
+    nodes: list[PostgresStore], caplog: pytest.LogCaptureFixture
+) -> None:
+    a = nodes[0]
+    assert a.lease.allows_effects()
+    lapsed = asyncio.Event()
+    a.lease.on_change(lambda allowed: None if allowed else lapsed.set())
+    freeze(a)
+    await asyncio.wait_for(lapsed.wait(), 10)
+    assert not a.lease.allows_effects()
+    # before the database could reap it: the margin is kept in hand
+    lease_until = await a.pool.fetchval(
+        "SELECT lease_until > clock_timestamp() FROM celld_nodes WHERE token = $1", a.node
+    )
+    assert lease_until is True
+    assert "lease lapsed" in caplog.text
+
+
+async def test_failed_renewals_are_logged_with_the_time_left(
+    postgres_dsn: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level("WARNING", logger="celld.nodes")
+    a = PostgresStore(postgres_dsn, lease_ms=6_000)  # seconds to spare at the first failure
+    await a.open()
+    blocker = await asyncpg.connect(a.dsn)
+    try:
+        # a's row locked by someone else: its renewal gives up at its short lock timeout
+        async with blocker.transaction():
+            await blocker.execute(
+                "SELECT token FROM celld_nodes WHERE token = $1 FOR UPDATE", a.node
+            )
+            await until(lambda: "could not renew its lease" in caplog.text)
+        failed = next(r for r in caplog.records if "could not renew its lease" in r.getMessage())
+        assert failed.levelname == "WARNING"
+        assert "lock timeout" in failed.getMessage()
+        assert "s left before its cells stop" in failed.getMessage()
+        renewed = a.lease.time_left()
+        await until(lambda: a.lease.time_left() > renewed)  # renewed once the lock went
+    finally:
+        await blocker.close()
+        await a.close()
+
+
+async def test_a_node_taken_over_rejoins_and_what_it_loaded_stays_shut(
+    nodes: list[PostgresStore],
+) -> None:
+    a, b, _ = nodes
+    ref = InstanceRef("wf", "r")
+    await a.write(write_of(Machine.create("wf", "r", "{}", T0)))
+    old_token, old_fence = a.node, a.lease.fence()
+    assert old_fence is not None and old_fence.allows_effects()
+    rejoined: list[tuple[int, int, bool]] = []
+    a.lease.on_epoch(lambda old, new: rejoined.append((old, new, a.lease.allows_effects())))
+    freeze(a)
+    events = Events()
+    await b.serve(events)
+    await until(lambda: any(r == ref for r, _, _ in events.claimed))  # reaped, taken over
+    with pytest.raises(Fenced, match="taken over"):  # no claim under the lost token
+        await a.claim(ref)
+    thaw(a)
+    await until(lambda: a.lease.allows_effects())
+    assert rejoined == [(old_token, a.node, False)]  # told before it was valid again
+    assert a.node != old_token
+    assert old_fence.stale and not old_fence.allows_effects()
+    with pytest.raises(OwnedElsewhere):  # and b keeps what it took
+        await a.claim(ref)
+
+
+async def test_a_node_stopped_inside_a_transaction_cannot_stop_the_others(
+    nodes: list[PostgresStore],
+) -> None:
+    """A node stopped with a commit open holds its row locked: the others do not wait for
+    it (their renewals and reaping go on), the database ends its session, and its
+    instances are taken over."""
+    a, b, _ = nodes
+    ref = InstanceRef("wf", "t")
+    await a.write(write_of(Machine.create("wf", "t", "{}", T0)))
+    b_token = b.node
+    connection = await a.pool.acquire()
+    try:
+        transaction = connection.transaction()
+        await transaction.start()
+        await a.nodes.hold(connection, a.node)  # as a commit does first
+        freeze(a)  # ... and the node stops there
+        events = Events()
+        await b.serve(events)
+        await until(lambda: any(r == ref for r, _, _ in events.claimed), timeout=30)
+        assert b.node == b_token and b.lease.allows_effects()  # b never lost its lease
+        with pytest.raises((asyncpg.PostgresError, asyncpg.InterfaceError)):
+            await connection.fetchval("SELECT 1")  # the database ended a's session
+    finally:
+        await a.pool.release(connection)
