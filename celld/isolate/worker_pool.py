@@ -92,6 +92,18 @@ class _Slot:
         return queued is not None and now - queued > STALL_S
 
 
+def _declared_length(headers: list[tuple[str, str]]) -> int | None:
+    """A request's Content-Length (None: none, or the body is chunked)."""
+    length = None
+    for name, value in headers:
+        lowered = name.lower()
+        if lowered == "transfer-encoding":
+            return None
+        if lowered == "content-length" and value.strip().isdigit():
+            length = int(value)
+    return length
+
+
 def fault_error(fault: IsolateFault, detail: str) -> WorkerError:
     """The error a request sees when its isolate stops."""
     if fault.reason == CPU_LIMIT_REASON:
@@ -168,8 +180,9 @@ class WorkerPool:
         if isinstance(body, bytes):
             wire["body"] = base64.b64encode(body).decode() if body else None
         else:
-            # JS reads it piece by piece as the Worker consumes it (or hands it on whole).
-            body_id = wire["stream"] = STREAMS.add_source(body)
+            # JS reads it piece by piece as the Worker consumes it (or hands it on whole,
+            # with its declared length).
+            body_id = wire["stream"] = STREAMS.add_source(body, length=_declared_length(headers))
         message = {"k": "fetch", "id": request_id, "request": wire}
         try:
             slot = await self._pick()

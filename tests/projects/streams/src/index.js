@@ -159,12 +159,17 @@ const routes = {
     });
     return new Response(upstream.body, { status: upstream.status });
   },
+  // Three parts, then (after 50 ms: the head is out by then) an error.
   "/broken": () => {
     let n = 0;
     return new Response(new ReadableStream({
-      pull(controller) {
-        if (n++ < 3) controller.enqueue(encoder.encode(`part ${n}\n`));
-        else throw new TypeError("the stream broke");
+      async pull(controller) {
+        if (n++ < 3) {
+          controller.enqueue(encoder.encode(`part ${n}\n`));
+          return;
+        }
+        await new Promise((resolve) => setTimeout(resolve, 50));
+        throw new TypeError("the stream broke");
       },
     }));
   },
