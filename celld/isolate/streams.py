@@ -243,7 +243,7 @@ class Pipe:
 
     async def chunks(self) -> AsyncIterator[bytes]:
         """What the writer sends, as it comes; ends when it closes, raises StreamAborted
-        when it aborts."""
+        when it aborts (or the pipe was cancelled while its consumer still read)."""
         while True:
             if self._queue:
                 # Everything queued at once (at most the high-water mark and a window of
@@ -258,8 +258,8 @@ class Pipe:
                 self._drained()
                 yield data
                 continue
-            if self._cancelled is not None:
-                return
+            if self._cancelled is not None:  # (a consumer still reading was cut off)
+                raise StreamAborted(self._cancelled)
             if self._aborted is not None:
                 raise StreamAborted(self._aborted, self._stack, self._name)
             if self._closed:
@@ -430,8 +430,9 @@ class HostStreams:
         for sid in [k for k, s in self.sources.items() if s.last_used < cutoff and not s.busy]:
             log.info("closing a body stream nobody read for %.0f s", IDLE_S)
             self._close_later(self.sources.pop(sid))
-        for pid in [k for k, p in self.pipes.items() if p.last_used < cutoff]:
-            log.info("dropping a body pipe nobody used for %.0f s", IDLE_S)
+        # (An attached pipe is its consumer's to end: a slow client may be idle that long.)
+        for pid in [k for k, p in self.pipes.items() if p.last_used < cutoff and not p.attached]:
+            log.info("dropping a body pipe nobody took for %.0f s", IDLE_S)
             self.pipes.pop(pid).cancel("the stream was idle for too long")
 
     def _close_later(self, source: Source) -> None:
