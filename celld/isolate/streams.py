@@ -412,7 +412,8 @@ class HostStreams:
                 pipe.cancel(reason)
                 self.pipes.pop(pid, None)
 
-            return pipe.chunks(), spec.get("length"), stop
+            length = spec.get("length")
+            return pipe.chunks(), length if isinstance(length, int) else None, stop
         if isinstance(spec, dict) and "source" in spec:
             source = self.take_source(spec["source"])
 

@@ -125,6 +125,10 @@ async def _fetch(
     )
     if stream is not None:
         content = stream[0]
+        # A body of known length (bytes, an incoming request's) goes with its Content-Length,
+        # as workerd sends it; httpx then sends it as it is, not chunked.
+        if stream[1] is not None and all(k.lower() != "content-length" for k, _ in headers):
+            headers.append(("content-length", str(stream[1])))
     client = _client()
     try:
         request = client.build_request(method, url, headers=headers, content=content)

@@ -52,7 +52,10 @@
       redirect: request.redirect,
     };
     if (body !== null && body.b64 !== undefined) fields.body = body.b64;
-    else if (body !== null) fields.bodyStream = body.pipe !== undefined ? { pipe: body.pipe } : { source: body.source };
+    else if (body !== null) {
+      fields.bodyStream = body.pipe !== undefined ? { pipe: body.pipe } : { source: body.source };
+      if (body.length !== undefined && body.length !== null) fields.bodyStream.length = body.length;
+    }
     const asked = host.request("fetch", fields);
     if (body !== null && body.pump !== undefined) {
       // (A body that fails fails the fetch: the host answers with its error.)

@@ -83,7 +83,9 @@ class _Upstream(BaseHTTPRequestHandler):
                 digest.update(data)
                 size += len(data)
                 left -= len(data)
-        body = json.dumps({"sha256": digest.hexdigest(), "size": size}).encode()
+        chunked = self.headers.get("transfer-encoding", "").lower() == "chunked"
+        body = json.dumps({"sha256": digest.hexdigest(), "size": size, "chunked": chunked})
+        body = body.encode()
         self.send_response(200)
         self.send_header("content-type", "application/json")
         self.send_header("content-length", str(len(body)))
@@ -371,8 +373,28 @@ def test_fetch_streams_a_request_body_out(server: CelldServer, upstream: str, vi
             params={"url": f"{upstream}/sha", "via": via},
             content=sampling(random_blocks(total, b"out"), peak, digest)(),
         )
-    assert response.json() == {"sha256": digest.hexdigest(), "size": total}
+    assert response.json() == {"sha256": digest.hexdigest(), "size": total, "chunked": True}
     peak.check(total)
+
+
+@pytest.mark.parametrize("declared", [True, False])
+def test_fetch_sends_a_body_of_known_length_with_its_length(
+    server: CelldServer, upstream: str, declared: bool
+) -> None:
+    """Bytes made in JS, or a request body with a Content-Length handed on untouched, go
+    out with their Content-Length (not chunked), as workerd sends them."""
+    with httpx.Client(base_url=server.url, timeout=60) as client:
+        if declared:
+            body = bytes(300_000)
+            response = client.post("/forward", params={"url": f"{upstream}/sha"}, content=body)
+        else:
+            params = {"url": f"{upstream}/sha", "bytes": 300_000}
+            response = client.post("/forward", params=params, content=b"ignored")
+    assert response.json() == {
+        "sha256": hashlib.sha256(bytes(300_000)).hexdigest(),
+        "size": 300_000,
+        "chunked": False,
+    }
 
 
 # -- back-pressure -----------------------------------------------------------------------------

@@ -152,11 +152,11 @@ const routes = {
     return Response.json({ total });
   },
   "/forward": async (request, url) => {
-    // The request body streamed on to another server.
-    const upstream = await fetch(url.searchParams.get("url"), {
-      method: "POST", body: url.searchParams.get("via") === "js" ? relayed(request.body) : request.body,
-      duplex: "half",
-    });
+    // The request body streamed on to another server (or, with `bytes`, that many zeros).
+    const via = url.searchParams.get("via");
+    let body = via === "js" ? relayed(request.body) : request.body;
+    if (url.searchParams.has("bytes")) body = new Uint8Array(Number(url.searchParams.get("bytes")));
+    const upstream = await fetch(url.searchParams.get("url"), { method: "POST", body, duplex: "half" });
     return new Response(upstream.body, { status: upstream.status });
   },
   // Three parts, then (after 50 ms: the head is out by then) an error.
