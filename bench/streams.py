@@ -63,6 +63,15 @@ PROJECT = ROOT / "tests" / "projects" / "streams"
 MIB = 1024 * 1024
 BLOCK = bytes((i * 7) & 255 for i in range(64 * 1024))
 SECTION = "## Streamed bodies (issue 23)"
+NOTES = (
+    "Every body streams through celld in pieces (celld/isolate/streams.py): the server's RSS "
+    "stays where it was while 1 GiB passes, and a body handed on untouched (a request body "
+    "into R2, an R2 object or a fetch() response returned as the response) never enters the "
+    "isolate. What JS itself writes or reads crosses the bridge as base64 (QuickJS's own, "
+    "pybase64 on the host): that is the CPU celld spends above workerd on the 1 GiB stream "
+    '(celld/isolate/DECISIONS.md, "bodies on the bridge"). Wall times move with the '
+    "machine's load (2 cores shared with other work); the load average is given above."
+)
 EARLIER = "## Earlier measurements kept for reference"
 
 
@@ -274,6 +283,8 @@ def main() -> None:
             f"average {load} at the end; {time.strftime('%Y-%m-%d')}.",
             "",
             table(results),
+            "",
+            NOTES,
             "",
         ]
     )
