@@ -35,6 +35,7 @@ import hashlib
 import json
 import os
 import secrets
+import shutil
 import sqlite3
 from collections.abc import AsyncIterator, Callable
 from pathlib import Path
@@ -185,6 +186,22 @@ class R2Bucket:
     def _new_blob(self, data: bytes) -> str:
         name = secrets.token_hex(16)
         write_durably(self.blobs / name, [data])
+        return name
+
+    def _joined_blob(self, parts: list[str]) -> str:
+        """A new body file holding the part files one after another, copied file to file
+        (a multipart object may be far larger than memory), written durably."""
+        name = secrets.token_hex(16)
+        path = self.blobs / name
+        temporary = path.with_name(f".{name}.tmp")
+        with open(temporary, "wb") as out:
+            for part in parts:
+                with open(self.blobs / part, "rb") as source:
+                    shutil.copyfileobj(source, out, DISK_CHUNK_BYTES)
+            out.flush()
+            os.fsync(out.fileno())
+        os.replace(temporary, path)
+        fsync_dir(self.blobs)
         return name
 
     def _drop_blob(self, name: str) -> None:
@@ -522,12 +539,12 @@ class R2Bucket:
                         10011,
                     )
                 chosen.append(found)
-            data = b"".join(self._read_blob(blob) for blob, _, _ in chosen)
             digest = hashlib.md5(b"".join(bytes.fromhex(etag) for _, _, etag in chosen))
             etag = f"{digest.hexdigest()}-{len(chosen)}"
-            blob = self._new_blob(data)
+            blob = self._joined_blob([name for name, _, _ in chosen])
             created.append(blob)
-            row = (key, blob, len(data), etag, secrets.token_hex(16), self.now_ms(),
+            size = sum(part_size for _, part_size, _ in chosen)
+            row = (key, blob, size, etag, secrets.token_hex(16), self.now_ms(),
                    upload[2], upload[3], json.dumps({}))  # fmt: skip
             old = conn.execute("SELECT blob FROM objects WHERE key = ?", (key,)).fetchone()
             part_blobs = [
