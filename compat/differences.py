@@ -106,7 +106,7 @@ R2_STORAGE_CLASS = (
 )
 R2_STREAM_LENGTH = (
     "R2 put() of a ReadableStream of unknown length: workerd refuses it (it needs a known "
-    "length); celld reads the stream whole and stores it"
+    "length); celld stores it as it streams in"
 )
 D1_ROWS_READ = (
     "D1 meta.rows_read: SQLite does not report to Python how many rows a statement scanned, so "

@@ -11,9 +11,10 @@
   // may patch the globals, and the bridge must keep working and stay exact.
   const {
     ArrayPrototypePush, ArrayPrototypeJoin, JSONParse, ObjectAssign, ObjectCreate,
-    ObjectDefineProperty, ObjectFreeze, ObjectPrototypeHasOwnProperty, PromiseReject, SafeMap,
+    ObjectDefineProperty, ObjectFreeze, ObjectPrototypeHasOwnProperty, PromiseReject, SafeMap, SafeSet,
     stringify, Error, TypeError, RangeError, SyntaxError, ReferenceError, EvalError,
-    URIError, String, Promise, canaryChanged,
+    URIError, String, Promise, canaryChanged, StringPrototypeIndexOf, StringPrototypeSlice,
+    StringPrototypeSplit, Uint8Array, Uint8ArrayPrototypeToBase64,
   } = globalThis.__celld_primordials;
   let tainted = false; // user code replaced a built-in (reported to the host once)
 
@@ -76,8 +77,49 @@
     }
   }
 
+  /** What to release when an owner's request ends (host streams it still holds open):
+   * owner -> set of functions. */
+  const releases = new SafeMap();
+
+  /** Call `release` when `owner`'s request ends (see cancelOwned); returns a function that
+   * forgets it (the resource was released otherwise). */
+  function onRelease(owner, release) {
+    let set = releases.get(owner);
+    if (set === undefined) {
+      set = new SafeSet();
+      releases.set(owner, set);
+    }
+    set.add(release);
+    return () => {
+      set.delete(release);
+      if (set.size === 0 && releases.get(owner) === set) releases.delete(owner);
+    };
+  }
+
+  function runReleases(owner) {
+    const owners = [];
+    releases.forEach((set, key) => {
+      if (owner === null || key === owner) ArrayPrototypePush(owners, key);
+    });
+    for (let i = 0; i < owners.length; i++) {
+      const set = releases.get(owners[i]);
+      releases.delete(owners[i]);
+      set.forEach((release) => {
+        try {
+          release();
+        } catch (error) {
+          ArrayPrototypePush(outbox, stringify({
+            op: "log", level: "error",
+            text: `celld: releasing a stream failed: ${describeError(error).message}`,
+          }));
+        }
+      });
+    }
+  }
+
   /** Forget every answer the host still owes `owner` (null: every answer at all) and
-   * tell the host to stop that work: its request is over. */
+   * tell the host to stop that work: its request is over. What it still holds open
+   * (`onRelease`) is released. */
   function cancelOwned(owner) {
     const tickets = [];
     waiting.forEach((waiter, ticket) => {
@@ -87,6 +129,7 @@
       waiting.delete(tickets[i]);
       ArrayPrototypePush(outbox, stringify({ op: "cancel", of: tickets[i] }));
     }
+    runReleases(owner);
     return tickets.length;
   }
 
@@ -134,6 +177,24 @@
 
   /** Called on `reset`, after the answers owed were forgotten (see `afterReset`). */
   const resetListeners = [];
+  /** Queue a request carrying `bytes` (a Uint8Array) as base64 in field `key`, written
+   * into the message's text as it is: base64 needs no JSON escaping, and encoding a body
+   * piece with JSON.stringify costs ten times what the base64 itself does. */
+  function queueBytes(op, fields, key, bytes) {
+    if (!(bytes instanceof Uint8Array) || Uint8ArrayPrototypeToBase64 === undefined) {
+      throw new TypeError("celld: a body piece must be a Uint8Array");
+    }
+    const ticket = nextTicket++;
+    const head = encode(ObjectAssign({ op, t: ticket }, fields));
+    const b64 = Uint8ArrayPrototypeToBase64(bytes);
+    ArrayPrototypePush(outbox, `${StringPrototypeSlice(head, 0, -1)},"${key}":"${b64}"}`);
+    let waiter;
+    const promise = new Promise((resolve, reject) => {
+      waiter = { resolve, reject, owner: currentOwner };
+    });
+    waiting.set(ticket, waiter);
+    return promise;
+  }
 
   const host = ObjectFreeze({
     /** Queue a message that needs no answer (a log line, a response). Throws a
@@ -146,6 +207,15 @@
     request(op, fields) {
       try {
         return queueRequest(op, fields).promise;
+      } catch (error) {
+        return PromiseReject(error);
+      }
+    },
+    /** `request` with `bytes` sent as base64 in field `key` (a body piece). */
+    requestBytes(op, fields, key, bytes) {
+      if (key !== "d") return PromiseReject(new TypeError("celld: body pieces go in field d"));
+      try {
+        return queueBytes(op, fields, key, bytes);
       } catch (error) {
         return PromiseReject(error);
       }
@@ -179,6 +249,7 @@
       if (turnClock === null) turnClock = monotonicNow();
       return turnClock;
     },
+    onRelease,
     /** The owner code running now belongs to (null when unknown). */
     owner() {
       return currentOwner;
@@ -190,21 +261,35 @@
   // let its promises be collected.
   host.on("reset", () => {
     waiting.clear();
+    releases.clear();
     outbox.length = 0;
     for (let i = 0; i < resetListeners.length; i++) resetListeners[i]();
   });
 
-  host.on("settle", (message) => {
+  // An answer is `v`, or an error `e`, or the text of `piece` (an index into the pieces
+  // that follow the delivery's JSON: see `deliver`).
+  host.on("settle", (message, pieces) => {
     const waiter = waiting.get(message.t);
     if (!waiter) return;
     waiting.delete(message.t);
     if (ObjectPrototypeHasOwnProperty(message, "e")) waiter.reject(reviveError(message.e));
+    else if (ObjectPrototypeHasOwnProperty(message, "piece")) waiter.resolve(pieces[message.piece]);
     else waiter.resolve(message.v);
   });
 
+  /** Deliver one turn's inbound messages: a JSON array, then, after a NUL each (which JSON
+   * text never holds), the texts of body pieces (celld/isolate/isolate.py, `Piece`): parsing
+   * them as JSON strings would cost more than all the rest of their trip. */
   function deliver(json) {
     turnClock = null; // a turn begins (a clock read while the isolate loaded is stale)
-    const messages = JSONParse(json);
+    let pieces = null;
+    let head = json;
+    const cut = StringPrototypeIndexOf(json, "\0");
+    if (cut >= 0) {
+      head = StringPrototypeSlice(json, 0, cut);
+      pieces = StringPrototypeSplit(StringPrototypeSlice(json, cut + 1), "\0");
+    }
+    const messages = JSONParse(head);
     for (let i = 0; i < messages.length; i++) {
       const message = messages[i];
       const handler = handlers[message.k];
@@ -213,7 +298,7 @@
         continue;
       }
       try {
-        handler(message);
+        handler(message, pieces);
       } catch (error) {
         host.notify("fault", { error: describeError(error), kind: message.k });
       }

@@ -177,6 +177,8 @@
     ArrayBufferIsView: ArrayBuffer.isView,
     FunctionPrototypeToString: uncurryThis(Function.prototype.toString),
     StringPrototypeSlice: uncurryThis(String.prototype.slice),
+    StringPrototypeIndexOf: uncurryThis(String.prototype.indexOf),
+    StringPrototypeSplit: uncurryThis(String.prototype.split),
     NumberIsNaN: Number.isNaN,
     NumberIsFinite: Number.isFinite,
     NumberPrototypeValueOf: uncurryThis(Number.prototype.valueOf),
@@ -203,6 +205,10 @@
     AggregateError,
   });
   if (typeof SharedArrayBuffer === "function") p.SharedArrayBuffer = SharedArrayBuffer;
+  // QuickJS's own base64 (bodies cross the bridge in base64 pieces: js/web/hoststreams.js).
+  if (typeof Uint8Array.prototype.toBase64 === "function") {
+    p.Uint8ArrayPrototypeToBase64 = uncurryThis(Uint8Array.prototype.toBase64);
+  }
   if (typeof FinalizationRegistry === "function") p.FinalizationRegistry = FinalizationRegistry;
 
   // -- what user code changed ------------------------------------------------------

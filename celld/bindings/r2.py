@@ -1,7 +1,8 @@
 """R2 buckets: objects as files, their metadata as rows in one SQLite file per bucket.
 
 Layout under ``<state>/r2/<bucket>/``: ``objects.sqlite3`` (tables ``objects``, ``uploads``,
-``parts``) and ``blobs/<random hex>``, one file per object body or multipart part.
+``parts``), ``blobs/<random hex>``, one file per object body or multipart part, and
+``incoming/<random hex>``, bodies still being streamed in by a put.
 
 Rules:
 
@@ -11,6 +12,14 @@ Rules:
   or the new one, never a mix. Files no row points at (a crash between the two writes) are
   removed when the bucket opens, under the same lock, so a writer in another process
   (`celld r2 object put` while `celld run` serves) never loses a body it is about to commit.
+* A streamed put (a ``ReadableStream`` body, or bytes too large for one message) writes its
+  chunks to ``incoming/`` as they arrive, hashing them on the way, under an exclusive
+  ``flock``; at its end the file is fsynced and renamed into ``blobs/`` inside the write
+  transaction above. Opening a bucket removes the incoming files no writer holds a lock on
+  (their writer died). The object is never held whole in memory, here or in the isolate.
+* A get of a body larger than one message hands JS an open file, read piece by piece as the
+  Worker reads (celld/isolate/streams.py); opened inside the read, so a put replacing the
+  object meanwhile cannot take the body from under it.
 * Conditional operations (``onlyIf``) are checked and applied in one call on the bucket's
   thread, so nothing slips in between the check and the write.
 * ``etag`` is the MD5 of the body in hex (multipart: MD5 of the parts' MD5s, then ``-N``);
@@ -19,17 +28,21 @@ Rules:
 
 from __future__ import annotations
 
+import asyncio
 import base64
+import fcntl
 import hashlib
 import json
+import os
 import secrets
+import shutil
 import sqlite3
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 from typing import Any, TypeVar
 
 from celld.bindings.errors import type_error
-from celld.bindings.storage import SqliteFile, transaction, write_durably
+from celld.bindings.storage import SqliteFile, fsync_dir, transaction, write_durably
 from celld.bindings.wire import to_wire
 from celld.isolate.host import HostError
 
@@ -39,6 +52,10 @@ MAX_KEY_BYTES = 1024
 MAX_CUSTOM_METADATA_BYTES = 8192
 MAX_LIST_LIMIT = 1000
 MIN_PART_BYTES = 5 * 1024 * 1024
+#: R2's largest single upload (5 MiB less than 5 GiB).
+MAX_UPLOAD_BYTES = 5 * 1024**3 - 5 * 1024**2
+#: How much of a streamed body is read from or written to disk per trip to a thread.
+DISK_CHUNK_BYTES = 256 * 1024
 MAX_PARTS = 10_000
 HASHES = ("md5", "sha1", "sha256", "sha384", "sha512")
 _HASH_LABEL = {"md5": "MD5", "sha1": "SHA-1", "sha256": "SHA-256", "sha384": "SHA-384",
@@ -138,6 +155,7 @@ class R2Bucket:
     def __init__(self, folder: Path, now_ms: Any, *, synchronous: str = "FULL") -> None:
         self.folder = folder
         self.blobs = folder / "blobs"
+        self.incoming = folder / "incoming"
         self.file = SqliteFile(folder / "objects.sqlite3", schema=SCHEMA, synchronous=synchronous)
         self.now_ms = now_ms
 
@@ -155,6 +173,9 @@ class R2Bucket:
         Runs under the write lock: writers create a body and its row inside one write
         transaction, so a body without a row here is one whose writer died (another process,
         such as `celld r2 object put`, may share the bucket)."""
+        if self.incoming.is_dir():
+            for path in self.incoming.iterdir():
+                _remove_unless_locked(path)
         if not self.blobs.is_dir():
             return
         used = {r[0] for r in conn.execute("SELECT blob FROM objects UNION SELECT blob FROM parts")}
@@ -165,6 +186,22 @@ class R2Bucket:
     def _new_blob(self, data: bytes) -> str:
         name = secrets.token_hex(16)
         write_durably(self.blobs / name, [data])
+        return name
+
+    def _joined_blob(self, parts: list[str]) -> str:
+        """A new body file holding the part files one after another, copied file to file
+        (a multipart object may be far larger than memory), written durably."""
+        name = secrets.token_hex(16)
+        path = self.blobs / name
+        temporary = path.with_name(f".{name}.tmp")
+        with open(temporary, "wb") as out:
+            for part in parts:
+                with open(self.blobs / part, "rb") as source:
+                    shutil.copyfileobj(source, out, DISK_CHUNK_BYTES)
+            out.flush()
+            os.fsync(out.fileno())
+        os.replace(temporary, path)
+        fsync_dir(self.blobs)
         return name
 
     def _drop_blob(self, name: str) -> None:
@@ -199,27 +236,12 @@ class R2Bucket:
 
     async def put(self, key: str, data: bytes, options: dict[str, Any]) -> dict[str, Any] | None:
         check_key("put", key)
-        custom = options.get("customMetadata") or {}
-        if _metadata_size(custom) > MAX_CUSTOM_METADATA_BYTES:
-            raise r2_error(
-                "put", "Your metadata headers exceed the maximum allowed metadata size.", 10012
-            )
-        checksums: dict[str, str] = {"md5": hashlib.md5(data).hexdigest()}
-        for name in HASHES:
-            given = options.get(name)
-            if given is None:
-                continue
-            actual = hashlib.new(name, data).hexdigest()
-            if str(given).lower() != actual:
-                label = _HASH_LABEL[name]
-                raise r2_error(
-                    "put",
-                    f"The {label} checksum you specified did not match what we received.\n"
-                    f"You provided a {label} checksum with value: {given}\n"
-                    f"Actual {label} was: {actual}",
-                    10037,
-                )
-            checksums[name] = actual
+        _check_put_metadata(options)
+        if len(data) > MAX_UPLOAD_BYTES:
+            raise _too_large()
+        hashes = _Hashes(options)
+        hashes.update(data)
+        checksums = hashes.verify(options)
 
         def write(
             conn: sqlite3.Connection, created: list[str], stale: list[str]
@@ -229,29 +251,92 @@ class R2Bucket:
                 return None
             blob = self._new_blob(data)
             created.append(blob)
-            row = (
-                key,
-                blob,
-                len(data),
-                checksums["md5"],
-                secrets.token_hex(16),
-                self.now_ms(),
-                json.dumps(options.get("httpMetadata") or {}),
-                json.dumps(custom),
-                json.dumps(checksums),
-            )
-            conn.execute(
-                f"INSERT OR REPLACE INTO objects ({_COLUMNS}) VALUES (?,?,?,?,?,?,?,?,?)", row
-            )
-            if old is not None:
-                stale.append(old[1])
-            return _wire_object(row)
+            return self._store(conn, key, blob, len(data), checksums, options, old, stale)
 
         return await self.file.run(self._write, write)
 
+    async def put_stream(
+        self, key: str, chunks: AsyncIterator[bytes], options: dict[str, Any]
+    ) -> dict[str, Any] | None:
+        """`put` of a body that arrives in chunks: written to an incoming file as it comes
+        (never held whole), renamed into place when complete. A body that fails or grows past
+        MAX_UPLOAD_BYTES leaves nothing behind."""
+        check_key("put", key)
+        _check_put_metadata(options)
+        hashes = _Hashes(options)
+        incoming = _Incoming(self.incoming)
+        try:
+            await asyncio.to_thread(incoming.open)
+            pending: list[bytes] = []
+            buffered = 0
+            async for chunk in chunks:
+                if incoming.size + buffered + len(chunk) > MAX_UPLOAD_BYTES:
+                    raise _too_large()
+                pending.append(chunk)
+                buffered += len(chunk)
+                if buffered >= DISK_CHUNK_BYTES:
+                    await asyncio.to_thread(incoming.write, pending, hashes)
+                    pending, buffered = [], 0
+            await asyncio.to_thread(incoming.finish, pending, hashes)
+            checksums = hashes.verify(options)
+
+            def write(
+                conn: sqlite3.Connection, created: list[str], stale: list[str]
+            ) -> dict[str, Any] | None:
+                old = conn.execute(
+                    f"SELECT {_COLUMNS} FROM objects WHERE key = ?", (key,)
+                ).fetchone()
+                if not _precondition_ok(old, options.get("onlyIf")):
+                    return None
+                blob = incoming.place(self.blobs)
+                created.append(blob)
+                return self._store(conn, key, blob, incoming.size, checksums, options, old, stale)
+
+            return await self.file.run(self._write, write)
+        finally:
+            await asyncio.to_thread(incoming.discard)
+
+    def _store(
+        self,
+        conn: sqlite3.Connection,
+        key: str,
+        blob: str,
+        size: int,
+        checksums: dict[str, str],
+        options: dict[str, Any],
+        old: tuple[Any, ...] | None,
+        stale: list[str],
+    ) -> dict[str, Any]:
+        """Write the row of a put whose body is file `blob` (inside `_write`)."""
+        row = (
+            key,
+            blob,
+            size,
+            checksums["md5"],
+            secrets.token_hex(16),
+            self.now_ms(),
+            json.dumps(options.get("httpMetadata") or {}),
+            json.dumps(options.get("customMetadata") or {}),
+            json.dumps(checksums),
+        )
+        conn.execute(f"INSERT OR REPLACE INTO objects ({_COLUMNS}) VALUES (?,?,?,?,?,?,?,?,?)", row)
+        if old is not None:
+            stale.append(old[1])
+        return _wire_object(row)
+
     # -- get / head ------------------------------------------------------------------------
 
-    async def get(self, key: str, options: dict[str, Any], *, body: bool) -> dict[str, Any] | None:
+    async def get(
+        self,
+        key: str,
+        options: dict[str, Any],
+        *,
+        body: bool,
+        stream_over: int | None = None,
+    ) -> dict[str, Any] | None:
+        """The object's wire form (None: no such key). With `body`, bodies of at most
+        `stream_over` bytes (all, when None) come as `body`; a larger one as `file`, an
+        open `BodyFile` the caller reads and closes."""
         method = "get" if body else "head"
         check_key(method, key)
 
@@ -268,7 +353,10 @@ class R2Bucket:
             offset, length = _range(row[2], options.get("range"))
             wire["range"] = {"offset": offset, "length": length}
             try:
-                wire["body"] = to_wire(self._read_blob(row[1], offset, length))
+                if stream_over is not None and length > stream_over:
+                    wire["file"] = BodyFile(self.blobs / row[1], offset, length)
+                else:
+                    wire["body"] = to_wire(self._read_blob(row[1], offset, length))
             except FileNotFoundError:
                 # Replaced by another process between our read of the row and of the file.
                 if retry:
@@ -451,12 +539,12 @@ class R2Bucket:
                         10011,
                     )
                 chosen.append(found)
-            data = b"".join(self._read_blob(blob) for blob, _, _ in chosen)
             digest = hashlib.md5(b"".join(bytes.fromhex(etag) for _, _, etag in chosen))
             etag = f"{digest.hexdigest()}-{len(chosen)}"
-            blob = self._new_blob(data)
+            blob = self._joined_blob([name for name, _, _ in chosen])
             created.append(blob)
-            row = (key, blob, len(data), etag, secrets.token_hex(16), self.now_ms(),
+            size = sum(part_size for _, part_size, _ in chosen)
+            row = (key, blob, size, etag, secrets.token_hex(16), self.now_ms(),
                    upload[2], upload[3], json.dumps({}))  # fmt: skip
             old = conn.execute("SELECT blob FROM objects WHERE key = ?", (key,)).fetchone()
             part_blobs = [
@@ -473,6 +561,135 @@ class R2Bucket:
             return _wire_object(row)
 
         return await self.file.run(self._write, complete)
+
+
+class BodyFile:
+    """An object's body (or a range of it) read from its file in chunks; the file is opened
+    at once (a put replacing the object later removes the name, not the open file)."""
+
+    def __init__(self, path: Path, offset: int, length: int) -> None:
+        self.length = length
+        self._left = length
+        self._handle = open(path, "rb")  # noqa: SIM115 - closed by aclose()
+        self._handle.seek(offset)
+
+    async def chunks(self) -> AsyncIterator[bytes]:
+        try:
+            while self._left > 0:
+                data = await asyncio.to_thread(self._handle.read, min(DISK_CHUNK_BYTES, self._left))
+                if not data:
+                    raise HostError("get: the object's body ended early (local state damaged)")
+                self._left -= len(data)
+                yield data
+        finally:
+            await self.aclose()
+
+    async def aclose(self) -> None:
+        self._handle.close()
+
+
+class _Hashes:
+    """MD5 (the etag) and the checksums a put asked to verify, fed as the body comes."""
+
+    def __init__(self, options: dict[str, Any]) -> None:
+        self.hashes = {"md5": hashlib.md5()}
+        for name in HASHES:
+            if options.get(name) is not None and name != "md5":
+                self.hashes[name] = hashlib.new(name)
+
+    def update(self, data: bytes) -> None:
+        for digest in self.hashes.values():
+            digest.update(data)
+
+    def verify(self, options: dict[str, Any]) -> dict[str, str]:
+        """The checksums to record; raises R2's error for one that does not match."""
+        checksums: dict[str, str] = {"md5": self.hashes["md5"].hexdigest()}
+        for name in HASHES:
+            given = options.get(name)
+            if given is None:
+                continue
+            actual = self.hashes[name].hexdigest()
+            if str(given).lower() != actual:
+                label = _HASH_LABEL[name]
+                raise r2_error(
+                    "put",
+                    f"The {label} checksum you specified did not match what we received.\n"
+                    f"You provided a {label} checksum with value: {given}\n"
+                    f"Actual {label} was: {actual}",
+                    10037,
+                )
+            checksums[name] = actual
+        return checksums
+
+
+class _Incoming:
+    """A body being streamed into ``incoming/``, locked (flock) until placed or discarded,
+    so that a bucket opened meanwhile (by `celld r2 object put`, say) leaves it alone."""
+
+    def __init__(self, folder: Path) -> None:
+        self.folder = folder
+        self.path = folder / secrets.token_hex(16)
+        self.size = 0
+        self._handle: Any = None
+
+    def open(self) -> None:
+        self.folder.mkdir(parents=True, exist_ok=True)
+        self._handle = open(self.path, "wb")  # noqa: SIM115 - closed by discard()
+        fcntl.flock(self._handle.fileno(), fcntl.LOCK_EX)
+
+    def write(self, chunks: list[bytes], hashes: _Hashes) -> None:
+        for chunk in chunks:
+            self._handle.write(chunk)
+            hashes.update(chunk)
+            self.size += len(chunk)
+
+    def finish(self, chunks: list[bytes], hashes: _Hashes) -> None:
+        """Write the last chunks and make the body durable."""
+        self.write(chunks, hashes)
+        self._handle.flush()
+        os.fsync(self._handle.fileno())
+
+    def place(self, blobs: Path) -> str:
+        """Move the body to ``blobs/`` under a new name (durably); returns the name."""
+        blobs.mkdir(parents=True, exist_ok=True)
+        name = secrets.token_hex(16)
+        os.replace(self.path, blobs / name)
+        fsync_dir(blobs)
+        self.path = None  # type: ignore[assignment]
+        return name
+
+    def discard(self) -> None:
+        """Close the file and remove it unless it was placed."""
+        if self._handle is not None:
+            self._handle.close()  # (releases the lock)
+            self._handle = None
+        if self.path is not None:
+            self.path.unlink(missing_ok=True)
+
+
+def _remove_unless_locked(path: Path) -> None:
+    """Remove an incoming body whose writer is gone (no lock held on it)."""
+    try:
+        with open(path, "rb") as handle:
+            try:
+                fcntl.flock(handle.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                return  # still being written
+            path.unlink(missing_ok=True)
+    except FileNotFoundError:
+        pass
+
+
+def _check_put_metadata(options: dict[str, Any]) -> None:
+    custom = options.get("customMetadata") or {}
+    if _metadata_size(custom) > MAX_CUSTOM_METADATA_BYTES:
+        raise r2_error(
+            "put", "Your metadata headers exceed the maximum allowed metadata size.", 10012
+        )
+
+
+def _too_large() -> HostError:
+    return r2_error("put", "Your proposed upload exceeds the maximum allowed object size.", 100100)
 
 
 def _metadata_size(custom: dict[str, Any]) -> int:

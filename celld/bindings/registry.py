@@ -22,6 +22,7 @@ from celld.bindings.offline import warn_offline
 from celld.bindings.r2 import R2Bucket
 from celld.bindings.wire import from_wire
 from celld.isolate.host import HostError, OpHandler
+from celld.isolate.streams import STREAMS, StreamAborted
 from celld.project.bindings import BindingsConfig
 
 log = logging.getLogger("celld.bindings")
@@ -37,6 +38,10 @@ def d1_path(state: Path, db_id: str) -> Path:
 
 def r2_folder(state: Path, bucket: str) -> Path:
     return state / "r2" / bucket
+
+
+#: R2 bodies larger than this reach JS as a stream, not in the answer itself.
+STREAM_OVER_BYTES = 64 * 1024
 
 
 def _bytes(message: dict[str, Any], field: str = "value") -> bytes:
@@ -105,6 +110,20 @@ class Bindings:
             raise HostError(f"celld: no {kind} binding with id {message.get('id')!r}")
         return store
 
+    @staticmethod
+    async def _put_stream(
+        bucket: R2Bucket, key: Any, value: dict[str, Any], options: dict[str, Any]
+    ) -> Any:
+        """A put whose body streams in from JS (a pipe) or from the host (a request body)."""
+        chunks, _, stop = STREAMS.body_of(value)
+        try:
+            return await bucket.put_stream(key, chunks, options)
+        except StreamAborted as error:  # the Worker's stream failed: put fails with its error
+            raise error.as_host_error("") from None
+        except BaseException as error:
+            stop(f"put: the upload stopped ({error})")  # JS's writes fail from here on
+            raise
+
     async def op_kv(self, message: dict[str, Any]) -> Any:
         ns: KvNamespace = self._pick(self.kv, message, "KV")
         method = message.get("method")
@@ -151,9 +170,23 @@ class Bindings:
         key = message.get("key")
         options = message.get("options") or {}
         if method == "put":
+            value = message.get("value")
+            if isinstance(value, dict) and ("pipe" in value or "source" in value):
+                return await self._put_stream(bucket, key, value, options)
             return await bucket.put(key, _bytes(message), options)  # type: ignore[arg-type]
         if method in ("get", "head"):
-            return await bucket.get(key, options, body=method == "get")  # type: ignore[arg-type]
+            wire = await bucket.get(
+                key,  # type: ignore[arg-type]
+                options,
+                body=method == "get",
+                stream_over=STREAM_OVER_BYTES,
+            )
+            body = wire.pop("file", None) if wire is not None else None
+            if body is not None:
+                # Read by JS piece by piece as the Worker reads (celld/isolate/streams.py).
+                sid = STREAMS.add_source(body.chunks(), close=body.aclose, length=body.length)
+                wire["stream"] = {"id": sid, "length": body.length}  # type: ignore[index]
+            return wire
         if method == "delete":
             return await bucket.delete(list(message.get("keys") or []))
         if method == "list":

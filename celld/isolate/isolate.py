@@ -45,6 +45,7 @@ from dataclasses import dataclass
 from typing import Any, TypeVar
 
 import orjson
+import pybase64
 import quickjs
 
 from celld.isolate.bytecode import BYTECODE
@@ -299,7 +300,7 @@ class Isolate:
         Raises IsolateFault (and sets `fault`) on a limit or a broken bridge."""
         if self.fault is not None:
             raise self.fault
-        payload = _dumps(inbox)
+        payload = _payload(inbox)
         self.turn_queued_at = time.monotonic()
         try:
             if self.inline and self._native is not None:
@@ -324,7 +325,7 @@ class Isolate:
         if self.fault is not None:
             loop.call_soon(done, None, self.fault)
             return
-        payload = _dumps(inbox)
+        payload = _payload(inbox)
         self.turn_queued_at = time.monotonic()
 
         def finish(outbox: bytes | str | None, error: BaseException | None) -> None:
@@ -347,7 +348,7 @@ class Isolate:
         if self.fault is not None:
             raise self.fault
         try:
-            outbox = self._turn_sync(_dumps(inbox), inline=True)
+            outbox = self._turn_sync(_payload(inbox), inline=True)
         except _TURN_FAILURES as error:
             raise self._faulted(error) from None
         return self._messages(outbox)
@@ -534,6 +535,34 @@ class Isolate:
 
 #: What a turn may fail with: a limit, or JS failing outside any job's own handling.
 _TURN_FAILURES = (IsolateFault, quickjs.JSException, quickjs.StackOverflow, NativeJsError)
+
+
+class Piece:
+    """A piece of a body (bytes) for JS, as an answer's value (`{"k": "settle", "v": Piece}`):
+    it travels after the turn's JSON as base64 text, which JS takes as it is instead of
+    parsing it as a JSON string (js/host.js, `deliver`)."""
+
+    __slots__ = ("data",)
+
+    def __init__(self, data: bytes) -> None:
+        self.data = data
+
+
+def _payload(inbox: Sequence[dict[str, Any]]) -> bytes:
+    """A turn's inbox as the text `deliver` takes: the messages' JSON, then a NUL and the
+    base64 of each piece (JSON text never holds a raw NUL)."""
+    pieces: list[bytes] = []
+    for index, message in enumerate(inbox):
+        value = message.get("v")
+        if type(value) is Piece:
+            if not pieces:
+                inbox = list(inbox)
+            rest = {k: v for k, v in message.items() if k != "v"}
+            inbox[index] = {**rest, "piece": len(pieces)}  # type: ignore[index]
+            pieces.append(pybase64.b64encode(value.data))
+    if not pieces:
+        return _dumps(inbox)
+    return b"\0".join([_dumps(inbox), *pieces])
 
 
 def _dumps(value: Any) -> bytes:

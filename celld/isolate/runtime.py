@@ -29,6 +29,7 @@ WEB_FILES: tuple[str, ...] = (
     "web/urlsearchparams.js",
     "web/headers.js",
     "web/streams.js",
+    "web/hoststreams.js",
     "web/blob.js",
     "web/body.js",
     "web/fetch.js",

@@ -33,6 +33,7 @@ from typing import Any
 from celld.isolate.host import HostError, IsolateHost, OpHandler
 from celld.isolate.isolate import CPU_LIMIT_REASON, Isolate, IsolateFault, Limits
 from celld.isolate.program import Program
+from celld.isolate.streams import STREAMS, StreamAborted
 from celld.isolate.threads import JsThread, JsThreadPool
 
 log = logging.getLogger("celld.worker")
@@ -54,6 +55,13 @@ class WireResponse:
     status: int
     headers: list[tuple[str, str]]
     body: bytes
+    #: A body that streams (celld/isolate/streams.py) instead of `body`, and its length
+    #: when known in advance.
+    stream: AsyncIterator[bytes] | None = None
+    length: int | None = None
+    #: Called once the HTTP exchange is over: None when all of the body was sent, else why
+    #: it stopped (the client went away). It frees what the request still holds.
+    release: Callable[[str | None], None] = lambda _: None
 
 
 class WorkerError(Exception):
@@ -75,11 +83,25 @@ class _Slot:
     #: Requests the isolate still serves (response not sent, or waitUntil work left)
     #: and the CPU time (ms) charged to each so far.
     live: dict[int, float] = field(default_factory=dict)
+    #: Responses whose body JS is still streaming: request id -> pipe id.
+    streams: dict[int, str] = field(default_factory=dict)
     spare: bool = False
 
     def stalled(self, now: float) -> bool:
         queued = self.isolate.turn_queued_at
         return queued is not None and now - queued > STALL_S
+
+
+def _declared_length(headers: list[tuple[str, str]]) -> int | None:
+    """A request's Content-Length (None: none, or the body is chunked)."""
+    length = None
+    for name, value in headers:
+        lowered = name.lower()
+        if lowered == "transfer-encoding":
+            return None
+        if lowered == "content-length" and value.strip().isdigit():
+            length = int(value)
+    return length
 
 
 def fault_error(fault: IsolateFault, detail: str) -> WorkerError:
@@ -118,8 +140,6 @@ class WorkerPool:
         #: replacements and closes of failed isolates: owned, their failures logged
         self._background: set[asyncio.Task[None]] = set()
         self._closed = False
-        #: Request bodies the Worker reads as a stream, by request id.
-        self._bodies: dict[int, AsyncIterator[bytes]] = {}
 
     async def start(self) -> None:
         self._slots = [await self._new_slot() for _ in range(self.size)]
@@ -134,7 +154,6 @@ class WorkerPool:
         if "log" in ops:
             ops["log"] = self._locating_log(ops["log"])
         ops["done"] = lambda message: self._on_done(slot, message)
-        ops["body.read"] = self._read_body
         ops["fault"] = lambda message: self._on_js_fault(message)
         host = IsolateHost(isolate, ops, on_fault=lambda fault: self._on_fault(slot, fault))
         host.prompt = True  # a client waits on every turn (see IsolateHost.prompt)
@@ -157,32 +176,39 @@ class WorkerPool:
         request_id = self._next_id
         future: asyncio.Future[WireResponse] = asyncio.get_running_loop().create_future()
         wire: dict[str, Any] = {"method": method, "url": url, "headers": headers, "body": None}
+        body_id: str | None = None
         if isinstance(body, bytes):
             wire["body"] = base64.b64encode(body).decode() if body else None
         else:
-            wire["stream"] = True
-            self._bodies[request_id] = body
+            # JS reads it piece by piece as the Worker consumes it (or hands it on whole,
+            # with its declared length).
+            body_id = wire["stream"] = STREAMS.add_source(body, length=_declared_length(headers))
         message = {"k": "fetch", "id": request_id, "request": wire}
         try:
             slot = await self._pick()
             self._dispatch(slot, request_id, future, message)
             self._ensure_watchdog()
-            return await future
-        finally:
-            self._bodies.pop(request_id, None)
+            answer = await future
+        except BaseException:
+            if body_id is not None:
+                STREAMS.discard_source(body_id)
+            raise
+        answer.release = lambda reason: self._release(request_id, body_id, reason)
+        return answer
 
-    async def _read_body(self, message: dict[str, Any]) -> str | None:
-        """`body.read`: the next chunk of a streamed request body (base64), None at its end."""
-        chunks = self._bodies.get(int(message.get("id") or 0))
-        if chunks is None:
-            raise HostError("The request body is no longer available", "TypeError")
-        try:
-            chunk = await anext(chunks)
-        except StopAsyncIteration:
-            return None
-        except (OSError, ValueError, TimeoutError) as error:
-            raise HostError(f"Reading the request body failed: {error}", "TypeError") from None
-        return base64.b64encode(chunk).decode()
+    def _release(self, request_id: int, body_id: str | None, reason: str | None) -> None:
+        """The HTTP exchange of `request_id` is over (`reason`: why its body stopped early)."""
+        if body_id is not None:
+            STREAMS.discard_source(body_id)
+        for slot in self._slots:
+            pipe = slot.streams.pop(request_id, None)
+            if pipe is None:
+                continue
+            STREAMS.release_pipe(pipe, reason)
+            if reason is not None and request_id in slot.live:
+                # Its client went away mid-body: the request ends (timers, fetches, pulls).
+                slot.host.post({"k": "drop", "id": request_id})
+            return
 
     def _dispatch(
         self,
@@ -312,13 +338,32 @@ class WorkerPool:
             future.set_exception(WorkerError(shape["name"], shape["message"], stack))
             return
         wire = message["response"]
-        future.set_result(
-            WireResponse(
-                status=int(wire["status"]),
-                headers=[(str(k), str(v)) for k, v in wire["headers"]],
-                body=base64.b64decode(wire["body"]) if wire.get("body") else b"",
-            )
+        response = WireResponse(
+            status=int(wire["status"]),
+            headers=[(str(k), str(v)) for k, v in wire["headers"]],
+            body=base64.b64decode(wire["body"]) if wire.get("body") else b"",
         )
+        try:
+            if "pipe" in wire or "source" in wire:
+                chunks, response.length, _ = STREAMS.body_of(wire)
+                response.stream = chunks
+                if "pipe" in wire:
+                    response.stream = self._located(chunks)
+                    slot.streams[int(message["id"])] = str(wire["pipe"])
+        except HostError as error:
+            future.set_exception(WorkerError("TypeError", str(error)))
+            return
+        future.set_result(response)
+
+    async def _located(self, chunks: AsyncIterator[bytes]) -> AsyncIterator[bytes]:
+        """A streamed body whose failure names the Worker's own files and lines."""
+        try:
+            async for chunk in chunks:
+                yield chunk
+        except StreamAborted as error:
+            raise StreamAborted(str(error), self.program.lines.rewrite(error.stack)) from None
+        finally:
+            await chunks.aclose()  # type: ignore[attr-defined]
 
     def _locating_log(self, log_op: OpHandler) -> OpHandler:
         """console output with stack positions turned into the Worker's own files and lines
@@ -354,8 +399,11 @@ class WorkerPool:
         for future in slot.pending.values():
             if not future.done():
                 future.set_exception(fault_error(fault, detail))
+        for pipe in slot.streams.values():
+            STREAMS.abort_pipe(pipe, str(fault_error(fault, detail)))
         slot.pending.clear()
         slot.live.clear()
+        slot.streams.clear()
         if slot.spare:
             # Spares exist for a burst of stuck isolates; one that fails is not replaced.
             self._in_background(slot.host.close(), "closing a failed spare isolate")
@@ -381,14 +429,21 @@ class WorkerPool:
         task.add_done_callback(done)
 
     def _check_hung(self, slot: _Slot) -> None:
-        """A request is hung when its isolate has nothing left to run and no host work pending."""
-        if slot.pending and not slot.host.busy and not slot.isolate.runnable:
-            for request_id, future in slot.pending.items():
-                if not future.done():
-                    future.set_exception(WorkerError("Error", HUNG_MESSAGE))
+        """A request is hung when its isolate has nothing left to run and no host work
+        pending, waiting for its response or for more of a response body it streams."""
+        if not (slot.pending or slot.streams) or slot.host.busy or slot.isolate.runnable:
+            return
+        for request_id, future in slot.pending.items():
+            if not future.done():
+                future.set_exception(WorkerError("Error", HUNG_MESSAGE))
+            slot.live.pop(request_id, None)
+            slot.host.post({"k": "drop", "id": request_id})
+        slot.pending.clear()
+        for request_id, pipe in list(slot.streams.items()):
+            if STREAMS.abort_pipe(pipe, f"Error: {HUNG_MESSAGE}"):
+                del slot.streams[request_id]
                 slot.live.pop(request_id, None)
                 slot.host.post({"k": "drop", "id": request_id})
-            slot.pending.clear()
 
     def abandon(self, request_id: int) -> None:
         """The client went away: stop serving its request (timers, fetches, CPU)."""

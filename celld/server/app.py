@@ -28,6 +28,7 @@ from celld.server.limits import (
     ClientGone,
     response_problem,
 )
+from celld.server.streaming import Receiver, StreamedResponse
 
 log = logging.getLogger("celld.server")
 
@@ -125,7 +126,8 @@ def build_app(
             return PlainTextResponse("Invalid Content-Length\n", status_code=400)
         if declared is not None and int(declared) > MAX_BODY_BYTES:
             return _too_large()
-        reader = BodyReader(request.receive)
+        receiver = Receiver(request.receive)
+        reader = BodyReader(receiver)
         body: bytes | AsyncIterator[bytes]
         try:
             if request.method in ("GET", "HEAD"):
@@ -159,11 +161,21 @@ def build_app(
                 "Service Unavailable: celld is shutting down\n", status_code=503
             )
         if reader.failure is not None:
+            answer.release(str(reader.failure))
             return _body_failed(reader.failure)
         problem = response_problem(answer.status, answer.headers)
         if problem is not None:
+            answer.release(problem)
             log.error("%s %s: %s", request.method, request.url.path, problem)
             return PlainTextResponse(f"Worker threw exception: TypeError: {problem}\n", 500)
+        if answer.stream is not None:
+            return StreamedResponse(  # type: ignore[return-value] - an ASGI app, as Starlette allows
+                answer,
+                receiver,
+                body_read_elsewhere=not isinstance(body, bytes),
+                label=f"{request.method} {request.url.path}",
+            )
+        answer.release(None)
         response = Response(content=answer.body, status_code=answer.status)
         response.raw_headers = [
             (k.lower().encode("latin-1"), v.encode("latin-1"))

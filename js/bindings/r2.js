@@ -1,8 +1,10 @@
-// `env.BUCKET`: an R2 bucket. Bodies cross to the host as base64; the host
-// (celld/bindings/r2.py) keeps objects as files plus metadata rows.
+// `env.BUCKET`: an R2 bucket. Small bodies cross to the host in one message; larger ones
+// and streams stream both ways (js/web/hoststreams.js). The host (celld/bindings/r2.py)
+// keeps objects as files plus metadata rows.
 "use strict";
 (() => {
   const host = globalThis.__celld_host;
+  const { PromisePrototypeThen } = globalThis.__celld_primordials;
   const b = globalThis.__celld_bindings;
   const web = globalThis.__celld_web;
 
@@ -133,13 +135,16 @@
     }
   }
 
+  /** An object with its body: small bodies come in the answer, larger ones stream from the
+   * object's file as they are read (js/web/hoststreams.js). */
   class R2ObjectBody extends R2Object {
-    #data;
+    #data = null;
     #stream = null;
     #used = false;
-    constructor(wire) {
+    constructor(wire, owner) {
       super(wire);
-      this.#data = b.fromWire(wire.body);
+      if (wire.stream) this.#stream = web.fromHost(wire.stream.id, wire.stream.length, owner);
+      else this.#data = b.fromWire(wire.body);
     }
     get body() {
       if (this.#stream === null) this.#stream = web.streamFromBytes(this.#data.bytes());
@@ -148,26 +153,30 @@
     get bodyUsed() {
       return this.#used || (this.#stream !== null && web.streamDisturbed(this.#stream));
     }
-    #take() {
+    /** The whole body: {bytes(), text()}. */
+    async #take() {
       if (this.bodyUsed) throw new TypeError("Body has already been used. It can only be used once.");
       this.#used = true;
-      return this.#data;
+      if (this.#data !== null) return this.#data;
+      const bytes = await web.collectStream(this.#stream);
+      let text = null;
+      return { bytes: () => bytes, text: () => (text === null ? (text = web.utf8Decode(bytes)) : text) };
     }
     async arrayBuffer() {
-      return b.toArrayBuffer(this.#take().bytes());
+      return b.toArrayBuffer((await this.#take()).bytes());
     }
     async bytes() {
-      return new Uint8Array(b.toArrayBuffer(this.#take().bytes()));
+      return new Uint8Array(b.toArrayBuffer((await this.#take()).bytes()));
     }
     async text() {
-      return this.#take().text();
+      return (await this.#take()).text();
     }
     async json() {
-      return JSON.parse(this.#take().text());
+      return JSON.parse((await this.#take()).text());
     }
     async blob() {
       const type = this.httpMetadata.contentType || "";
-      return new Blob([this.#take().bytes()], { type });
+      return new Blob([(await this.#take()).bytes()], { type });
     }
   }
 
@@ -231,12 +240,13 @@
     }
     async get(key, options) {
       const opts = options || {};
+      const owner = host.owner();
       const wire = await this.call("get", {
         key: checkKey("get", key),
         options: { onlyIf: wireConditional(opts.onlyIf), range: wireRange(opts.range) },
       });
       if (wire === null) return null;
-      return "body" in wire ? new R2ObjectBody(wire) : new R2Object(wire);
+      return "body" in wire || "stream" in wire ? new R2ObjectBody(wire, owner) : new R2Object(wire);
     }
     async put(key, value, options) {
       key = checkKey("put", key);
@@ -246,8 +256,30 @@
         && !(value instanceof ReadableStream) && !(value instanceof Blob)) {
         throw new TypeError(`Failed to execute 'put' on 'R2Bucket': parameter 2 is not of type '${PUT_TYPES}'.`);
       }
+      const owner = host.owner();
       if (value instanceof Blob) value = await value.arrayBuffer();
-      const wireValue = await b.toWire(value, "put");
+      // A stream, or bytes too large for one message, streams to the host (which writes it
+      // to the object's file as it comes); a host body nobody read goes there directly.
+      let wireValue;
+      let stream = null;
+      if (value instanceof ReadableStream) {
+        if (web.streamLocked(value) || web.streamDisturbed(value)) {
+          throw new TypeError("put: the ReadableStream is locked or has already been read from");
+        }
+        const taken = web.takeHostSource(value);
+        if (taken !== null) wireValue = { source: taken.id };
+        else stream = value;
+      } else {
+        const bytes = typeof value === "string" && value.length > web.PIECE_BYTES / 3
+          ? web.utf8Encode(value) : web.bufferSourceView(value);
+        if (bytes && bytes.length > web.PIECE_BYTES) stream = web.streamFromBytes(bytes);
+        else wireValue = await b.toWire(value, "put");
+      }
+      let pipe = null;
+      if (stream !== null) {
+        pipe = web.openPipe();
+        wireValue = { pipe };
+      }
       const wireOpts = {
         httpMetadata: wireHttpMetadata(opts.httpMetadata),
         customMetadata: opts.customMetadata ? Object.fromEntries(
@@ -257,7 +289,12 @@
       for (const name of ["md5", "sha1", "sha256", "sha384", "sha512"]) {
         if (opts[name] !== undefined) wireOpts[name] = wireChecksum(name, opts[name]);
       }
-      const wire = await this.call("put", { key, value: wireValue, options: wireOpts });
+      const answer = this.call("put", { key, value: wireValue, options: wireOpts });
+      if (pipe !== null) {
+        // A failed body fails the put itself (the host answers with the stream's error).
+        PromisePrototypeThen(web.pumpToHost(pipe, stream, owner), undefined, () => {});
+      }
+      const wire = await answer;
       return wire === null ? null : new R2Object(wire);
     }
     async delete(keys) {

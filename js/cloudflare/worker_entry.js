@@ -122,6 +122,31 @@
     maybeFinish(owner);
   }
 
+  /** Send a response's head (and a small body); a streamed body follows through its pipe,
+   * and the request is served until all of it has been accepted (its timers and fetches
+   * live on meanwhile, as in workerd). */
+  function respondWith(owner, response) {
+    if (owner.finished) return;
+    const { wire, pump } = web.responseToHost(response);
+    if (pump === null) {
+      respond(owner, { id: owner.id, response: wire });
+      return;
+    }
+    try {
+      host.notify("respond", { id: owner.id, response: wire });
+    } catch (error) {
+      host.notify("pipe.abort", { p: wire.pipe, error: host.describeError(error) });
+      respond(owner, { id: owner.id, error: host.describeError(error) });
+      return;
+    }
+    const sent = () => {
+      owner.responded = true;
+      maybeFinish(owner);
+    };
+    // A stream that fails aborts its pipe with the error, which the host logs.
+    PromisePrototypeThen(pump(owner), sent, sent);
+  }
+
   host.on("fetch", (message) => {
     const owner = { id: message.id, waits: 0, responded: false, finished: false, cap: null };
     live.set(message.id, owner);
@@ -130,7 +155,7 @@
     cloudflare.setWaitUntil(keepGoing);
     const outcome = host.runAs(owner, () => {
       try {
-        const request = web.requestFromWire(message.request, message.id);
+        const request = web.requestFromWire(message.request);
         return PromiseResolve(resolveHandler(globalThis.__celld_main, ctx)(request));
       } catch (error) {
         return PromiseReject(error);
@@ -146,14 +171,11 @@
         ));
         return;
       }
-      let wired;
       try {
-        wired = web.responseToWire(response);
+        respondWith(owner, response);
       } catch (error) {
         fail(error);
-        return;
       }
-      PromisePrototypeThen(wired, (wire) => respond(owner, { id: message.id, response: wire }), fail);
     }, fail);
   });
 

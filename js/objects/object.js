@@ -100,7 +100,7 @@
     if (message.kind === "call") return rpc(object, message);
     if (message.kind === "fetch") {
       if (typeof object.fetch !== "function") throw new TypeError("Handler does not export a fetch() function.");
-      const response = await object.fetch(web.requestFromWire(message.request, message.c));
+      const response = await object.fetch(web.requestFromWire(message.request));
       return { response: await web.responseToWire(response) };
     }
     if (message.kind === "alarm") {

@@ -338,14 +338,19 @@
   }
   defineBodyMethods(Response);
 
-  /** A Response with any status (fetch results, Response.error/redirect). */
-  function makeResponse({ status, statusText, headers, bytes, url = "", redirected = false, type = "default", guard = "none" }) {
+  /** A Response with any status (fetch results, Response.error/redirect); its body is
+   * `bytes`, or `stream` (a body the host streams in). */
+  function makeResponse({ status, statusText, headers, bytes, stream = null, url = "", redirected = false, type = "default", guard = "none" }) {
     const response = new Response(null, {}, INTERNAL);
     const h = new Headers(headers);
     web.setHeadersGuard(h, guard);
     responses.set(response, { status, statusText, headers: h, headersGuard: guard, type, url, redirected });
-    const hasBody = bytes !== null && !NULL_BODY_STATUSES.has(status);
-    bodies.set(response, newBody(hasBody ? { bytes } : null));
+    let source = null;
+    if (!NULL_BODY_STATUSES.has(status)) {
+      if (stream !== null) source = { stream };
+      else if (bytes !== null && bytes !== undefined) source = { bytes };
+    }
+    bodies.set(response, newBody(source));
     return response;
   }
 
@@ -357,28 +362,15 @@
 
   // -- the wire format the server glue uses -------------------------------------------------
 
-  /** A request body the host streams in: each pull asks for the next chunk, so a body
-   * is only held in the isolate as far as the Worker reads it. */
-  function streamFromHost(id) {
-    const host = globalThis.__celld_host;
-    return new ReadableStream({
-      pull(controller) {
-        return PromisePrototypeThen(host.request("body.read", { id }), (chunk) => {
-          if (chunk === null) controller.close();
-          else controller.enqueue(web.base64ToBytes(chunk));
-        });
-      },
-    });
-  }
-
   /** {method, url, headers: [[k, v]], body: base64|null, stream?, cf?} -> Request; with
-   * `stream: true` the body is read from the host as the Worker consumes it. */
-  function requestFromWire(wire, id) {
+   * `stream` (a host source's id) the body is read from the host as the Worker consumes it
+   * (js/web/hoststreams.js), so it is only held in the isolate as far as the Worker reads. */
+  function requestFromWire(wire) {
     const method = String(wire.method || "GET").toUpperCase();
     const bodyless = method === "GET" || method === "HEAD";
     const hasBody = wire.body !== null && wire.body !== undefined && !bodyless;
     const init = { method, headers: wire.headers || [] };
-    if (wire.stream === true && !bodyless) init.body = streamFromHost(id);
+    if (typeof wire.stream === "string" && !bodyless) init.body = web.fromHost(wire.stream);
     else if (hasBody) init.body = web.base64ToBytes(wire.body);
     if (wire.cf !== undefined) init.cf = wire.cf;
     return new Request(wire.url, init);
@@ -400,5 +392,74 @@
     };
   }
 
-  ObjectAssign(web, { requestFromWire, responseToWire, makeResponse, consumeBody: consume, NULL_BODY_STATUSES });
+  /** Bodies of at most this size go in one message; larger ones stream. */
+  const INLINE_BYTES = 64 * 1024;
+
+  /**
+   * A body for the host, marking it used: null (no body), {b64} (small, in the message),
+   * {source: id, length} (a host source nothing read: the host takes it back whole) or
+   * {pipe: id, length?} with `pump(owner)`, to call once the message naming the pipe is
+   * queued: it streams the body there and settles when all of it was accepted.
+   */
+  function bodyForHost(self) {
+    const b = body(self);
+    if (b.source === null) return null;
+    if (isDisturbed(b)) throw new TypeError(USED);
+    b.used = true;
+    const source = b.source;
+    let stream = b.view || source.stream || null;
+    let length;
+    if (stream === null && source.bytes) {
+      if (source.bytes.length <= INLINE_BYTES) return { b64: web.bytesToBase64(source.bytes) };
+      stream = web.streamFromBytes(source.bytes);
+      length = source.bytes.length;
+    } else if (stream === null) {
+      stream = new ReadableStream({
+        async start(controller) {
+          const bytes = await source.promise;
+          if (bytes.length) controller.enqueue(bytes);
+          controller.close();
+        },
+      });
+    } else {
+      const taken = web.takeHostSource(stream);
+      if (taken !== null) return { source: taken.id, length: taken.length };
+    }
+    const pipe = web.openPipe();
+    return {
+      pipe, length, pump: (owner) => web.pumpToHost(pipe, stream, owner),
+    };
+  }
+
+  /** Response -> {wire: {status, statusText, headers, body?|pipe?|source?, length?}, pump}:
+   * what the `respond` message carries, and for a streamed body the pump to start once it
+   * is queued (see bodyForHost). */
+  function responseToHost(response) {
+    if (!(response instanceof Response)) {
+      throw new TypeError("Incorrect type for the 'fetch' handler's return value: expected a Response");
+    }
+    const r = responses.get(response);
+    const out = bodyForHost(response);
+    const wire = { status: r.status, statusText: r.statusText, headers: web.headerList(r.headers) };
+    if (out === null) {
+      wire.body = "";
+      return { wire, pump: null };
+    }
+    if (out.b64 !== undefined) {
+      wire.body = out.b64;
+      return { wire, pump: null };
+    }
+    if (out.length !== undefined && out.length !== null) wire.length = out.length;
+    if (out.source !== undefined) {
+      wire.source = out.source;
+      return { wire, pump: null };
+    }
+    wire.pipe = out.pipe;
+    return { wire, pump: out.pump };
+  }
+
+  ObjectAssign(web, {
+    requestFromWire, responseToWire, responseToHost, bodyForHost, makeResponse, consumeBody: consume,
+    NULL_BODY_STATUSES,
+  });
 })();

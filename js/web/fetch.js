@@ -1,8 +1,11 @@
 // fetch(): a `fetch` host request served by httpx in celld/isolate/webops.py.
 //
-// The request body is read in JS and sent as base64; the host answers with
-// {status, statusText, headers, url, redirected, body}. An abort rejects at once
-// with the signal's reason; the host may still finish and its answer is ignored.
+// A small request body goes in the message as base64, a larger one or a stream streams
+// through a pipe (js/web/hoststreams.js), and a body the host itself holds (an incoming
+// request's) is handed back to it unread. The host answers at the response's head with
+// {status, statusText, headers, url, redirected} and `body` (base64, small bodies) or
+// `stream` (a host source the Worker reads as it goes). An abort rejects at once with the
+// signal's reason; the host may still finish and its answer is ignored.
 "use strict";
 (() => {
   const { PromisePrototypeThen } = globalThis.__celld_primordials;
@@ -39,20 +42,35 @@
     if (url.protocol !== "http:" && url.protocol !== "https:") {
       throw new TypeError(`Fetch API cannot load: ${request.url} (celld fetches http: and https: URLs only)`);
     }
-    const hasBody = request.body !== null;
-    const bytes = hasBody ? await web.consumeBody(request) : null;
-    const answer = await abortable(host.request("fetch", {
+    const owner = host.owner();
+    const body = web.bodyForHost(request);
+    const fields = {
       method: request.method,
       url: request.url,
       headers: web.headerList(request.headers),
-      body: bytes === null ? null : web.bytesToBase64(bytes),
+      body: null,
       redirect: request.redirect,
-    }), signal);
+    };
+    if (body !== null && body.b64 !== undefined) fields.body = body.b64;
+    else if (body !== null) {
+      fields.bodyStream = body.pipe !== undefined ? { pipe: body.pipe } : { source: body.source };
+      if (body.length !== undefined && body.length !== null) fields.bodyStream.length = body.length;
+    }
+    const asked = host.request("fetch", fields);
+    if (body !== null && body.pump !== undefined) {
+      // (A body that fails fails the fetch: the host answers with its error.)
+      PromisePrototypeThen(body.pump(owner), undefined, () => {});
+    }
+    const answer = await abortable(asked, signal);
+    let stream = null;
+    if (answer.stream) stream = web.fromHost(answer.stream.id, answer.stream.length, owner);
     return web.makeResponse({
       status: answer.status,
       statusText: answer.statusText,
       headers: answer.headers,
-      bytes: request.method === "HEAD" ? null : web.base64ToBytes(answer.body),
+      bytes: request.method === "HEAD" || answer.body === null || answer.body === undefined
+        ? null : web.base64ToBytes(answer.body),
+      stream,
       url: answer.url,
       redirected: answer.redirected,
       guard: "immutable",

@@ -5,6 +5,7 @@
 (() => {
   const { ArrayPrototypePush } = globalThis.__celld_primordials;
   const web = globalThis.__celld_web;
+  const host = globalThis.__celld_host;
   const streams = new WeakMap();
 
   function state(self) {
@@ -61,9 +62,11 @@
     if (!s.source || typeof s.source.pull !== "function" || s.pulling || s.closeRequested) return;
     if (s.state !== "readable" || s.queue.length > 0) return;
     s.pulling = true;
+    // The pull belongs to whoever read (its timers and fetches end with that request).
+    const owner = host.owner();
     try {
       await s.started;
-      await s.source.pull.call(s.source, s.controller);
+      await host.runAs(owner, () => s.source.pull.call(s.source, s.controller));
     } catch (error) {
       s.controller.error(error);
     } finally {
@@ -156,6 +159,7 @@
         waiters: [],
         started: Promise.resolve(),
         controller: null,
+        hostSource: null, // {id, length}: bytes the host holds (js/web/hoststreams.js)
       };
       streams.set(this, s);
       s.controller = new ReadableStreamDefaultController(s);
@@ -266,7 +270,38 @@
     web.setToStringTag(Class, Class.name);
     web.defineGlobal(Class.name, Class);
   }
+  /** Lock `stream` for an internal reader: {read() -> {value, done}, cancel(reason)}. */
+  function openStream(stream) {
+    const s = state(stream);
+    if (s.locked) throw new TypeError("ReadableStream is locked");
+    s.locked = true;
+    return {
+      read: () => readChunk(s),
+      cancel: (reason) => cancelStream(s, reason),
+    };
+  }
+
+  /** Mark `stream` as the reader of host source `id` (see js/web/hoststreams.js). */
+  function markHostSource(stream, id, length) {
+    state(stream).hostSource = { id, length, taken: false };
+  }
+
+  /** The host source behind `stream` when nothing has read it yet ({id, length}, and the
+   * stream is locked and disturbed for good: a host consumer takes the bytes), else null. */
+  function takeHostSource(stream) {
+    const s = state(stream);
+    if (s.hostSource === null || s.locked || s.disturbed || s.state !== "readable") return null;
+    s.locked = true;
+    s.disturbed = true;
+    s.state = "closed";
+    s.hostSource.taken = true;
+    return s.hostSource;
+  }
+
   web.streamFromBytes = streamFromBytes;
+  web.openStream = openStream;
+  web.markHostSource = markHostSource;
+  web.takeHostSource = takeHostSource;
   web.collectStream = collectStream;
   web.streamDisturbed = (stream) => state(stream).disturbed;
   web.streamLocked = (stream) => state(stream).locked;

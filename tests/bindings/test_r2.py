@@ -180,3 +180,114 @@ def test_blob_bodies(js: Harness) -> None:
         return [blob.type, blob.size, await blob.text()];
     """)
     assert result == ["text/x", 5, "hello"]
+
+
+# -- streamed bodies -----------------------------------------------------------------------------
+
+
+def _left_over(js: Harness) -> tuple[list[str], list[str]]:
+    bucket = js.state / "r2" / "bucket"
+    incoming = sorted(p.name for p in (bucket / "incoming").glob("*"))
+    return incoming, sorted(p.name for p in (bucket / "blobs").glob("*"))
+
+
+def test_large_bodies_and_streams_are_put_and_got_in_pieces(js: Harness) -> None:
+    result = js("""
+        const big = new Uint8Array(1_000_000);
+        for (let i = 0; i < big.length; i++) big[i] = (i * 31) & 255;
+        let n = 0;
+        const stream = new ReadableStream({
+          pull(controller) {
+            if (n === 10) controller.close();
+            else controller.enqueue(big.subarray(n++ * 100_000, n * 100_000));
+          },
+        });
+        const fromBytes = await env.BUCKET.put("bytes", big);
+        const fromStream = await env.BUCKET.put("stream", stream);
+        const text = await env.BUCKET.put("text", "é".repeat(200_000));
+        const got = await env.BUCKET.get("stream");
+        let total = 0, chunks = 0, same = true;
+        for await (const chunk of got.body) {
+          for (let i = 0; i < chunk.length; i++) same = same && chunk[i] === big[total + i];
+          total += chunk.length;
+          chunks += 1;
+        }
+        const ranged = await env.BUCKET.get("bytes", { range: { offset: 999_000 } });
+        const tail = new Uint8Array(await ranged.arrayBuffer());
+        const readText = await (await env.BUCKET.get("text")).text();
+        return { etags: [fromBytes.etag, fromStream.etag], size: fromStream.size, total, chunks,
+                 same, tail: [tail.length, tail[0]], text: readText.length, textSize: text.size };
+    """)
+    md5 = hashlib.md5(bytes((i * 31) & 255 for i in range(1_000_000))).hexdigest()
+    assert result["etags"] == [md5, md5]
+    assert (result["size"], result["total"], result["same"]) == (1_000_000, 1_000_000, True)
+    assert result["chunks"] > 1  # read from the file piece by piece
+    assert result["tail"] == [1000, (999_000 * 31) & 255]
+    assert (result["text"], result["textSize"]) == (200_000, 400_000)
+    incoming, blobs = _left_over(js)
+    assert incoming == [] and len(blobs) == 3
+
+
+def test_a_streamed_put_that_fails_leaves_nothing(
+    js: Harness, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr("celld.bindings.r2.MAX_UPLOAD_BYTES", 300_000)
+    result = js("""
+        const stream = () => {
+          let n = 0;
+          return new ReadableStream({
+            pull(controller) {
+              if (n++ === 4) controller.close();
+              else controller.enqueue(new Uint8Array(100_000).fill(n));
+            },
+          });
+        };
+        const errors = [];
+        for (const options of [{}, { sha1: "0".repeat(40) }]) {
+          try {
+            await env.BUCKET.put("k", options.sha1 ? new Uint8Array(200_000) : stream(), options);
+          } catch (error) {
+            errors.push(error.message.split("\\n")[0]);
+          }
+        }
+        const broken = new ReadableStream({
+          pull(controller) {
+            controller.enqueue(new Uint8Array(70_000));
+            throw new RangeError("the source broke");
+          },
+        });
+        try {
+          await env.BUCKET.put("k", broken);
+        } catch (error) {
+          errors.push(`${error.name}: ${error.message}`);
+        }
+        const refused = await env.BUCKET.put("k", new Uint8Array(100_000), {
+          onlyIf: { etagMatches: "nope" } });
+        return { errors, refused, stored: await env.BUCKET.head("k") };
+    """)
+    assert result["errors"] == [
+        "put: Your proposed upload exceeds the maximum allowed object size. (100100)",
+        "put: The SHA-1 checksum you specified did not match what we received.",
+        "RangeError: the source broke",
+    ]
+    assert result["refused"] is None and result["stored"] is None
+    assert _left_over(js) == ([], [])
+
+
+def test_incoming_bodies_of_dead_writers_are_swept_and_live_ones_kept(js: Harness) -> None:
+    import fcntl
+
+    js('await env.BUCKET.put("keep", "k")')
+    incoming = js.state / "r2" / "bucket" / "incoming"
+    incoming.mkdir(exist_ok=True)
+    (incoming / "dead").write_bytes(b"its writer died")
+    live = incoming / "live"
+    with open(live, "wb") as handle:
+        fcntl.flock(handle.fileno(), fcntl.LOCK_EX)  # a writer in another process, say
+
+        async def reopen() -> None:
+            bucket = await R2Bucket(js.state / "r2" / "bucket", js.clock.now).open()
+            await bucket.close()
+
+        asyncio.run(reopen())
+        assert sorted(p.name for p in incoming.iterdir()) == ["live"]
