@@ -112,13 +112,13 @@ class IdleConnections:
         self.shed = _Tally(
             logging.WARNING,
             "closed %d idle connection(s) to make room for new ones: %d idle "
-            "(--max-idle-connections %d), %d open (the open-files limit allows %s)"
+            "(--max-idle-connections %d), %d open (the open-files limit allows %s)",
         )
         # slow clients are ordinary; a note now and then is enough
         self.late = _Tally(
             logging.INFO,
             "closed %d connection(s) that sent no complete request headers in %g s "
-            "(--header-timeout)"
+            "(--header-timeout)",
         )
 
     @property
