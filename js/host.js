@@ -147,7 +147,9 @@
       const cancel = () => {
         if (waiting.delete(ticket)) ArrayPrototypePush(outbox, stringify({ op: "cancel", of: ticket }));
       };
-      return { promise, cancel };
+      // False once answered, cancelled, or forgotten (a reset, the end of its owner).
+      const pending = () => waiting.has(ticket);
+      return { promise, cancel, waiting: pending };
     },
     /** Register the handler for one kind of inbound message. */
     on(kind, handler) {

@@ -131,7 +131,7 @@ def test_process_global() -> None:
 
 
 def test_missing_node_api_is_a_clear_error() -> None:
-    with pytest.raises(JsError, match="crypto.createCipheriv is not supported by celld"):
+    with pytest.raises(JsError, match="node:crypto createCipheriv is not provided.*crypto.subtle"):
         node("m('crypto').createCipheriv('aes-256-gcm');")
 
 

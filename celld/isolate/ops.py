@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from celld.isolate.coreops import core_ops
 from celld.isolate.host import OpHandler
+from celld.isolate.webcrypto import crypto_ops
 from celld.isolate.webops import web_ops
 
 
@@ -11,4 +12,5 @@ def isolate_ops() -> dict[str, OpHandler]:
     """Every operation available to any isolate (Worker or workflow)."""
     ops = core_ops()
     ops.update(web_ops())
+    ops.update(crypto_ops())
     return ops

@@ -16,6 +16,7 @@ HOST_FILES = ("primordials.js", "host.js")
 #: The web platform globals QuickJS lacks, in dependency order.
 WEB_FILES: tuple[str, ...] = (
     "web/common.js",
+    "vendor/noble.js",
     "web/digests.js",
     "web/encoding.js",
     "web/console.js",
@@ -23,6 +24,7 @@ WEB_FILES: tuple[str, ...] = (
     "web/timers.js",
     "web/abort.js",
     "web/serialize.js",
+    "web/random.js",
     "web/crypto.js",
     "web/url-host.js",
     "web/url.js",

@@ -1,0 +1,209 @@
+"""The SubtleCrypto methods as one host operation, `subtle`: {method, args} -> answer.
+
+js/web/crypto.js sends every crypto.subtle call here (crypto.subtle is asynchronous, so a
+request and its answer through the bridge fit it exactly) and rebuilds CryptoKeys and
+DOMExceptions from the answer. The work runs on a small thread pool of its own: RSA key
+generation or a PBKDF2 of many iterations takes long enough to stall the event loop,
+and OpenSSL lets the GIL go while it computes.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any
+
+from celld.isolate.webcrypto import keys, operations
+from celld.isolate.webcrypto.algorithms import integer, normalize
+from celld.isolate.webcrypto.errors import invalid_access, type_error
+from celld.isolate.webcrypto.wire import Key, buffer, to_bytes, to_key
+
+_executor: ThreadPoolExecutor | None = None
+
+
+def _pool() -> ThreadPoolExecutor:
+    global _executor
+    if _executor is None:
+        _executor = ThreadPoolExecutor(max_workers=2, thread_name_prefix="celld-crypto")
+    return _executor
+
+
+def _usable(key: Key, params: dict[str, Any], usage: str) -> Key:
+    """Web Crypto's checks before a key is used: its algorithm and its usages."""
+    if params["name"] != key.name:
+        raise invalid_access(
+            f"The key is a {key.name} key; it cannot be used with {params['name']}"
+        )
+    if usage not in key.usages:
+        raise invalid_access(f"The key's usages do not include {usage!r}")
+    return key
+
+
+def _boolean(value: Any, what: str) -> bool:
+    if not isinstance(value, bool):
+        raise type_error(f"{what} must be a boolean")
+    return value
+
+
+def _usages(value: Any) -> list[Any]:
+    if not isinstance(value, list):
+        raise type_error("keyUsages must be a sequence of strings")
+    return value
+
+
+def _key_answer(made: Key | tuple[Key, Key]) -> Any:
+    if isinstance(made, tuple):
+        public, private = made
+        return {"publicKey": public.to_wire(), "privateKey": private.to_wire()}
+    return made.to_wire()
+
+
+def _exported(value: bytes | dict[str, Any]) -> Any:
+    return buffer(value) if isinstance(value, bytes) else value
+
+
+# -- the methods ---------------------------------------------------------------------------
+
+
+def digest(algorithm: Any, data: Any) -> Any:
+    params = normalize(algorithm, "digest")
+    return buffer(operations.digest(params["name"], to_bytes(data, "data")))
+
+
+def generate_key(algorithm: Any, extractable: Any, usages: Any) -> Any:
+    params = normalize(algorithm, "generateKey")
+    return _key_answer(
+        keys.generate_key(params, _boolean(extractable, "extractable"), _usages(usages))
+    )
+
+
+def import_key(format_: Any, data: Any, algorithm: Any, extractable: Any, usages: Any) -> Any:
+    params = normalize(algorithm, "importKey")
+    made = keys.import_key(
+        str(format_), data, params, _boolean(extractable, "extractable"), _usages(usages)
+    )
+    return made.to_wire()
+
+
+def export_key(format_: Any, key: Any) -> Any:
+    return _exported(keys.export_key(str(format_), to_key(key, "key")))
+
+
+def sign(algorithm: Any, key: Any, data: Any) -> Any:
+    params = normalize(algorithm, "sign")
+    record = _usable(to_key(key, "key"), params, "sign")
+    return buffer(operations.sign(params, record, to_bytes(data, "data")))
+
+
+def verify(algorithm: Any, key: Any, signature: Any, data: Any) -> Any:
+    params = normalize(algorithm, "verify")
+    record = _usable(to_key(key, "key"), params, "verify")
+    return operations.verify(
+        params, record, to_bytes(signature, "signature"), to_bytes(data, "data")
+    )
+
+
+def encrypt(algorithm: Any, key: Any, data: Any) -> Any:
+    params = normalize(algorithm, "encrypt")
+    record = _usable(to_key(key, "key"), params, "encrypt")
+    return buffer(operations.encrypt(params, record, to_bytes(data, "data")))
+
+
+def decrypt(algorithm: Any, key: Any, data: Any) -> Any:
+    params = normalize(algorithm, "decrypt")
+    record = _usable(to_key(key, "key"), params, "decrypt")
+    return buffer(operations.decrypt(params, record, to_bytes(data, "data")))
+
+
+def derive_bits(algorithm: Any, key: Any, length: Any) -> Any:
+    params = normalize(algorithm, "deriveBits")
+    record = _usable(to_key(key, "baseKey"), params, "deriveBits")
+    bits = None if length is None else integer({"length": length}, "length")
+    return buffer(operations.derive_bits(params, record, bits))
+
+
+def derive_key(algorithm: Any, key: Any, derived: Any, extractable: Any, usages: Any) -> Any:
+    params = normalize(algorithm, "deriveBits")
+    derived_params = normalize(derived, "get key length")
+    import_params = normalize(derived, "importKey")
+    record = _usable(to_key(key, "baseKey"), params, "deriveKey")
+    length = keys.key_length(derived_params)
+    secret = operations.derive_bits(params, record, length)
+    made = keys.import_key(
+        "raw", buffer(secret), import_params, _boolean(extractable, "extractable"), _usages(usages)
+    )
+    return made.to_wire()
+
+
+def wrap_key(format_: Any, key: Any, wrapping_key: Any, algorithm: Any) -> Any:
+    params = normalize(algorithm, "wrapKey")
+    wrapper = _usable(to_key(wrapping_key, "wrappingKey"), params, "wrapKey")
+    exported = keys.export_key(str(format_), to_key(key, "key"))
+    if isinstance(exported, dict):
+        exported = json.dumps(exported, separators=(",", ":")).encode()
+    return buffer(operations.encrypt(params, wrapper, exported))
+
+
+def unwrap_key(
+    format_: Any,
+    wrapped: Any,
+    unwrapping_key: Any,
+    algorithm: Any,
+    unwrapped_algorithm: Any,
+    extractable: Any,
+    usages: Any,
+) -> Any:
+    params = normalize(algorithm, "unwrapKey")
+    import_params = normalize(unwrapped_algorithm, "importKey")
+    unwrapper = _usable(to_key(unwrapping_key, "unwrappingKey"), params, "unwrapKey")
+    data = operations.decrypt(params, unwrapper, to_bytes(wrapped, "wrappedKey"))
+    key_data: Any
+    if str(format_) == "jwk":
+        try:
+            key_data = json.loads(data)
+        except ValueError:
+            raise type_error("The unwrapped key is not a JSON Web Key") from None
+    else:
+        key_data = buffer(data)
+    made = keys.import_key(
+        str(format_),
+        key_data,
+        import_params,
+        _boolean(extractable, "extractable"),
+        _usages(usages),
+    )
+    return made.to_wire()
+
+
+METHODS: dict[str, Callable[..., Any]] = {
+    "digest": digest,
+    "generateKey": generate_key,
+    "importKey": import_key,
+    "exportKey": export_key,
+    "sign": sign,
+    "verify": verify,
+    "encrypt": encrypt,
+    "decrypt": decrypt,
+    "deriveBits": derive_bits,
+    "deriveKey": derive_key,
+    "wrapKey": wrap_key,
+    "unwrapKey": unwrap_key,
+}
+
+
+def call(method: str, args: list[Any]) -> Any:
+    """Run one SubtleCrypto method on the calling thread."""
+    function = METHODS.get(method)
+    if function is None:
+        raise type_error(f"crypto.subtle has no method {method!r}")
+    return function(*args)
+
+
+async def op_subtle(message: dict[str, Any]) -> Any:
+    """The `subtle` host operation: {method, args}."""
+    method = str(message.get("method"))
+    args = list(message.get("args") or [])
+    loop = asyncio.get_running_loop()
+    return await loop.run_in_executor(_pool(), call, method, args)
