@@ -28,6 +28,8 @@ PROJECTS = REPO / "compat" / "projects"
 CORE = PROJECTS / "core"
 #: A TypeScript Worker with npm dependencies (installed by `npm ci` from its lockfile).
 NPM_APP = PROJECTS / "npm-app"
+#: Web Crypto, node:crypto and the jose package (installed by `npm ci` from its lockfile).
+CRYPTO = PROJECTS / "crypto"
 #: Durable Objects (key-value, SQL, alarms, RPC) beside a Workflow that calls them.
 OBJECTS = PROJECTS / "objects"
 

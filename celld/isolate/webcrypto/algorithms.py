@@ -75,9 +75,9 @@ def canonical_name(name: Any) -> str | None:
     return _CANONICAL.get(str(name).upper()) if isinstance(name, str) else None
 
 
-def normalize(algorithm: Any, operation: str) -> dict[str, Any]:
+def normalize(algorithm: Any, operation: str | None) -> dict[str, Any]:
     """The algorithm dictionary with its name in registered spelling, or the error workerd
-    throws for a name this operation does not provide."""
+    throws for a name this operation does not provide (`operation` None: any operation)."""
     if isinstance(algorithm, str):
         algorithm = {"name": algorithm}
     if not isinstance(algorithm, dict):
@@ -86,9 +86,14 @@ def normalize(algorithm: Any, operation: str) -> dict[str, Any]:
     if not isinstance(name, str):
         raise type_error("Algorithm: name is required and must be a string")
     found = canonical_name(name)
-    if found is None or found not in SUPPORTED[operation]:
-        method = "crypto.subtle." + operation if operation != "get key length" else "deriveKey"
-        raise not_supported(f"Unrecognized or unimplemented algorithm {name!r} for {method}")
+    if found is None or (operation is not None and found not in SUPPORTED[operation]):
+        if operation == "digest":
+            raise not_supported("Unrecognized or unimplemented digest algorithm requested.")
+        if operation == "generateKey":
+            raise not_supported(f'Unrecognized key generation algorithm "{name}" requested.')
+        if operation == "importKey":
+            raise not_supported(f'Unrecognized key import algorithm "{name}" requested.')
+        raise not_supported(f'Unrecognized or unimplemented algorithm "{name}" requested.')
     return {**algorithm, "name": found}
 
 

@@ -110,13 +110,15 @@ def check_usages(name: str, key_type: str, usages: list[Any]) -> list[str]:
     allowed = public if key_type == "public" else private
     for usage in result:
         if usage not in allowed:
-            raise syntax_error(f"Unsupported key usage for a {name} {key_type} key: {usage}")
+            raise syntax_error(
+                f'Attempt to import {key_type} {name} key with invalid usage "{usage}".'
+            )
     return result
 
 
 def require_usages(key: Key) -> Key:
     if key.type in ("secret", "private") and not key.usages:
-        raise syntax_error("Usages cannot be empty when creating a key.")
+        raise syntax_error("Secret/private CryptoKeys must have at least one usage.")
     return key
 
 
@@ -266,11 +268,14 @@ def _import_secret(
         raise not_supported(f"{name} keys can only be imported as raw or jwk, not {format_}")
     if name in KDF:
         if extractable:
-            raise syntax_error(f"{name} keys cannot be extractable")
+            raise syntax_error(f"{name} key cannot be extractable.")
         return Key("secret", False, {"name": name}, check_usages(name, "secret", usages), raw)
     if name in AES:
         if len(raw) not in (16, 24, 32):
-            raise data_error(f"AES key data must be 128, 192 or 256 bits, not {len(raw) * 8}")
+            raise data_error(
+                "Imported AES key length must be 128, 192, or 256 bits but provided"
+                f" {len(raw) * 8}."
+            )
         algorithm = {"name": name, "length": len(raw) * 8}
         return Key("secret", extractable, algorithm, check_usages(name, "secret", usages), raw)
     return _hmac_key(raw, params, extractable, usages)
@@ -426,7 +431,10 @@ def _import_jwk(
             raise data_error(f"A JWK for {name} must have kty 'EC', not {kty!r}")
         curve = algorithm["namedCurve"]
         if jwk.get("crv") != curve:
-            raise data_error(f"The JWK's crv {jwk.get('crv')!r} is not {curve}")
+            # workerd reads the coordinates on the curve asked for, and they are not on it.
+            raise operation_error(
+                f'Invalid EC key; the JWK\'s crv "{jwk.get("crv")}" is not {curve}.'
+            )
         obj = _ec_from_jwk(jwk, curve, private)
     else:
         if kty != "OKP":
@@ -512,7 +520,7 @@ def export_key(format_: str, key: Key) -> bytes | dict[str, Any]:
     if format_ not in ("raw", "pkcs8", "spki", "jwk"):
         raise type_error(f"{format_!r} is not a valid key format")
     if not key.extractable:
-        raise invalid_access("The key is not extractable")
+        raise invalid_access(f"Attempt to export non-extractable {key.name} key.")
     name = key.name
     if name in KDF:
         raise not_supported(f"{name} keys cannot be exported")
@@ -531,7 +539,7 @@ def export_key(format_: str, key: Key) -> bytes | dict[str, Any]:
     if format_ == "spki":
         return key.data
     if name in RSA:
-        raise invalid_access("An RSA key cannot be exported as raw")
+        raise invalid_access(f'Cannot export "{name}" in "raw" format.')
     obj = public_key(key)
     if name in EC:
         return obj.public_bytes(
@@ -589,7 +597,7 @@ def _export_jwk(key: Key) -> dict[str, Any]:
             )
             jwk = {"kty": "OKP", "crv": name, "x": b64url(raw)}
             if name == "Ed25519":
-                jwk["alg"] = "Ed25519"
+                jwk["alg"] = "EdDSA"
             if key.type == "private":
                 jwk["d"] = b64url(
                     obj.private_bytes(

@@ -173,7 +173,10 @@ def _gcm(params: dict[str, Any], secret: bytes, data: bytes, encrypting: bool) -
             decryptor.authenticate_additional_data(to_bytes(aad, "additionalData"))
         return decryptor.update(body) + decryptor.finalize()
     except InvalidTag:
-        raise operation_error("The AES-GCM tag does not match: the data or key is wrong") from None
+        raise operation_error(
+            "Decryption failed. This could be due to a ciphertext authentication failure, bad"
+            " padding, incorrect CryptoKey, or another algorithm-specific reason."
+        ) from None
     except ValueError as error:
         raise operation_error(f"AES-GCM failed: {error}") from None
 

@@ -30,15 +30,20 @@ def _pool() -> ThreadPoolExecutor:
     return _executor
 
 
-def _usable(key: Key, params: dict[str, Any], usage: str) -> Key:
-    """Web Crypto's checks before a key is used: its algorithm and its usages."""
+def _usable(key: Key, algorithm: Any, operation: str, usage: str) -> dict[str, Any]:
+    """The algorithm for a key about to be used, checked as workerd checks it: a known name,
+    then the key's usages, then the key's algorithm, then what the operation provides."""
+    params = normalize(algorithm, None)
+    if usage not in key.usages:
+        raise invalid_access(
+            f'Requested key usage "{usage}" does not match any usage listed in this CryptoKey.'
+        )
     if params["name"] != key.name:
         raise invalid_access(
-            f"The key is a {key.name} key; it cannot be used with {params['name']}"
+            f'Requested algorithm "{params["name"]}" does not match this CryptoKey\'s'
+            f' algorithm "{key.name}".'
         )
-    if usage not in key.usages:
-        raise invalid_access(f"The key's usages do not include {usage!r}")
-    return key
+    return normalize(params, operation)
 
 
 def _boolean(value: Any, what: str) -> bool:
@@ -92,43 +97,43 @@ def export_key(format_: Any, key: Any) -> Any:
 
 
 def sign(algorithm: Any, key: Any, data: Any) -> Any:
-    params = normalize(algorithm, "sign")
-    record = _usable(to_key(key, "key"), params, "sign")
+    record = to_key(key, "key")
+    params = _usable(record, algorithm, "sign", "sign")
     return buffer(operations.sign(params, record, to_bytes(data, "data")))
 
 
 def verify(algorithm: Any, key: Any, signature: Any, data: Any) -> Any:
-    params = normalize(algorithm, "verify")
-    record = _usable(to_key(key, "key"), params, "verify")
+    record = to_key(key, "key")
+    params = _usable(record, algorithm, "verify", "verify")
     return operations.verify(
         params, record, to_bytes(signature, "signature"), to_bytes(data, "data")
     )
 
 
 def encrypt(algorithm: Any, key: Any, data: Any) -> Any:
-    params = normalize(algorithm, "encrypt")
-    record = _usable(to_key(key, "key"), params, "encrypt")
+    record = to_key(key, "key")
+    params = _usable(record, algorithm, "encrypt", "encrypt")
     return buffer(operations.encrypt(params, record, to_bytes(data, "data")))
 
 
 def decrypt(algorithm: Any, key: Any, data: Any) -> Any:
-    params = normalize(algorithm, "decrypt")
-    record = _usable(to_key(key, "key"), params, "decrypt")
+    record = to_key(key, "key")
+    params = _usable(record, algorithm, "decrypt", "decrypt")
     return buffer(operations.decrypt(params, record, to_bytes(data, "data")))
 
 
 def derive_bits(algorithm: Any, key: Any, length: Any) -> Any:
-    params = normalize(algorithm, "deriveBits")
-    record = _usable(to_key(key, "baseKey"), params, "deriveBits")
+    record = to_key(key, "baseKey")
+    params = _usable(record, algorithm, "deriveBits", "deriveBits")
     bits = None if length is None else integer({"length": length}, "length")
     return buffer(operations.derive_bits(params, record, bits))
 
 
 def derive_key(algorithm: Any, key: Any, derived: Any, extractable: Any, usages: Any) -> Any:
-    params = normalize(algorithm, "deriveBits")
+    record = to_key(key, "baseKey")
+    params = _usable(record, algorithm, "deriveBits", "deriveKey")
     derived_params = normalize(derived, "get key length")
     import_params = normalize(derived, "importKey")
-    record = _usable(to_key(key, "baseKey"), params, "deriveKey")
     length = keys.key_length(derived_params)
     secret = operations.derive_bits(params, record, length)
     made = keys.import_key(
@@ -138,8 +143,8 @@ def derive_key(algorithm: Any, key: Any, derived: Any, extractable: Any, usages:
 
 
 def wrap_key(format_: Any, key: Any, wrapping_key: Any, algorithm: Any) -> Any:
-    params = normalize(algorithm, "wrapKey")
-    wrapper = _usable(to_key(wrapping_key, "wrappingKey"), params, "wrapKey")
+    wrapper = to_key(wrapping_key, "wrappingKey")
+    params = _usable(wrapper, algorithm, "wrapKey", "wrapKey")
     exported = keys.export_key(str(format_), to_key(key, "key"))
     if isinstance(exported, dict):
         exported = json.dumps(exported, separators=(",", ":")).encode()
@@ -155,9 +160,9 @@ def unwrap_key(
     extractable: Any,
     usages: Any,
 ) -> Any:
-    params = normalize(algorithm, "unwrapKey")
+    unwrapper = to_key(unwrapping_key, "unwrappingKey")
+    params = _usable(unwrapper, algorithm, "unwrapKey", "unwrapKey")
     import_params = normalize(unwrapped_algorithm, "importKey")
-    unwrapper = _usable(to_key(unwrapping_key, "unwrappingKey"), params, "unwrapKey")
     data = operations.decrypt(params, unwrapper, to_bytes(wrapped, "wrappedKey"))
     key_data: Any
     if str(format_) == "jwk":
