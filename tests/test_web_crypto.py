@@ -114,7 +114,9 @@ async def test_a_dry_pool_is_topped_up_by_the_seeded_generator() -> None:
         const counts = new Array(256).fill(0);
         for (const chunk of out) for (const b of chunk) counts[b]++;
         const distinct = new Set(out.map((c) => c.slice(0, 16).join())).size;
-        return {stats, min: Math.min(...counts), max: Math.max(...counts), distinct};
+        await scheduler.wait(5);
+        return {stats, min: Math.min(...counts), max: Math.max(...counts), distinct,
+                after: __celld_web.randomStats()};
         """
     )
     stats = result["stats"]
@@ -124,6 +126,8 @@ async def test_a_dry_pool_is_topped_up_by_the_seeded_generator() -> None:
     # 524,288 bytes over 256 values: 2048 expected each; these bounds are > 8 sigma.
     assert 1680 < result["min"] <= result["max"] < 2420
     assert result["distinct"] == 8
+    # Having run dry, the pool asked for the largest delivery.
+    assert result["after"]["poolLeft"] == 65536 - 48
 
 
 async def test_first_key_also_arrives_without_the_seed_script(

@@ -16,7 +16,8 @@ HOST_FILES = ("primordials.js", "host.js")
 #: The web platform globals QuickJS lacks, in dependency order.
 WEB_FILES: tuple[str, ...] = (
     "web/common.js",
-    "vendor/noble.js",
+    "vendor/noble-hashes.js",
+    "vendor/noble-ciphers.js",
     "web/digests.js",
     "web/encoding.js",
     "web/console.js",

@@ -1,6 +1,6 @@
 // node:crypto as nodejs_compat provides it, as far as JS that cannot call the host
 // synchronously can:
-//   * synchronous, in the isolate, on the audited noble libraries (js/vendor/noble.js):
+//   * synchronous, in the isolate, on the audited noble libraries (js/vendor/):
 //     createHash, hash, createHmac (md5, sha1, sha224, sha256, sha384, sha512,
 //     sha512-224, sha512-256), pbkdf2Sync, hkdfSync, scryptSync; randomBytes,
 //     randomFillSync, randomInt, randomUUID, getRandomValues (js/web/random.js);
@@ -19,17 +19,17 @@
   const host = globalThis.__celld_host;
   const { PromisePrototypeThen } = globalThis.__celld_primordials;
   const { Buffer, encode, decode } = globalThis.__celld_node.buffer;
-  const noble = web.noble;
+  const noble = web.nobleHashes();
 
   const HASHES = {
-    md5: noble.hashes.md5,
-    sha1: noble.hashes.sha1,
-    sha224: noble.hashes.sha224,
-    sha256: noble.hashes.sha256,
-    sha384: noble.hashes.sha384,
-    sha512: noble.hashes.sha512,
-    "sha512-224": noble.hashes.sha512_224,
-    "sha512-256": noble.hashes.sha512_256,
+    md5: noble.md5,
+    sha1: noble.sha1,
+    sha224: noble.sha224,
+    sha256: noble.sha256,
+    sha384: noble.sha384,
+    sha512: noble.sha512,
+    "sha512-224": noble.sha512_224,
+    "sha512-256": noble.sha512_256,
   };
   const ALIASES = {
     "sha-1": "sha1", "sha-224": "sha224", "sha-256": "sha256", "sha-384": "sha384",

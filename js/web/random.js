@@ -5,29 +5,31 @@
 //   * the first bytes arrive with the isolate (webops/entropy.entropy_script(), evaluated
 //     before any user code);
 //   * once fewer than LOW_WATER bytes are left, an `entropy` request asks the host for
-//     REFILL_BYTES more, which arrive a turn later;
+//     REFILL_BYTES more (64 KiB after the pool ran dry), which arrive a turn later;
 //   * served bytes are wiped from the pool, so it never holds past output.
 // When a single turn draws more than the pool holds (the pool runs dry), the rest comes
-// from a NIST SP 800-90A CTR_DRBG (AES-256, from the audited @noble/ciphers, vendored)
-// that is seeded with OS bytes set aside from the first delivery and reseeded with fresh
-// OS bytes by every refill. So a draw never fails and never waits; between two refills
+// from a NIST SP 800-90A CTR_DRBG (AES-256, from the audited @noble/ciphers, vendored),
+// made the first time it is needed from OS bytes set aside from the latest delivery and
+// reseeded with the fresh ones of every later delivery. So a draw never fails and never waits; between two refills
 // its output is as strong as AES-256 keyed by OS entropy. See celld/isolate/DECISIONS.md.
 "use strict";
 (() => {
   const { PromisePrototypeThen } = globalThis.__celld_primordials;
   const web = globalThis.__celld_web;
   const host = globalThis.__celld_host;
-  const { rngAesCtrDrbg256 } = web.noble;
 
   const SEED_BYTES = 48; // the CTR_DRBG's seed: AES-256 key and block
   const REFILL_BYTES = 16384;
+  const LARGE_REFILL_BYTES = 65536 - SEED_BYTES; // after the generator had to serve a draw
   const LOW_WATER = 1024;
   const DRBG_MAX = 65536; // the most one CTR_DRBG call gives
 
   let pool = new Uint8Array(0);
   let at = 0;
-  let drbg = null;
+  let seed = null; // OS bytes set aside for the generator, not used yet
+  let drbg = null; // made when the pool first runs dry
   let refill = null; // the outstanding `entropy` request, if any
+  let dry = false; // the generator served bytes since the last refill was asked for
   const stats = { fromPool: 0, fromGenerator: 0, refills: 0, requests: 0 };
 
   /** Take a delivery of OS bytes: the first SEED_BYTES (re)seed the generator, the rest
@@ -35,9 +37,8 @@
   function deliver(base64) {
     const bytes = web.base64ToBytes(base64);
     if (bytes.length <= SEED_BYTES) throw new TypeError("celld: an entropy delivery is too short");
-    const seed = bytes.subarray(0, SEED_BYTES);
-    if (drbg === null) drbg = rngAesCtrDrbg256(seed);
-    else drbg.addEntropy(seed);
+    if (seed !== null) seed.fill(0);
+    seed = bytes.slice(0, SEED_BYTES);
     const rest = pool.subarray(at);
     const next = new Uint8Array(rest.length + bytes.length - SEED_BYTES);
     next.set(rest);
@@ -53,14 +54,26 @@
     if (refill !== null && refill.waiting()) return;
     stats.requests++;
     // Owned by no request: the end of the request that drew the bytes must not cancel it.
-    refill = host.runAs(null, () =>
-      host.requestCancellable("entropy", { bytes: SEED_BYTES + REFILL_BYTES }));
+    const bytes = SEED_BYTES + (dry ? LARGE_REFILL_BYTES : REFILL_BYTES);
+    dry = false;
+    refill = host.runAs(null, () => host.requestCancellable("entropy", { bytes }));
     PromisePrototypeThen(refill.promise, deliver, (error) => web.reportError(error));
+  }
+
+  /** The CTR_DRBG, reseeded with the OS bytes set aside since it last drew on them. */
+  function generator() {
+    if (seed !== null) {
+      if (drbg === null) drbg = web.nobleCiphers().rngAesCtrDrbg256(seed);
+      else drbg.addEntropy(seed);
+      seed.fill(0);
+      seed = null;
+    }
+    return drbg;
   }
 
   /** `n` random bytes, at once. */
   function randomBytes(n) {
-    if (drbg === null) {
+    if (drbg === null && seed === null) {
       if (refill === null || !refill.waiting()) requestRefill();
       throw new Error("celld: crypto has no entropy yet (the host must evaluate entropy_script() in each isolate before user code)");
     }
@@ -70,10 +83,11 @@
     pool.fill(0, at, at + fromPool);
     at += fromPool;
     for (let i = fromPool; i < n; i += DRBG_MAX) {
-      out.set(drbg.randomBytes(Math.min(DRBG_MAX, n - i)), i);
+      out.set(generator().randomBytes(Math.min(DRBG_MAX, n - i)), i);
     }
     stats.fromPool += fromPool;
     stats.fromGenerator += n - fromPool;
+    if (n > fromPool) dry = true;
     if (pool.length - at < LOW_WATER) requestRefill();
     return out;
   }
