@@ -18,7 +18,7 @@ from typing import Any
 import pytest
 
 from compat.scenario import Scenario
-from compat.targets import CRYPTO, NPM_APP, OBJECTS, Target, connect, ensure_node_modules
+from compat.targets import CRYPTO, NODE, NPM_APP, OBJECTS, Target, connect, ensure_node_modules
 
 _results: dict[str, dict[str, Any]] = {}
 
@@ -70,6 +70,13 @@ def crypto_target(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Target]:
     if not os.environ.get("CELLD_COMPAT_CRYPTO_URL"):
         ensure_node_modules(CRYPTO)
     yield from _serve(tmp_path_factory, CRYPTO, "compat-crypto", "CELLD_COMPAT_CRYPTO_URL")
+
+
+@pytest.fixture(scope="session")
+def node_target(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Target]:
+    """The Node built-ins project (compat/projects/node) on the same kind of target;
+    CELLD_COMPAT_NODE_URL reuses a running server."""
+    yield from _serve(tmp_path_factory, NODE, "compat-node", "CELLD_COMPAT_NODE_URL")
 
 
 @pytest.fixture(scope="session")

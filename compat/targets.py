@@ -30,6 +30,8 @@ CORE = PROJECTS / "core"
 NPM_APP = PROJECTS / "npm-app"
 #: Web Crypto, node:crypto and the jose package (installed by `npm ci` from its lockfile).
 CRYPTO = PROJECTS / "crypto"
+#: Node's built-in modules under nodejs_compat, one route each.
+NODE = PROJECTS / "node"
 #: Durable Objects (key-value, SQL, alarms, RPC) beside a Workflow that calls them.
 OBJECTS = PROJECTS / "objects"
 

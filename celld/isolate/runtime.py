@@ -98,9 +98,10 @@ def object_scripts() -> tuple[Script, ...]:
 
 
 #: The `node:` module files nodejs_compat adds, in load order, each with the specifiers it
-#: registers and the files it needs loaded before it. process.js and buffer.js are always
-#: loaded (they define the `process` and `Buffer` globals); the others only when the
-#: Worker imports what they provide, which keeps isolates that need little cheap.
+#: registers and the files it needs loaded before it. process.js, buffer.js and timers.js
+#: are always loaded (they define the `process`, `Buffer` and `setImmediate` globals); the
+#: others only when the Worker imports what they provide, which keeps isolates that need
+#: little cheap.
 NODE_FILES: dict[str, tuple[frozenset[str], tuple[str, ...]]] = {
     "node/process.js": (frozenset({"node:process"}), ()),
     "node/events.js": (frozenset({"node:events"}), ()),
@@ -110,12 +111,22 @@ NODE_FILES: dict[str, tuple[frozenset[str], tuple[str, ...]]] = {
     "node/url.js": (frozenset({"node:url"}), ()),
     "node/assert.js": (frozenset({"node:assert", "node:assert/strict"}), ("node/util.js",)),
     "node/crypto.js": (frozenset({"node:crypto"}), ("node/buffer.js",)),
+    "node/timers.js": (frozenset({"node:timers", "node:timers/promises"}), ()),
+    "node/os.js": (frozenset({"node:os"}), ()),
+    "node/string_decoder.js": (frozenset({"node:string_decoder"}), ("node/buffer.js",)),
+    "vendor/unenv-node.js": (frozenset(), ()),
+    "node/querystring.js": (
+        frozenset({"node:querystring", "node:punycode"}),
+        ("vendor/unenv-node.js", "node/buffer.js"),
+    ),
+    "node/diagnostics_channel.js": (frozenset({"node:diagnostics_channel"}), ()),
+    "node/perf_hooks.js": (frozenset({"node:perf_hooks"}), ()),
     "node/stream.js": (
         frozenset({"node:stream", "node:stream/promises"}),
         ("node/events.js", "node/buffer.js"),
     ),
 }
-_ALWAYS = ("node/process.js", "node/buffer.js")
+_ALWAYS = ("node/process.js", "node/buffer.js", "node/timers.js")
 #: Every `node:` specifier celld provides.
 NODE_MODULES: frozenset[str] = frozenset().union(*(names for names, _ in NODE_FILES.values()))
 

@@ -1,0 +1,158 @@
+// One route per node: module, each answering JSON that must be the same on every target.
+import os from "node:os";
+import * as osNamed from "node:os";
+import { StringDecoder } from "node:string_decoder";
+import querystring from "node:querystring";
+import punycode from "node:punycode";
+import * as timers from "node:timers";
+import * as timersPromises from "node:timers/promises";
+import diagnostics_channel from "node:diagnostics_channel";
+import { performance, PerformanceObserver, monitorEventLoopDelay, createHistogram } from "node:perf_hooks";
+import qsBare from "querystring";
+
+const json = (value, status = 200) => new Response(JSON.stringify(value), {
+  status, headers: { "content-type": "application/json" },
+});
+
+function attempt(fn) {
+  try {
+    return { value: fn() };
+  } catch (error) {
+    return { error: error.name, code: error.code };
+  }
+}
+
+const routes = {
+  os() {
+    return {
+      keys: Object.keys(osNamed).sort(),
+      defaultKeys: Object.keys(os).sort(),
+      platform: os.platform(), type: os.type(), arch: os.arch(), release: os.release(),
+      version: attempt(() => os.version()), machine: attempt(() => os.machine()),
+      endianness: os.endianness(), EOL: os.EOL, devNull: os.devNull,
+      tmpdir: os.tmpdir(), homedir: os.homedir(), hostname: os.hostname(),
+      cpus: attempt(() => os.cpus().length), totalmem: attempt(() => os.totalmem()),
+      freemem: attempt(() => os.freemem()), uptime: attempt(() => os.uptime()),
+      loadavg: attempt(() => os.loadavg()), availableParallelism: attempt(() => os.availableParallelism()),
+      networkInterfaces: attempt(() => os.networkInterfaces()),
+      userInfo: attempt(() => os.userInfo()),
+      getPriority: attempt(() => os.getPriority()),
+      setPriority: attempt(() => os.setPriority(0)),
+      signals: typeof os.constants?.signals?.SIGINT, errno: typeof os.constants?.errno?.ENOENT,
+      sigint: os.constants?.signals?.SIGINT,
+    };
+  },
+  string_decoder() {
+    const utf8 = new StringDecoder("utf8");
+    const euro = new Uint8Array([0xe2, 0x82, 0xac]);
+    const parts = [utf8.write(euro.subarray(0, 1)), utf8.write(euro.subarray(1, 2)), utf8.write(euro.subarray(2)), utf8.end()];
+    const cut = new StringDecoder("utf-8");
+    const cutParts = [cut.write(new Uint8Array([0x61, 0xf0, 0x9f])), cut.end()];
+    const b64 = new StringDecoder("base64");
+    const b64Parts = [b64.write(new Uint8Array([104, 105])), b64.write(new Uint8Array([33])), b64.write(new Uint8Array([63])), b64.end()];
+    const hex = new StringDecoder("hex");
+    const u16 = new StringDecoder("utf16le");
+    const u16Parts = [u16.write(new Uint8Array([0x61, 0x00, 0x3d])), u16.write(new Uint8Array([0xd8, 0x00, 0xde])), u16.end()];
+    const latin = new StringDecoder("latin1");
+    return {
+      parts, cutParts, b64Parts, hex: hex.write(new Uint8Array([1, 255])), u16Parts,
+      latin: latin.write(new Uint8Array([0xe9, 0x41])), encoding: utf8.encoding, b64Encoding: b64.encoding,
+      bad: attempt(() => new StringDecoder("nope")),
+      endWith: new StringDecoder("utf8").end(new Uint8Array([0x68, 0x69])),
+    };
+  },
+  querystring() {
+    return {
+      parse: querystring.parse("a=1&b=2&a=3&c=%20x+y&d&=e&f=%E2%82%AC"),
+      stringify: querystring.stringify({ a: [1, 2], b: "x y", c: true, d: null, e: undefined, f: "€&=" }),
+      sep: querystring.stringify({ a: 1, b: 2 }, ";", ":"),
+      parseSep: querystring.parse("a:1;b:2", ";", ":"),
+      max: Object.keys(querystring.parse("a=1&b=2&c=3", null, null, { maxKeys: 2 })),
+      escape: querystring.escape("a b&c/é"), unescape: querystring.unescape("a%20b%zz"),
+      decode: querystring.decode === querystring.parse, encode: querystring.encode === querystring.stringify,
+      bare: qsBare === querystring,
+    };
+  },
+  punycode() {
+    return {
+      encode: punycode.encode("mañana"), decode: punycode.decode("maana-pta"),
+      toASCII: punycode.toASCII("mañana.com"), toUnicode: punycode.toUnicode("xn--maana-pta.com"),
+      emoji: punycode.toASCII("☃-⌘.com"), ucs2: punycode.ucs2.decode("𝌆"), back: punycode.ucs2.encode([0x1d306]),
+      version: typeof punycode.version,
+    };
+  },
+  async timers() {
+    const order = [];
+    const t = timers.setTimeout(() => order.push("timeout"), 1);
+    const shape = { hasRef: typeof t.hasRef, ref: typeof t.ref, unref: typeof t.unref, refresh: typeof t.refresh,
+      primitive: typeof t[Symbol.toPrimitive], same: t.ref() === t, hasRefValue: t.hasRef() };
+    timers.setImmediate(() => order.push("immediate"));
+    const cleared = timers.setTimeout(() => order.push("cleared"), 1);
+    timers.clearTimeout(cleared);
+    let ticks = 0;
+    await new Promise((resolve) => {
+      const i = timers.setInterval(() => { ticks++; if (ticks === 3) { timers.clearInterval(i); resolve(); } }, 1);
+    });
+    await timersPromises.setTimeout(5);
+    const value = await timersPromises.setTimeout(1, "v");
+    const immediate = await timersPromises.setImmediate("i");
+    const controller = new AbortController();
+    const aborted = timersPromises.setTimeout(10000, null, { signal: controller.signal }).catch((e) => [e.name, e.code]);
+    controller.abort();
+    const iterated = [];
+    for await (const v of timersPromises.setInterval(1, "tick")) { iterated.push(v); if (iterated.length === 2) break; }
+    await timersPromises.scheduler.wait(1);
+    return { order, shape, ticks, value, immediate, aborted: await aborted, iterated,
+      promisesKeys: Object.keys(timersPromises).sort(), keys: Object.keys(timers).sort(),
+      globalSame: timers.setTimeout === globalThis.setTimeout,
+      globalReturns: typeof globalThis.setTimeout(() => {}, 0), immediateGlobal: typeof setImmediate };
+  },
+  diagnostics_channel() {
+    const seen = [];
+    const channel = diagnostics_channel.channel("celld:test");
+    const before = [channel.hasSubscribers, diagnostics_channel.hasSubscribers("celld:test")];
+    const listener = (message, name) => seen.push([message, name]);
+    diagnostics_channel.subscribe("celld:test", listener);
+    channel.publish({ n: 1 });
+    const during = channel.hasSubscribers;
+    diagnostics_channel.unsubscribe("celld:test", listener);
+    channel.publish({ n: 2 });
+    const tracing = diagnostics_channel.tracingChannel("celld:trace");
+    const events = [];
+    tracing.subscribe({
+      start: (m) => events.push(["start", m.x]), end: (m) => events.push(["end", m.x]),
+      asyncStart: () => events.push(["asyncStart"]), asyncEnd: () => events.push(["asyncEnd"]),
+      error: (m) => events.push(["error", m.error.message]),
+    });
+    const result = tracing.traceSync((a) => a * 2, { x: 1 }, null, 21);
+    attempt(() => tracing.traceSync(() => { throw new Error("boom"); }, { x: 2 }));
+    return { seen, before, during, after: channel.hasSubscribers, same: diagnostics_channel.channel("celld:test") === channel,
+      result, events };
+  },
+  perf_hooks() {
+    const now = performance.now();
+    performance.mark("a");
+    performance.mark("b");
+    const measure = performance.measure("a-b", "a", "b");
+    return {
+      now: typeof now, origin: typeof performance.timeOrigin, same: performance === globalThis.performance,
+      marks: performance.getEntriesByType("mark").map((e) => e.name), measure: [measure.name, measure.entryType],
+      observer: typeof PerformanceObserver, monitor: attempt(() => typeof monitorEventLoopDelay),
+      histogram: attempt(() => typeof createHistogram),
+      toJSON: typeof performance.toJSON,
+    };
+  },
+};
+
+export default {
+  async fetch(request) {
+    const name = new URL(request.url).pathname.slice(1);
+    const route = routes[name];
+    if (!route) return json({ error: "not found" }, 404);
+    try {
+      return json(await route());
+    } catch (error) {
+      return json({ error: { name: error.name, message: error.message, stack: error.stack } }, 500);
+    }
+  },
+};
