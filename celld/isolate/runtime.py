@@ -121,6 +121,7 @@ NODE_FILES: dict[str, tuple[frozenset[str], tuple[str, ...]]] = {
     ),
     "node/diagnostics_channel.js": (frozenset({"node:diagnostics_channel"}), ()),
     "node/perf_hooks.js": (frozenset({"node:perf_hooks"}), ()),
+    "node/async_hooks.js": (frozenset({"node:async_hooks"}), ()),
     "node/stream.js": (
         frozenset({"node:stream", "node:stream/promises"}),
         ("node/events.js", "node/buffer.js"),

@@ -10,6 +10,7 @@
   const webSetTimeout = globalThis.setTimeout;
   const webSetInterval = globalThis.setInterval;
   const webClear = globalThis.clearTimeout;
+  const host = globalThis.__celld_host;
 
   class Timeout {
     #id;
@@ -47,17 +48,18 @@
     return callback;
   }
 
+  // (each callback runs in the async context it was scheduled in: js/node/async_hooks.js)
   function setTimeout(callback, ms, ...args) {
-    callable(callback);
-    return new Timeout((t) => webSetTimeout(() => callback.apply(t, args), ms));
+    const bound = host.bindContext(callable(callback));
+    return new Timeout((t) => webSetTimeout(() => bound.apply(t, args), ms));
   }
   function setInterval(callback, ms, ...args) {
-    callable(callback);
-    return new Timeout((t) => webSetInterval(() => callback.apply(t, args), ms));
+    const bound = host.bindContext(callable(callback));
+    return new Timeout((t) => webSetInterval(() => bound.apply(t, args), ms));
   }
   function setImmediate(callback, ...args) {
-    callable(callback);
-    return new Immediate((t) => webSetTimeout(() => callback.apply(t, args), 0));
+    const bound = host.bindContext(callable(callback));
+    return new Immediate((t) => webSetTimeout(() => bound.apply(t, args), 0));
   }
   function clear(timer) {
     if (timer instanceof Timeout) timer.close();

@@ -9,6 +9,45 @@ import * as timersPromises from "node:timers/promises";
 import diagnostics_channel from "node:diagnostics_channel";
 import { performance, PerformanceObserver, monitorEventLoopDelay, createHistogram } from "node:perf_hooks";
 import qsBare from "querystring";
+import { AsyncLocalStorage, AsyncResource, createHook } from "node:async_hooks";
+import { WorkflowEntrypoint } from "cloudflare:workers";
+
+const als = new AsyncLocalStorage();
+const tick = () => new Promise((resolve) => setTimeout(resolve, 1));
+
+/** The store seen at each kind of continuation inside one als.run(). */
+async function contexts(id, origin) {
+  return als.run(id, async () => {
+    const seen = { sync: als.getStore() };
+    await tick();
+    seen.await = als.getStore();
+    const response = await fetch(`${origin}/ping`);
+    seen.fetch = [als.getStore(), await response.text()];
+    seen.timer = await new Promise((resolve) => setTimeout(() => resolve(als.getStore()), 2));
+    seen.immediate = await new Promise((resolve) => setImmediate(() => resolve(als.getStore())));
+    seen.then = await Promise.resolve().then(() => als.getStore());
+    seen.microtask = await new Promise((resolve) => queueMicrotask(() => resolve(als.getStore())));
+    try {
+      await Promise.reject(new Error("no"));
+    } catch {
+      seen.catch = als.getStore();
+    }
+    seen.nested = await als.run(`${id}-inner`, async () => { await tick(); return als.getStore(); });
+    seen.after = als.getStore();
+    return seen;
+  });
+}
+
+export class StoreWorkflow extends WorkflowEntrypoint {
+  async run(event, step) {
+    return als.run(`wf-${event.payload.id}`, async () => {
+      const first = await step.do("first", async () => als.getStore() ?? null);
+      await step.sleep("nap", "1 second");
+      const second = await step.do("second", async () => als.getStore() ?? null);
+      return { first, second, run: als.getStore() ?? null };
+    });
+  }
+}
 
 const json = (value, status = 200) => new Response(JSON.stringify(value), {
   status, headers: { "content-type": "application/json" },
@@ -23,6 +62,29 @@ function attempt(fn) {
 }
 
 const routes = {
+  ping() {
+    return "pong";
+  },
+  async async_hooks(request) {
+    const url = new URL(request.url);
+    const id = url.searchParams.get("id") ?? "solo";
+    const seen = await contexts(id, url.origin);
+    const resource = als.run("R", () => new AsyncResource("celld"));
+    const snapshot = als.run("S", () => AsyncLocalStorage.snapshot());
+    return { seen, outside: als.getStore() ?? null, resource: resource.runInAsyncScope(() => als.getStore()),
+      snapshot: snapshot(() => als.getStore()), exit: als.run("E", () => als.exit(() => als.getStore() ?? null)),
+      createHook: attempt(() => createHook({})) };
+  },
+  async workflow(request, env) {
+    const url = new URL(request.url);
+    const id = url.searchParams.get("id");
+    if (request.method === "POST") {
+      await env.STORES.create({ id, params: { id } });
+      return { created: id };
+    }
+    const status = await (await env.STORES.get(id)).status();
+    return { status: status.status, output: status.output ?? null };
+  },
   os() {
     return {
       keys: Object.keys(osNamed).sort(),
@@ -145,12 +207,13 @@ const routes = {
 };
 
 export default {
-  async fetch(request) {
+  async fetch(request, env) {
     const name = new URL(request.url).pathname.slice(1);
     const route = routes[name];
     if (!route) return json({ error: "not found" }, 404);
     try {
-      return json(await route());
+      const value = await route(request, env);
+      return typeof value === "string" ? new Response(value) : json(value);
     } catch (error) {
       return json({ error: { name: error.name, message: error.message, stack: error.stack } }, 500);
     }
