@@ -76,6 +76,8 @@ def crypto_target(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Target]:
 def node_target(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Target]:
     """The Node built-ins project (compat/projects/node) on the same kind of target;
     CELLD_COMPAT_NODE_URL reuses a running server."""
+    if not os.environ.get("CELLD_COMPAT_NODE_URL"):
+        ensure_node_modules(NODE)
     yield from _serve(tmp_path_factory, NODE, "compat-node", "CELLD_COMPAT_NODE_URL")
 
 

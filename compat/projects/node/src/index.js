@@ -11,6 +11,7 @@ import { performance, PerformanceObserver, monitorEventLoopDelay, createHistogra
 import qsBare from "querystring";
 import { AsyncLocalStorage, AsyncResource, createHook } from "node:async_hooks";
 import { WorkflowEntrypoint } from "cloudflare:workers";
+import { createMimeMessage } from "mimetext";
 
 const als = new AsyncLocalStorage();
 const tick = () => new Promise((resolve) => setTimeout(resolve, 1));
@@ -64,6 +65,17 @@ function attempt(fn) {
 const routes = {
   ping() {
     return "pong";
+  },
+  mimetext() {
+    // mimetext imports node:os (for EOL) and mime-types (node:path).
+    const message = createMimeMessage();
+    message.setSender({ name: "Ada", addr: "ada@example.com" });
+    message.setRecipient("bob@example.com");
+    message.setSubject("hello");
+    message.addMessage({ contentType: "text/plain", data: "hi there" });
+    message.addAttachment({ filename: "a.csv", contentType: "text/csv", data: "YSxi" });
+    return message.asRaw().split("\n").filter((line) => /^(From|To|Subject|Content-Type|MIME)/.test(line))
+      .map((line) => line.replace(/boundary=\w+/, "boundary=*"));
   },
   async async_hooks(request) {
     const url = new URL(request.url);
