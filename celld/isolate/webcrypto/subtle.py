@@ -2,9 +2,10 @@
 
 js/web/crypto.js sends every crypto.subtle call here (crypto.subtle is asynchronous, so a
 request and its answer through the bridge fit it exactly) and rebuilds CryptoKeys and
-DOMExceptions from the answer. The work runs on a small thread pool of its own: RSA key
+DOMExceptions from the answer. Slow work runs on a small thread pool of its own: RSA key
 generation or a PBKDF2 of many iterations takes long enough to stall the event loop,
-and OpenSSL lets the GIL go while it computes.
+and OpenSSL lets the GIL go while it computes; cheap calls (a digest of a few KiB, HMAC,
+an ECDSA signature) are answered on the loop, where a hop to the pool would cost more.
 """
 
 from __future__ import annotations
@@ -206,9 +207,39 @@ def call(method: str, args: list[Any]) -> Any:
     return function(*args)
 
 
+#: Work that may take milliseconds or more goes to the pool: key generation (RSA), key
+#: derivation (PBKDF2 iterations), wrapping (RSA), RSA private-key operations, large data.
+_SLOW_METHODS = frozenset({"generateKey", "deriveBits", "deriveKey", "wrapKey", "unwrapKey"})
+_INLINE_DATA_CHARS = 96 * 1024  # base64 characters of binary arguments
+
+
+def _quick(method: str, args: list[Any]) -> bool:
+    """True for a call cheap enough to answer on the event loop (a digest of a few KiB,
+    HMAC, ECDSA, Ed25519, AES on small data, importing a secret key): a hop to the pool
+    and back would cost more than the work."""
+    if method in _SLOW_METHODS:
+        return False
+    size = 0
+    for arg in args:
+        if not isinstance(arg, dict):
+            continue
+        if "$b" in arg:
+            size += len(str(arg["$b"]))
+        record = arg.get("$k")
+        if isinstance(record, dict):
+            name = str(record.get("algorithm", {}).get("name", ""))
+            if name.startswith("RSA") and record.get("type") == "private":
+                return False
+        if method == "importKey" and ("n" in arg or "$b" in arg and size > 512):
+            return False  # an RSA key (JWK or DER) is validated when imported
+    return size <= _INLINE_DATA_CHARS
+
+
 async def op_subtle(message: dict[str, Any]) -> Any:
     """The `subtle` host operation: {method, args}."""
     method = str(message.get("method"))
     args = list(message.get("args") or [])
+    if _quick(method, args):
+        return call(method, args)
     loop = asyncio.get_running_loop()
     return await loop.run_in_executor(_pool(), call, method, args)
