@@ -26,6 +26,9 @@
 
   let pool = new Uint8Array(0);
   let at = 0;
+  const SPARE_BYTES = 4096;
+  let spare = new Uint8Array(0); // generator output for small draws, wiped as served
+  let spareAt = 0;
   let seed = null; // OS bytes set aside for the generator, not used yet
   let drbg = null; // made when the pool first runs dry
   let refill = null; // the outstanding `entropy` request, if any
@@ -47,6 +50,9 @@
     bytes.fill(0);
     pool = next;
     at = 0;
+    spare.fill(0);
+    spare = new Uint8Array(0);
+    spareAt = 0;
     stats.refills++;
   }
 
@@ -82,8 +88,24 @@
     out.set(pool.subarray(at, at + fromPool));
     pool.fill(0, at, at + fromPool);
     at += fromPool;
-    for (let i = fromPool; i < n; i += DRBG_MAX) {
-      out.set(generator().randomBytes(Math.min(DRBG_MAX, n - i)), i);
+    if (n - fromPool <= SPARE_BYTES) {
+      // Small draws (UUIDs) take generator output made a block of SPARE_BYTES at a time:
+      // each call of the generator sets up AES again, which costs more than the bytes.
+      for (let i = fromPool; i < n;) {
+        if (spareAt === spare.length) {
+          spare = generator().randomBytes(SPARE_BYTES);
+          spareAt = 0;
+        }
+        const take = Math.min(n - i, spare.length - spareAt);
+        out.set(spare.subarray(spareAt, spareAt + take), i);
+        spare.fill(0, spareAt, spareAt + take);
+        spareAt += take;
+        i += take;
+      }
+    } else {
+      for (let i = fromPool; i < n; i += DRBG_MAX) {
+        out.set(generator().randomBytes(Math.min(DRBG_MAX, n - i)), i);
+      }
     }
     stats.fromPool += fromPool;
     stats.fromGenerator += n - fromPool;
