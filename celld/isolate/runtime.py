@@ -106,7 +106,7 @@ NODE_FILES: dict[str, tuple[frozenset[str], tuple[str, ...]]] = {
     "node/process.js": (frozenset({"node:process"}), ()),
     "node/events.js": (frozenset({"node:events"}), ()),
     "node/buffer.js": (frozenset({"node:buffer"}), ()),
-    "node/util.js": (frozenset({"node:util", "node:util/types"}), ()),
+    "node/util.js": (frozenset({"node:util", "node:util/types", "node:sys"}), ()),
     "node/path.js": (frozenset({"node:path", "node:path/posix"}), ()),
     "node/url.js": (frozenset({"node:url"}), ()),
     "node/assert.js": (frozenset({"node:assert", "node:assert/strict"}), ("node/util.js",)),
