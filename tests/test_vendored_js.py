@@ -14,6 +14,7 @@ BUNDLES = [
     ("noble-hashes.js", "noble", "@noble/hashes"),
     ("noble-ciphers.js", "noble", "@noble/ciphers"),
     ("unenv-node.js", "unenv", "unenv"),
+    ("pako.js", "pako", "pako"),
 ]
 
 

@@ -126,6 +126,11 @@ NODE_FILES: dict[str, tuple[frozenset[str], tuple[str, ...]]] = {
         frozenset({"node:stream", "node:stream/promises"}),
         ("node/events.js", "node/buffer.js"),
     ),
+    "vendor/pako.js": (frozenset(), ()),
+    "node/zlib.js": (
+        frozenset({"node:zlib"}),
+        ("vendor/pako.js", "node/buffer.js", "node/events.js", "node/stream.js"),
+    ),
 }
 _ALWAYS = ("node/process.js", "node/buffer.js", "node/timers.js")
 #: Every `node:` specifier celld provides.

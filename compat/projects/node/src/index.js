@@ -12,6 +12,10 @@ import qsBare from "querystring";
 import { AsyncLocalStorage, AsyncResource, createHook } from "node:async_hooks";
 import { WorkflowEntrypoint } from "cloudflare:workers";
 import { createMimeMessage } from "mimetext";
+import zlib from "node:zlib";
+import { Readable, Writable } from "node:stream";
+import { pipeline } from "node:stream/promises";
+import { promisify } from "node:util";
 
 const als = new AsyncLocalStorage();
 const tick = () => new Promise((resolve) => setTimeout(resolve, 1));
@@ -65,6 +69,40 @@ function attempt(fn) {
 const routes = {
   ping() {
     return "pong";
+  },
+  async zlib() {
+    const text = "hello hello hello hello, celld and workerd! ".repeat(20);
+    const hex = (b) => Buffer.from(b).toString("hex");
+    const gz = zlib.gzipSync(text);
+    const out = {
+      gzip: hex(gz),
+      gzip1: hex(zlib.gzipSync(text, { level: 1 })),
+      deflate: hex(zlib.deflateSync(text)),
+      deflate9: hex(zlib.deflateSync(text, { level: 9 })),
+      raw: hex(zlib.deflateRawSync(text)),
+      stored: hex(zlib.deflateSync("abc", { level: 0 })),
+      back: [zlib.gunzipSync(gz).toString() === text, zlib.inflateSync(zlib.deflateSync(text)).toString() === text,
+        zlib.inflateRawSync(zlib.deflateRawSync(text)).toString() === text,
+        zlib.unzipSync(gz).toString() === text, zlib.unzipSync(zlib.deflateSync(text)).toString() === text],
+      empty: hex(zlib.gzipSync(Buffer.alloc(0))),
+      bad: attempt(() => zlib.inflateSync(Buffer.from("not zlib data"))),
+      badMessage: (() => { try { zlib.gunzipSync(Buffer.from("nope")); } catch (e) { return [e.message, e.errno, e.code]; } })(),
+      constants: [zlib.constants.Z_BEST_COMPRESSION, zlib.constants.Z_SYNC_FLUSH, zlib.Z_DEFAULT_COMPRESSION ?? null,
+        zlib.constants.BROTLI_PARAM_QUALITY],
+      callback: await new Promise((resolve, reject) => zlib.deflate(text, (e, r) => e ? reject(e) : resolve(hex(r)))),
+      promisified: hex(await promisify(zlib.gunzip)(gz)) === hex(Buffer.from(text)),
+    };
+    const chunks = [];
+    await pipeline(Readable.from([text.slice(0, 100), text.slice(100)]), zlib.createGzip(),
+      new Writable({ write(chunk, _e, done) { chunks.push(chunk); done(); } }));
+    out.stream = zlib.gunzipSync(Buffer.concat(chunks)).toString() === text;
+    out.streamBytes = hex(Buffer.concat(chunks)) === out.gzip;
+    const inflated = [];
+    await pipeline(Readable.from([gz.subarray(0, 10), gz.subarray(10)]), zlib.createGunzip(),
+      new Writable({ write(chunk, _e, done) { inflated.push(chunk); done(); } }));
+    out.gunzipStream = Buffer.concat(inflated).toString() === text;
+    out.crc32 = attempt(() => zlib.crc32("hello"));
+    return out;
   },
   mimetext() {
     // mimetext imports node:os (for EOL) and mime-types (node:path).
