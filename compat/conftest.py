@@ -18,7 +18,7 @@ from typing import Any
 import pytest
 
 from compat.scenario import Scenario
-from compat.targets import NPM_APP, OBJECTS, Target, connect, ensure_node_modules
+from compat.targets import CRYPTO, NODE, NPM_APP, OBJECTS, Target, connect, ensure_node_modules
 
 _results: dict[str, dict[str, Any]] = {}
 
@@ -61,6 +61,24 @@ def npm_target(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Target]:
     if not os.environ.get("CELLD_COMPAT_NPM_URL"):
         ensure_node_modules(NPM_APP)
     yield from _serve(tmp_path_factory, NPM_APP, "compat-npm", "CELLD_COMPAT_NPM_URL")
+
+
+@pytest.fixture(scope="session")
+def crypto_target(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Target]:
+    """The crypto project (compat/projects/crypto: Web Crypto, node:crypto, jose) on the same
+    kind of target; CELLD_COMPAT_CRYPTO_URL reuses a running server."""
+    if not os.environ.get("CELLD_COMPAT_CRYPTO_URL"):
+        ensure_node_modules(CRYPTO)
+    yield from _serve(tmp_path_factory, CRYPTO, "compat-crypto", "CELLD_COMPAT_CRYPTO_URL")
+
+
+@pytest.fixture(scope="session")
+def node_target(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Target]:
+    """The Node built-ins project (compat/projects/node) on the same kind of target;
+    CELLD_COMPAT_NODE_URL reuses a running server."""
+    if not os.environ.get("CELLD_COMPAT_NODE_URL"):
+        ensure_node_modules(NODE)
+    yield from _serve(tmp_path_factory, NODE, "compat-node", "CELLD_COMPAT_NODE_URL")
 
 
 @pytest.fixture(scope="session")

@@ -28,6 +28,10 @@ PROJECTS = REPO / "compat" / "projects"
 CORE = PROJECTS / "core"
 #: A TypeScript Worker with npm dependencies (installed by `npm ci` from its lockfile).
 NPM_APP = PROJECTS / "npm-app"
+#: Web Crypto, node:crypto and the jose package (installed by `npm ci` from its lockfile).
+CRYPTO = PROJECTS / "crypto"
+#: Node's built-in modules under nodejs_compat, one route each.
+NODE = PROJECTS / "node"
 #: Durable Objects (key-value, SQL, alarms, RPC) beside a Workflow that calls them.
 OBJECTS = PROJECTS / "objects"
 

@@ -11,7 +11,7 @@
   // may patch the globals, and the bridge must keep working and stay exact.
   const {
     ArrayPrototypePush, ArrayPrototypeJoin, JSONParse, ObjectAssign, ObjectCreate,
-    ObjectDefineProperty, ObjectFreeze, ObjectPrototypeHasOwnProperty, PromiseReject, SafeMap, SafeSet,
+    ObjectDefineProperty, ObjectFreeze, ObjectPrototypeHasOwnProperty, PromiseReject, ReflectApply, SafeMap, SafeSet,
     stringify, Error, TypeError, RangeError, SyntaxError, ReferenceError, EvalError,
     URIError, String, Promise, canaryChanged, StringPrototypeIndexOf, StringPrototypeSlice,
     StringPrototypeSplit, Uint8Array, Uint8ArrayPrototypeToBase64,
@@ -65,6 +65,11 @@
 
   /** The request whose code is running synchronously right now (null: unknown). */
   let currentOwner = null;
+
+  // node:async_hooks (js/node/async_hooks.js) carries a context across jobs: it binds the
+  // callbacks the runtime calls later, and every delivered event starts in no context.
+  let bindContext = null;
+  let resetContext = null;
 
   /** Run `fn` as `owner`: what it starts (timers, fetches) belongs to that owner. */
   function runAs(owner, fn) {
@@ -229,7 +234,9 @@
       const cancel = () => {
         if (waiting.delete(ticket)) ArrayPrototypePush(outbox, stringify({ op: "cancel", of: ticket }));
       };
-      return { promise, cancel };
+      // False once answered, cancelled, or forgotten (a reset, the end of its owner).
+      const pending = () => waiting.has(ticket);
+      return { promise, cancel, waiting: pending };
     },
     /** Register the handler for one kind of inbound message. */
     on(kind, handler) {
@@ -253,6 +260,26 @@
     /** The owner code running now belongs to (null when unknown). */
     owner() {
       return currentOwner;
+    },
+    /** Set once, by node:async_hooks: how to bind a callback to the current context, and
+     * how to start an event in no context. */
+    setContextHooks(bind, reset) {
+      if (bindContext !== null) throw new TypeError("celld: the context hooks are already set");
+      bindContext = bind;
+      resetContext = reset;
+    },
+    /** `fn` bound to the current async context (itself when nothing tracks contexts). */
+    bindContext(fn) {
+      return bindContext === null ? fn : bindContext(fn);
+    },
+    /** `fn`, made to start in no async context, as an event the host delivers does. */
+    freshContext(fn) {
+      if (resetContext === null || typeof fn !== "function") return fn;
+      const reset = resetContext;
+      return function fresh(...args) {
+        reset();
+        return ReflectApply(fn, this, args);
+      };
     },
   });
 
@@ -298,6 +325,7 @@
         continue;
       }
       try {
+        if (resetContext !== null) resetContext();
         handler(message, pieces);
       } catch (error) {
         host.notify("fault", { error: describeError(error), kind: message.k });

@@ -131,8 +131,30 @@ def test_process_global() -> None:
 
 
 def test_missing_node_api_is_a_clear_error() -> None:
-    with pytest.raises(JsError, match="crypto.createCipheriv is not supported by celld"):
+    with pytest.raises(JsError, match="node:crypto createCipheriv is not provided.*crypto.subtle"):
         node("m('crypto').createCipheriv('aes-256-gcm');")
+
+
+def test_zlib_round_trips_and_refuses_brotli() -> None:
+    import gzip
+    import zlib
+
+    data = "celld zlib " * 50
+    result = node(
+        f"const z = m('zlib'); const text = {data!r};\n"
+        "let brotli = null; try { z.brotliCompressSync(text); } catch (e) { brotli = e.message; }\n"
+        "return [z.gzipSync(text).toString('base64'),\n"
+        "  z.deflateSync(text, {level: 9}).toString('base64'),\n"
+        "  z.inflateSync(z.deflateSync(text)).toString(), z.crc32(text), brotli];"
+    )
+    import base64
+
+    assert gzip.decompress(base64.b64decode(result[0])).decode() == data
+    # pako is zlib ported: the same bytes as Python's zlib at the same level.
+    assert base64.b64decode(result[1]) == zlib.compress(data.encode(), 9)
+    assert result[2] == data
+    assert result[3] == zlib.crc32(data.encode())
+    assert "Brotli" in result[4] and "not provided" in result[4]
 
 
 def test_node_imports_need_the_flag_and_a_provided_module(tmp_path: Path) -> None:

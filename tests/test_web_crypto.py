@@ -1,5 +1,5 @@
 # ruff: noqa: E501 - the JS snippets read better unwrapped
-"""crypto: the ChaCha20 DRBG, getRandomValues, randomUUID, subtle.digest."""
+"""crypto: the OS entropy pool, getRandomValues, randomUUID, subtle.digest."""
 
 from __future__ import annotations
 
@@ -9,6 +9,7 @@ import re
 import pytest
 
 from celld.isolate.entropy import entropy_script
+from celld.isolate.host import HostError
 from celld.isolate.runtime import runtime_scripts
 from celld.isolate.webops import op_entropy
 from tests import jsharness
@@ -20,25 +21,6 @@ def seeded(monkeypatch: pytest.MonkeyPatch) -> None:
     """Load the first-key script after the runtime, as the integrator must."""
     monkeypatch.setattr(
         jsharness, "runtime_scripts", lambda: runtime_scripts() + (entropy_script(),)
-    )
-
-
-async def test_chacha20_block_known_answers() -> None:
-    # RFC 8439 appendix A.1, test vectors 1 and 2 (all-zero key and nonce).
-    result = await run_js_async(
-        """
-        const hex = (b) => Array.from(b, (x) => x.toString(16).padStart(2, "0")).join("");
-        return [hex(__celld_web.chacha20Block(new Uint8Array(32), 0)),
-                hex(__celld_web.chacha20Block(new Uint8Array(32), 1))];
-        """
-    )
-    assert result[0] == (
-        "76b8e0ada0f13d90405d6ae55386bd28bdd219b8a08ded1aa836efcc8b770dc7"
-        "da41597c5157488d7724e03fb8d84a376a43b8f41518a11cc387b669b2ee6586"
-    )
-    assert result[1] == (
-        "9f07e7be5551387a98ba977c732d080dcb0f29a048e3656912c6533e32ee7aed"
-        "29b721769ce64e43d57133b074d839d531ed1f28510afb45ace10a1f4b794d6f"
     )
 
 
@@ -101,16 +83,51 @@ async def test_seed_function_is_gone_before_user_code() -> None:
     assert await run_js_async("return typeof __celld_entropy_seed;") == "undefined"
 
 
-async def test_reseed_request_is_sent_and_mixed_in() -> None:
-    # 4096 calls trigger an `entropy` request; its answer re-keys the generator.
+async def test_pool_refills_after_it_runs_low() -> None:
+    # The first 2 KiB come with the isolate; drawing below 1 KiB left asks the host for
+    # more, which arrives a turn later (a timer's wait is more than enough).
     result = await run_js_async(
         """
-        for (let i = 0; i < 4100; i++) crypto.getRandomValues(new Uint8Array(1));
+        const before = __celld_web.randomStats();
+        crypto.getRandomValues(new Uint8Array(1500));
+        const drawn = __celld_web.randomStats();
         await scheduler.wait(5);
-        return crypto.randomUUID().length;
+        return {before, drawn, after: __celld_web.randomStats()};
         """
     )
-    assert result == 36
+    assert result["before"]["poolLeft"] == 2048
+    assert result["before"]["requests"] == 0
+    assert result["drawn"]["poolLeft"] == 548
+    assert result["drawn"]["requests"] == 1
+    assert result["after"]["refills"] == 2
+    assert result["after"]["poolLeft"] == 548 + 16384
+
+
+async def test_a_dry_pool_is_topped_up_by_the_seeded_generator() -> None:
+    # One turn draws far more than the pool holds: the rest comes from the CTR_DRBG (seeded
+    # with OS bytes), the draw succeeds at once, and only one refill is asked for.
+    result = await run_js_async(
+        """
+        const out = [];
+        for (let i = 0; i < 8; i++) out.push(crypto.getRandomValues(new Uint8Array(65536)));
+        const stats = __celld_web.randomStats();
+        const counts = new Array(256).fill(0);
+        for (const chunk of out) for (const b of chunk) counts[b]++;
+        const distinct = new Set(out.map((c) => c.slice(0, 16).join())).size;
+        await scheduler.wait(5);
+        return {stats, min: Math.min(...counts), max: Math.max(...counts), distinct,
+                after: __celld_web.randomStats()};
+        """
+    )
+    stats = result["stats"]
+    assert stats["fromPool"] == 2048
+    assert stats["fromGenerator"] == 8 * 65536 - 2048
+    assert stats["requests"] == 1
+    # 524,288 bytes over 256 values: 2048 expected each; these bounds are > 8 sigma.
+    assert 1680 < result["min"] <= result["max"] < 2420
+    assert result["distinct"] == 8
+    # Having run dry, the pool asked for the largest delivery.
+    assert result["after"]["poolLeft"] == 65536 - 48
 
 
 async def test_first_key_also_arrives_without_the_seed_script(
@@ -143,12 +160,15 @@ async def test_seed_script_may_also_run_before_the_runtime(
     assert result == [36, "undefined", "undefined"]
 
 
-def test_entropy_op_returns_32_fresh_bytes() -> None:
+def test_entropy_op_returns_fresh_bytes_within_bounds() -> None:
     import base64
 
-    a, b = op_entropy({}), op_entropy({})
-    assert len(base64.b64decode(a)) == 32
+    a, b = op_entropy({"bytes": 4096}), op_entropy({"bytes": 4096})
+    assert len(base64.b64decode(a)) == 4096
     assert a != b
+    for wrong in (0, 48, 65537):
+        with pytest.raises(HostError):
+            op_entropy({"bytes": wrong})
 
 
 @pytest.mark.parametrize("algorithm", ["SHA-1", "SHA-256", "SHA-384", "SHA-512", "MD5"])

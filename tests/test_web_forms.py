@@ -84,14 +84,14 @@ def test_hmac_sign_and_verify(hash_name: str) -> None:
 
 
 def test_hmac_key_rules() -> None:
-    with pytest.raises(JsError, match="does not allow sign"):
+    with pytest.raises(JsError, match='Requested key usage "sign" does not match'):
         run_js(
             "const key = await crypto.subtle.importKey('raw', new Uint8Array([1]),"
             " { name: 'HMAC', hash: 'SHA-256' }, false, ['verify']);\n"
             "await crypto.subtle.sign('HMAC', key, new Uint8Array(1));"
         )
-    with pytest.raises(JsError, match="celld supports HMAC keys only"):
+    with pytest.raises(JsError, match='Unrecognized key import algorithm "AES-XTS"'):
         run_js(
-            "await crypto.subtle.importKey('raw', new Uint8Array(16), 'AES-GCM', false,"
+            "await crypto.subtle.importKey('raw', new Uint8Array(16), 'AES-XTS', false,"
             " ['encrypt']);"
         )

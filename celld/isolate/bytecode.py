@@ -31,8 +31,10 @@ _BYTECODE = 1 << 0
 _TAG_EXCEPTION = EXPECTED.tags.exception
 #: The file name the binding's `Context.eval` gives QuickJS.
 _FILE_NAME = b"<input>"
-#: Distinct scripts kept (a project has one bundle; tests load many snippets).
-_CAPACITY = 32
+#: Distinct scripts kept: the runtime's files (34), the `node:` modules' (up to about 20),
+#: each project's bundle, and the snippets tests load. Below what one isolate loads, every
+#: load compiles again (an LRU cycled through in order keeps nothing).
+_CAPACITY = 128
 
 
 class BytecodeCache:

@@ -35,6 +35,7 @@ import tree_sitter_javascript
 import tree_sitter_typescript
 from tree_sitter import Language, Node, Parser, Query, QueryCursor
 
+from celld.isolate.async_context import ASYNC_CONTEXT_MODULE, await_splices
 from celld.isolate.commonjs import module_format, require_calls
 from celld.isolate.decorators import DecoratorError, compile_decorators, has_decorators
 from celld.isolate.jsx import JsxError, compile_jsx, has_jsx, parse_copy
@@ -255,6 +256,8 @@ class _Module:
     defines_require: bool = False  # an ES module with its own top-level `require`
     node_mode: bool = False  # .mjs/.mts or "type": "module": CommonJS default is exports
     splices: list[tuple[int, int, str]] = field(default_factory=list)
+    #: every `await` in a function: (start, operand start, end) bytes, for async_context.py
+    awaits: list[tuple[int, int, int]] = field(default_factory=list)
     prologue_fixups: list[str] = field(default_factory=list)
     uses_meta: bool = False
 
@@ -524,6 +527,10 @@ class _Analyzer:
             node, what = min(problems, key=lambda item: item[0].start_byte)
             raise ModuleError(self.where(node) + _PROBLEMS[what])
         self.define_node_env(captures.get("node_env", []))
+        for node in captures.get("await", []):
+            operand = node.named_children[-1] if node.named_children else None
+            if operand is not None:
+                self.m.awaits.append((node.start_byte, operand.start_byte, node.end_byte))
         for node in captures.get("meta", []):
             if _text(self.data, node).startswith("import"):
                 self.m.uses_meta = True
@@ -1761,13 +1768,16 @@ def build_bundle(
     exports = _Exports(linker.modules)
     for module in linker.modules:
         exports.check_imports(module)
-    source, spans = _generate(linker.modules, exports)
     used = {
         request.target
         for module in linker.modules
         for request in (*module.requests, *module.dynamic, *module.requires)
         if isinstance(request.target, str) and not request.elided
     }
+    if ASYNC_CONTEXT_MODULE in used:
+        for module in linker.modules:
+            module.splices.extend(await_splices(module.awaits, module.splices))
+    source, spans = _generate(linker.modules, exports)
     bundle = Bundle(source, tuple(m.path for m in linker.modules), spans, tuple(sorted(used)))
     packages = [info.path for info in linker.resolver.packages.values() if info is not None]
     return bundle, packages + sorted(tsconfigs.files)

@@ -5,6 +5,7 @@ from __future__ import annotations
 from celld.isolate.coreops import core_ops
 from celld.isolate.host import OpHandler
 from celld.isolate.streams import stream_ops
+from celld.isolate.webcrypto import crypto_ops
 from celld.isolate.webops import web_ops
 
 
@@ -13,4 +14,5 @@ def isolate_ops() -> dict[str, OpHandler]:
     ops = core_ops()
     ops.update(web_ops())
     ops.update(stream_ops())
+    ops.update(crypto_ops())
     return ops

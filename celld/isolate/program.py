@@ -80,7 +80,12 @@ def build_program(
     node: tuple[Script, ...] = ()
     if nodejs_compat:
         node = node_scripts(None if bundle is None else frozenset(bundle.builtins))
-    parts = [(s.name, s.source, None) for s in runtime_scripts() + node + extra]
+    # The `node:` modules are runtime code: they load before seal.js takes the reference
+    # state of the built-ins (node:async_hooks wraps Promise.prototype.then).
+    runtime = runtime_scripts()
+    assert runtime[-1].name == "seal.js"
+    scripts = runtime[:-1] + node + runtime[-1:] + extra
+    parts = [(s.name, s.source, None) for s in scripts]
     if bundle is not None:
         parts.append((str(entry), bundle.source, bundle.locate))
     source, lines = join_scripts(parts)

@@ -16,6 +16,8 @@ HOST_FILES = ("primordials.js", "host.js")
 #: The web platform globals QuickJS lacks, in dependency order.
 WEB_FILES: tuple[str, ...] = (
     "web/common.js",
+    "vendor/noble-hashes.js",
+    "vendor/noble-ciphers.js",
     "web/digests.js",
     "web/encoding.js",
     "web/console.js",
@@ -23,6 +25,7 @@ WEB_FILES: tuple[str, ...] = (
     "web/timers.js",
     "web/abort.js",
     "web/serialize.js",
+    "web/random.js",
     "web/crypto.js",
     "web/url-host.js",
     "web/url.js",
@@ -96,24 +99,41 @@ def object_scripts() -> tuple[Script, ...]:
 
 
 #: The `node:` module files nodejs_compat adds, in load order, each with the specifiers it
-#: registers and the files it needs loaded before it. process.js and buffer.js are always
-#: loaded (they define the `process` and `Buffer` globals); the others only when the
-#: Worker imports what they provide, which keeps isolates that need little cheap.
+#: registers and the files it needs loaded before it. process.js, buffer.js and timers.js
+#: are always loaded (they define the `process`, `Buffer` and `setImmediate` globals); the
+#: others only when the Worker imports what they provide, which keeps isolates that need
+#: little cheap.
 NODE_FILES: dict[str, tuple[frozenset[str], tuple[str, ...]]] = {
     "node/process.js": (frozenset({"node:process"}), ()),
     "node/events.js": (frozenset({"node:events"}), ()),
     "node/buffer.js": (frozenset({"node:buffer"}), ()),
-    "node/util.js": (frozenset({"node:util", "node:util/types"}), ()),
+    "node/util.js": (frozenset({"node:util", "node:util/types", "node:sys"}), ()),
     "node/path.js": (frozenset({"node:path", "node:path/posix"}), ()),
     "node/url.js": (frozenset({"node:url"}), ()),
     "node/assert.js": (frozenset({"node:assert", "node:assert/strict"}), ("node/util.js",)),
     "node/crypto.js": (frozenset({"node:crypto"}), ("node/buffer.js",)),
+    "node/timers.js": (frozenset({"node:timers", "node:timers/promises"}), ()),
+    "node/os.js": (frozenset({"node:os"}), ()),
+    "node/string_decoder.js": (frozenset({"node:string_decoder"}), ("node/buffer.js",)),
+    "vendor/unenv-node.js": (frozenset(), ()),
+    "node/querystring.js": (
+        frozenset({"node:querystring", "node:punycode"}),
+        ("vendor/unenv-node.js", "node/buffer.js"),
+    ),
+    "node/diagnostics_channel.js": (frozenset({"node:diagnostics_channel"}), ()),
+    "node/perf_hooks.js": (frozenset({"node:perf_hooks"}), ()),
+    "node/async_hooks.js": (frozenset({"node:async_hooks"}), ()),
     "node/stream.js": (
         frozenset({"node:stream", "node:stream/promises"}),
         ("node/events.js", "node/buffer.js"),
     ),
+    "vendor/pako.js": (frozenset(), ()),
+    "node/zlib.js": (
+        frozenset({"node:zlib"}),
+        ("vendor/pako.js", "node/buffer.js", "node/events.js", "node/stream.js"),
+    ),
 }
-_ALWAYS = ("node/process.js", "node/buffer.js")
+_ALWAYS = ("node/process.js", "node/buffer.js", "node/timers.js")
 #: Every `node:` specifier celld provides.
 NODE_MODULES: frozenset[str] = frozenset().union(*(names for names, _ in NODE_FILES.values()))
 

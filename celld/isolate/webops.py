@@ -1,38 +1,29 @@
-"""Host operations behind the web platform globals (js/web/): entropy, digest, fetch.
+"""Host operations behind the web platform globals (js/web/): entropy and fetch.
 
 Binary data crosses the bridge as base64 inside JSON messages; fetch bodies larger than one
-message stream both ways through celld/isolate/streams.py.
+message stream both ways through celld/isolate/streams.py. crypto.subtle has its own
+operation (celld/isolate/webcrypto).
 
-Entropy contract (see js/web/crypto.js): the runtime keeps a ChaCha20 DRBG in JS.
-`entropy_script()` returns a tiny script that hands it its first 32-byte key; evaluate
-a fresh one per isolate, before the runtime or right after it, and before user code.
-Later re-keys are `entropy` requests answered by `op_entropy`.
+Entropy contract (see js/web/random.js): the runtime keeps a pool of OS random bytes in
+JS. `entropy_script()` hands it its first bytes; evaluate a fresh one per isolate, before
+the runtime or right after it, and before user code. Refills are `entropy` requests
+answered by `op_entropy`.
 """
 
 from __future__ import annotations
 
 import asyncio
 import base64
-import hashlib
-import hmac
 import weakref
 from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
 
 import httpx
 
-from celld.isolate.entropy import fresh_key
+from celld.isolate.entropy import MAX_DELIVERY_BYTES, SEED_BYTES, fresh_bytes
 from celld.isolate.host import HostError, OpHandler
 from celld.isolate.outbound import fence_writes
 from celld.isolate.streams import STREAMS, StreamAborted
-
-_DIGESTS = {
-    "SHA-1": "sha1",
-    "SHA-256": "sha256",
-    "SHA-384": "sha384",
-    "SHA-512": "sha512",
-    "MD5": "md5",
-}
 
 #: Responses of at most this many bytes (by their Content-Length) come whole in the answer.
 INLINE_BODY_BYTES = 64 * 1024
@@ -49,25 +40,14 @@ _REDIRECT_STATUSES = {301, 302, 303, 307, 308}
 
 
 def op_entropy(message: dict[str, Any]) -> str:
-    return fresh_key()
-
-
-def op_digest(message: dict[str, Any]) -> str:
-    algorithm = _DIGESTS.get(str(message.get("alg")))
-    if algorithm is None:
-        raise HostError(f"Unrecognized digest algorithm: {message.get('alg')}", "NotSupportedError")
-    data = base64.b64decode(message.get("data") or "")
-    return base64.b64encode(hashlib.new(algorithm, data).digest()).decode("ascii")
-
-
-def op_hmac(message: dict[str, Any]) -> str:
-    """HMAC for crypto.subtle.sign/verify (keys stay in JS; the host only computes)."""
-    algorithm = _DIGESTS.get(str(message.get("alg")))
-    if algorithm is None or algorithm == "md5":
-        raise HostError(f"Unrecognized HMAC hash: {message.get('alg')}", "NotSupportedError")
-    key = base64.b64decode(message.get("key") or "")
-    data = base64.b64decode(message.get("data") or "")
-    return base64.b64encode(hmac.new(key, data, algorithm).digest()).decode("ascii")
+    """`bytes` fresh OS random bytes (base64) for an isolate's pool."""
+    count = int(message.get("bytes") or 0)
+    if not SEED_BYTES < count <= MAX_DELIVERY_BYTES:
+        raise HostError(
+            f"entropy: ask for more than {SEED_BYTES} and at most {MAX_DELIVERY_BYTES} bytes",
+            "RangeError",
+        )
+    return fresh_bytes(count)
 
 
 # One client per event loop: an httpx client is bound to the loop that first used it.
@@ -215,4 +195,4 @@ def _head(method: str, response: httpx.Response) -> dict[str, Any]:
 
 
 def web_ops() -> dict[str, OpHandler]:
-    return {"entropy": op_entropy, "digest": op_digest, "hmac": op_hmac, "fetch": op_fetch}
+    return {"entropy": op_entropy, "fetch": op_fetch}

@@ -131,6 +131,11 @@ class LiveObject:
         finally:
             self.calls.pop(call_id, None)
             self.last_used = time.monotonic()
+            # The turn that answered ended while this call still counted, so the host's
+            # idle notice came too early to count: give it again now that the call is done.
+            host = self.host
+            if self.idle and host is not None and host.idle_callback is not None:
+                host.idle_callback()
 
     def _deliver_next(self) -> None:
         """Input gate: an event starts in a turn of its own, so every event that came before

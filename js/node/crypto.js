@@ -1,225 +1,369 @@
-// node:crypto: createHash/createHmac (md5, sha1, sha256, sha384, sha512), randomBytes,
-// randomUUID, randomInt, timingSafeEqual, and the Web Crypto objects.
-//
-// Node's hashing is synchronous and the host can only be reached asynchronously, so the
-// digests are computed here in JavaScript (FIPS 180-4 and RFC 1321).
+// node:crypto as nodejs_compat provides it, as far as JS that cannot call the host
+// synchronously can:
+//   * synchronous, in the isolate, on the audited noble libraries (js/vendor/):
+//     createHash, hash, createHmac (md5, sha1, sha224, sha256, sha384, sha512,
+//     sha512-224, sha512-256), pbkdf2Sync, hkdfSync, scryptSync; randomBytes,
+//     randomFillSync, randomInt, randomUUID, getRandomValues (js/web/random.js);
+//     timingSafeEqual; createSecretKey and KeyObject (secret keys, and KeyObject.from of
+//     any CryptoKey);
+//   * with a callback, on the host (celld/isolate/webcrypto/node.py): pbkdf2, hkdf,
+//     scrypt, generateKeyPair, sign and verify;
+//   * webcrypto and subtle: the Web Crypto objects.
+// What Node only offers synchronously and needs the host's OpenSSL (createSign,
+// createVerify, generateKeyPairSync, createCipheriv, createPrivateKey, ...) throws an
+// error that says so and names the asynchronous alternative.
 "use strict";
 (() => {
   const modules = globalThis.__celld_builtin_modules;
+  const web = globalThis.__celld_web;
+  const host = globalThis.__celld_host;
+  const { PromisePrototypeThen } = globalThis.__celld_primordials;
   const { Buffer, encode, decode } = globalThis.__celld_node.buffer;
+  const noble = web.nobleHashes();
 
-  const { pad, words, sha256 } = globalThis.__celld_web.digests;
-
-  function sha1(bytes) {
-    const view = pad(bytes, 64, 8, false);
-    const h = new Uint32Array([0x67452301, 0xefcdab89, 0x98badcfe, 0x10325476, 0xc3d2e1f0]);
-    const w = new Uint32Array(80);
-    for (let offset = 0; offset < view.byteLength; offset += 64) {
-      for (let i = 0; i < 16; i++) w[i] = view.getUint32(offset + i * 4);
-      for (let i = 16; i < 80; i++) {
-        const x = w[i - 3] ^ w[i - 8] ^ w[i - 14] ^ w[i - 16];
-        w[i] = (x << 1) | (x >>> 31);
-      }
-      let [a, b, c, d, e] = h;
-      for (let i = 0; i < 80; i++) {
-        let f, k;
-        if (i < 20) { f = (b & c) | (~b & d); k = 0x5a827999; }
-        else if (i < 40) { f = b ^ c ^ d; k = 0x6ed9eba1; }
-        else if (i < 60) { f = (b & c) | (b & d) | (c & d); k = 0x8f1bbcdc; }
-        else { f = b ^ c ^ d; k = 0xca62c1d6; }
-        const t = (((a << 5) | (a >>> 27)) + f + e + k + w[i]) | 0;
-        e = d; d = c; c = (b << 30) | (b >>> 2); b = a; a = t;
-      }
-      h[0] += a; h[1] += b; h[2] += c; h[3] += d; h[4] += e;
-    }
-    return words(h, false);
-  }
-
-  const MD5_S = [7, 12, 17, 22, 5, 9, 14, 20, 4, 11, 16, 23, 6, 10, 15, 21];
-  const MD5_K = new Uint32Array(64).map((_, i) => Math.floor(Math.abs(Math.sin(i + 1)) * 2 ** 32));
-
-  function md5(bytes) {
-    const view = pad(bytes, 64, 8, true);
-    const h = new Uint32Array([0x67452301, 0xefcdab89, 0x98badcfe, 0x10325476]);
-    const m = new Uint32Array(16);
-    for (let offset = 0; offset < view.byteLength; offset += 64) {
-      for (let i = 0; i < 16; i++) m[i] = view.getUint32(offset + i * 4, true);
-      let [a, b, c, d] = h;
-      for (let i = 0; i < 64; i++) {
-        let f, g;
-        if (i < 16) { f = (b & c) | (~b & d); g = i; }
-        else if (i < 32) { f = (d & b) | (~d & c); g = (5 * i + 1) % 16; }
-        else if (i < 48) { f = b ^ c ^ d; g = (3 * i + 5) % 16; }
-        else { f = c ^ (b | ~d); g = (7 * i) % 16; }
-        const s = MD5_S[(i >> 4) * 4 + (i % 4)];
-        const x = (a + f + MD5_K[i] + m[g]) | 0;
-        a = d; d = c; c = b;
-        b = (b + ((x << s) | (x >>> (32 - s)))) | 0;
-      }
-      h[0] += a; h[1] += b; h[2] += c; h[3] += d;
-    }
-    return words(h, true);
-  }
-
-  const K512 = [
-    "428a2f98d728ae22", "7137449123ef65cd", "b5c0fbcfec4d3b2f", "e9b5dba58189dbbc", "3956c25bf348b538",
-    "59f111f1b605d019", "923f82a4af194f9b", "ab1c5ed5da6d8118", "d807aa98a3030242", "12835b0145706fbe",
-    "243185be4ee4b28c", "550c7dc3d5ffb4e2", "72be5d74f27b896f", "80deb1fe3b1696b1", "9bdc06a725c71235",
-    "c19bf174cf692694", "e49b69c19ef14ad2", "efbe4786384f25e3", "0fc19dc68b8cd5b5", "240ca1cc77ac9c65",
-    "2de92c6f592b0275", "4a7484aa6ea6e483", "5cb0a9dcbd41fbd4", "76f988da831153b5", "983e5152ee66dfab",
-    "a831c66d2db43210", "b00327c898fb213f", "bf597fc7beef0ee4", "c6e00bf33da88fc2", "d5a79147930aa725",
-    "06ca6351e003826f", "142929670a0e6e70", "27b70a8546d22ffc", "2e1b21385c26c926", "4d2c6dfc5ac42aed",
-    "53380d139d95b3df", "650a73548baf63de", "766a0abb3c77b2a8", "81c2c92e47edaee6", "92722c851482353b",
-    "a2bfe8a14cf10364", "a81a664bbc423001", "c24b8b70d0f89791", "c76c51a30654be30", "d192e819d6ef5218",
-    "d69906245565a910", "f40e35855771202a", "106aa07032bbd1b8", "19a4c116b8d2d0c8", "1e376c085141ab53",
-    "2748774cdf8eeb99", "34b0bcb5e19b48a8", "391c0cb3c5c95a63", "4ed8aa4ae3418acb", "5b9cca4f7763e373",
-    "682e6ff3d6b2b8a3", "748f82ee5defb2fc", "78a5636f43172f60", "84c87814a1f0ab72", "8cc702081a6439ec",
-    "90befffa23631e28", "a4506cebde82bde9", "bef9a3f7b2c67915", "c67178f2e372532b", "ca273eceea26619c",
-    "d186b8c721c0c207", "eada7dd6cde0eb1e", "f57d4f7fee6ed178", "06f067aa72176fba", "0a637dc5a2c898a6",
-    "113f9804bef90dae", "1b710b35131c471b", "28db77f523047d84", "32caab7b40c72493", "3c9ebe0a15c9bebc",
-    "431d67c49c100d4c", "4cc5d4becb3e42b6", "597f299cfc657e2a", "5fcb6fab3ad6faec", "6c44198c4a475817",
-  ].map((x) => BigInt("0x" + x));
-  const IV512 = ["6a09e667f3bcc908", "bb67ae8584caa73b", "3c6ef372fe94f82b", "a54ff53a5f1d36f1",
-    "510e527fade682d1", "9b05688c2b3e6c1f", "1f83d9abfb41bd6b", "5be0cd19137e2179"].map((x) => BigInt("0x" + x));
-  const IV384 = ["cbbb9d5dc1059ed8", "629a292a367cd507", "9159015a3070dd17", "152fecd8f70e5939",
-    "67332667ffc00b31", "8eb44a8768581511", "db0c2e0d64f98fa7", "47b5481dbefa4fa4"].map((x) => BigInt("0x" + x));
-  const M64 = (1n << 64n) - 1n;
-  const rotr = (x, n) => ((x >> n) | (x << (64n - n))) & M64;
-
-  function sha512(bytes, iv = IV512, outBytes = 64) {
-    const view = pad(bytes, 128, 16, false);
-    const h = [...iv];
-    const w = new Array(80);
-    for (let offset = 0; offset < view.byteLength; offset += 128) {
-      for (let i = 0; i < 16; i++) w[i] = view.getBigUint64(offset + i * 8);
-      for (let i = 16; i < 80; i++) {
-        const s0 = rotr(w[i - 15], 1n) ^ rotr(w[i - 15], 8n) ^ (w[i - 15] >> 7n);
-        const s1 = rotr(w[i - 2], 19n) ^ rotr(w[i - 2], 61n) ^ (w[i - 2] >> 6n);
-        w[i] = (w[i - 16] + s0 + w[i - 7] + s1) & M64;
-      }
-      let [a, b, c, d, e, f, g, hh] = h;
-      for (let i = 0; i < 80; i++) {
-        const S1 = rotr(e, 14n) ^ rotr(e, 18n) ^ rotr(e, 41n);
-        const ch = (e & f) ^ (~e & M64 & g);
-        const t1 = (hh + S1 + ch + K512[i] + w[i]) & M64;
-        const S0 = rotr(a, 28n) ^ rotr(a, 34n) ^ rotr(a, 39n);
-        const maj = (a & b) ^ (a & c) ^ (b & c);
-        const t2 = (S0 + maj) & M64;
-        hh = g; g = f; f = e; e = (d + t1) & M64; d = c; c = b; b = a; a = (t1 + t2) & M64;
-      }
-      const add = [a, b, c, d, e, f, g, hh];
-      for (let i = 0; i < 8; i++) h[i] = (h[i] + add[i]) & M64;
-    }
-    const out = new Uint8Array(64);
-    const outView = new DataView(out.buffer);
-    h.forEach((x, i) => outView.setBigUint64(i * 8, x));
-    return out.subarray(0, outBytes);
-  }
-
-  const ALGORITHMS = {
-    md5: { hash: md5, block: 64 },
-    sha1: { hash: sha1, block: 64 },
-    sha256: { hash: sha256, block: 64 },
-    sha384: { hash: (b) => sha512(b, IV384, 48), block: 128 },
-    sha512: { hash: (b) => sha512(b), block: 128 },
+  const HASHES = {
+    md5: noble.md5,
+    sha1: noble.sha1,
+    sha224: noble.sha224,
+    sha256: noble.sha256,
+    sha384: noble.sha384,
+    sha512: noble.sha512,
+    "sha512-224": noble.sha512_224,
+    "sha512-256": noble.sha512_256,
+  };
+  const ALIASES = {
+    "sha-1": "sha1", "sha-224": "sha224", "sha-256": "sha256", "sha-384": "sha384",
+    "sha-512": "sha512", "sha-512/224": "sha512-224", "sha-512/256": "sha512-256",
+    "sha512/224": "sha512-224", "sha512/256": "sha512-256",
   };
 
-  function algorithm(name) {
-    const key = String(name).toLowerCase().replace(/^sha-/, "sha").replace(/^rsa-/, "");
-    const found = ALGORITHMS[key];
-    if (!found) {
-      throw new Error(`Digest method not supported: ${name} (celld provides ${Object.keys(ALGORITHMS).join(", ")})`);
+  function hashName(name) {
+    let key = String(name).toLowerCase();
+    if (key.startsWith("rsa-")) key = key.slice(4);
+    key = ALIASES[key] || key;
+    if (!Object.prototype.hasOwnProperty.call(HASHES, key)) {
+      const error = new Error(`Digest method not supported: ${name} (celld provides ${Object.keys(HASHES).join(", ")})`);
+      error.code = "ERR_CRYPTO_INVALID_DIGEST";
+      throw error;
     }
-    return found;
+    return key;
   }
 
-  function toBytes(data, encoding) {
+  function hashFunction(name) {
+    return HASHES[hashName(name)];
+  }
+
+  function toBytes(data, encoding, what = "data") {
     if (typeof data === "string") return encode(data, encoding);
     if (data instanceof ArrayBuffer) return new Uint8Array(data);
     if (ArrayBuffer.isView(data)) return new Uint8Array(data.buffer, data.byteOffset, data.byteLength);
-    throw new TypeError("The \"data\" argument must be of type string or an instance of Buffer, TypedArray, or DataView");
-  }
-
-  function concat(chunks) {
-    const total = chunks.reduce((n, c) => n + c.length, 0);
-    const out = new Uint8Array(total);
-    let at = 0;
-    for (const chunk of chunks) { out.set(chunk, at); at += chunk.length; }
-    return out;
+    const error = new TypeError(`The "${what}" argument must be of type string or an instance of Buffer, TypedArray, or DataView.`);
+    error.code = "ERR_INVALID_ARG_TYPE";
+    throw error;
   }
 
   function output(bytes, encoding) {
-    const buffer = Buffer.from(bytes);
+    const buffer = Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength);
     return encoding === undefined || encoding === "buffer" ? buffer : decode(buffer, encoding);
   }
 
+  function finished() {
+    const error = new Error("Digest already called");
+    error.code = "ERR_CRYPTO_HASH_FINALIZED";
+    return error;
+  }
+
   class Hash {
-    constructor(name, chunks = []) {
-      this._name = name;
-      this._algorithm = algorithm(name);
-      this._chunks = chunks;
-      this._done = false;
+    #state;
+    #done = false;
+    constructor(name, options, state) {
+      this.#state = state || hashFunction(name).create();
     }
     update(data, encoding) {
-      if (this._done) throw new Error("Digest already called");
-      this._chunks.push(Uint8Array.from(toBytes(data, encoding)));
+      if (this.#done) throw finished();
+      this.#state.update(toBytes(data, encoding));
       return this;
     }
     digest(encoding) {
-      if (this._done) throw new Error("Digest already called");
-      this._done = true;
-      return output(this._algorithm.hash(concat(this._chunks)), encoding);
+      if (this.#done) throw finished();
+      this.#done = true;
+      return output(this.#state.digest(), encoding);
     }
     copy() {
-      if (this._done) throw new Error("Digest already called");
-      return new Hash(this._name, [...this._chunks]);
+      if (this.#done) throw finished();
+      return new Hash(null, undefined, this.#state.clone());
     }
   }
 
-  function hmac(name, key, data) {
-    const { hash, block } = algorithm(name);
-    let k = key.length > block ? hash(key) : key;
-    const padded = new Uint8Array(block);
-    padded.set(k);
-    const inner = padded.map((b) => b ^ 0x36);
-    const outer = padded.map((b) => b ^ 0x5c);
-    return hash(concat([outer, hash(concat([inner, data]))]));
+  // -- keys -----------------------------------------------------------------------------
+
+  const KEY_SLOT = Symbol("celld.keyObject");
+
+  /** Node's KeyObject: a secret key's bytes, or a CryptoKey's record (KeyObject.from). */
+  class KeyObject {
+    constructor(type, slot) {
+      if (slot === undefined || slot[KEY_SLOT] !== true) {
+        throw new TypeError("KeyObject cannot be constructed directly; use createSecretKey or KeyObject.from");
+      }
+      this._type = type;
+      this._slot = slot;
+    }
+    static from(key) {
+      const record = web.cryptoKeyRecord(key);
+      if (!record) throw new TypeError('The "key" argument must be an instance of CryptoKey.');
+      if (record.type === "secret") {
+        return new KeyObject("secret", { [KEY_SLOT]: true, bytes: web.base64ToBytes(record.data) });
+      }
+      return new KeyObject(record.type, { [KEY_SLOT]: true, record });
+    }
+    get type() { return this._type; }
+    get symmetricKeySize() {
+      return this._type === "secret" ? this._slot.bytes.length : undefined;
+    }
+    get asymmetricKeyType() {
+      if (this._type === "secret") return undefined;
+      const name = this._slot.record.algorithm.name;
+      if (name === "ECDSA" || name === "ECDH") return "ec";
+      if (name === "RSA-PSS") return "rsa-pss";
+      if (name.startsWith("RSA")) return "rsa";
+      return name.toLowerCase();
+    }
+    export(options = {}) {
+      if (this._type === "secret") {
+        if (options.format === "jwk") {
+          return { kty: "oct", k: Buffer.from(this._slot.bytes).toString("base64url") };
+        }
+        return Buffer.from(this._slot.bytes);
+      }
+      const der = web.base64ToBytes(this._slot.record.data);
+      const label = this._type === "private" ? "PRIVATE KEY" : "PUBLIC KEY";
+      const wanted = this._type === "private" ? "pkcs8" : "spki";
+      if (options.type !== undefined && options.type !== wanted) {
+        throw new Error(`celld: a ${this._type} KeyObject exports as ${wanted} only, not ${options.type}`);
+      }
+      if (options.format === "der") return Buffer.from(der);
+      if (options.format === "pem") return pem(label, der);
+      throw new Error(`celld: KeyObject.export of a ${this._type} key takes format "pem" or "der"`);
+    }
+    equals(other) {
+      if (!(other instanceof KeyObject) || other._type !== this._type) return false;
+      const a = this._type === "secret" ? this._slot.bytes : web.base64ToBytes(this._slot.record.data);
+      const b = other._type === "secret" ? other._slot.bytes : web.base64ToBytes(other._slot.record.data);
+      return a.length === b.length && timingSafeEqual(a, b);
+    }
+  }
+
+  function pem(label, der) {
+    const body = Buffer.from(der).toString("base64").replace(/.{1,64}/g, "$&\n");
+    return `-----BEGIN ${label}-----\n${body}-----END ${label}-----\n`;
+  }
+
+  function createSecretKey(key, encoding) {
+    return new KeyObject("secret", { [KEY_SLOT]: true, bytes: Uint8Array.from(toBytes(key, encoding, "key")) });
+  }
+
+  /** Key material for an HMAC or KDF: a string, a buffer, a secret KeyObject or CryptoKey. */
+  function secretBytes(key, what = "key") {
+    if (key instanceof KeyObject) {
+      if (key.type !== "secret") throw new TypeError(`The "${what}" argument must be a secret key`);
+      return key._slot.bytes;
+    }
+    const record = web.cryptoKeyRecord(key);
+    if (record) {
+      if (record.type !== "secret") throw new TypeError(`The "${what}" argument must be a secret key`);
+      return web.base64ToBytes(record.data);
+    }
+    return Uint8Array.from(toBytes(key, "utf8", what));
   }
 
   class Hmac {
+    #state;
+    #done = false;
     constructor(name, key) {
-      algorithm(name);
-      this._name = name;
-      this._key = typeof key === "object" && key !== null && key.type === "secret" && key._bytes
-        ? key._bytes : Uint8Array.from(toBytes(key, "utf8"));
-      this._chunks = [];
-      this._done = false;
+      this.#state = noble.hmac.create(hashFunction(name), secretBytes(key));
     }
     update(data, encoding) {
-      if (this._done) throw new Error("Digest already called");
-      this._chunks.push(Uint8Array.from(toBytes(data, encoding)));
+      if (this.#done) throw finished();
+      this.#state.update(toBytes(data, encoding));
       return this;
     }
     digest(encoding) {
-      if (this._done) throw new Error("Digest already called");
-      this._done = true;
-      return output(hmac(this._name, this._key, concat(this._chunks)), encoding);
+      if (this.#done) throw finished();
+      this.#done = true;
+      return output(this.#state.digest(), encoding);
     }
   }
 
+  // -- key derivation -------------------------------------------------------------------
+
+  function checkLength(value, what) {
+    if (!Number.isSafeInteger(value) || value < 0) {
+      const error = new RangeError(`The value of "${what}" is out of range. Received ${value}`);
+      error.code = "ERR_OUT_OF_RANGE";
+      throw error;
+    }
+  }
+
+  function pbkdf2Sync(password, salt, iterations, keylen, digest) {
+    checkLength(keylen, "keylen");
+    checkLength(iterations, "iterations");
+    const bytes = noble.pbkdf2(hashFunction(digest), secretBytes(password, "password"),
+      toBytes(salt, "utf8", "salt"), { c: iterations, dkLen: keylen });
+    return Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength);
+  }
+
+  function hkdfSync(digest, ikm, salt, info, keylen) {
+    checkLength(keylen, "keylen");
+    const bytes = noble.hkdf(hashFunction(digest), secretBytes(ikm, "ikm"),
+      toBytes(salt, "utf8", "salt"), toBytes(info, "utf8", "info"), keylen);
+    return bytes.slice().buffer;
+  }
+
+  function scryptOptions(options = {}) {
+    return {
+      N: options.N ?? options.cost ?? 16384,
+      r: options.r ?? options.blockSize ?? 8,
+      p: options.p ?? options.parallelization ?? 1,
+      maxmem: options.maxmem ?? 32 * 1024 * 1024,
+    };
+  }
+
+  function scryptSync(password, salt, keylen, options) {
+    checkLength(keylen, "keylen");
+    const o = scryptOptions(options);
+    const bytes = noble.scrypt(secretBytes(password, "password"), toBytes(salt, "utf8", "salt"),
+      { N: o.N, r: o.r, p: o.p, dkLen: keylen, maxmem: o.maxmem });
+    return Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength);
+  }
+
+  function callbackOf(callback) {
+    if (typeof callback !== "function") {
+      const error = new TypeError('The "callback" argument must be of type function.');
+      error.code = "ERR_INVALID_ARG_TYPE";
+      throw error;
+    }
+    return callback;
+  }
+
+  /** Ask the host (celld/isolate/webcrypto/node.py) and call back with (error, result). */
+  function viaHost(method, fields, callback, convert) {
+    PromisePrototypeThen(
+      host.request("nodecrypto", { method, ...fields }),
+      (answer) => callback(null, ...convert(answer)),
+      (error) => callback(error),
+    );
+  }
+
+  const b64 = (bytes) => web.bytesToBase64(bytes);
+  const toBuffer = (base64) => Buffer.from(web.base64ToBytes(base64));
+
+  function pbkdf2(password, salt, iterations, keylen, digest, callback) {
+    callbackOf(callback);
+    checkLength(keylen, "keylen");
+    checkLength(iterations, "iterations");
+    viaHost("pbkdf2", {
+      password: b64(secretBytes(password, "password")), salt: b64(toBytes(salt, "utf8", "salt")),
+      iterations, keylen, digest: hashName(digest),
+    }, callback, (answer) => [toBuffer(answer)]);
+  }
+
+  function hkdf(digest, ikm, salt, info, keylen, callback) {
+    callbackOf(callback);
+    checkLength(keylen, "keylen");
+    viaHost("hkdf", {
+      digest: hashName(digest), ikm: b64(secretBytes(ikm, "ikm")),
+      salt: b64(toBytes(salt, "utf8", "salt")), info: b64(toBytes(info, "utf8", "info")), keylen,
+    }, callback, (answer) => [toBuffer(answer).buffer]);
+  }
+
+  function scrypt(password, salt, keylen, options, callback) {
+    if (typeof options === "function") { callback = options; options = undefined; }
+    callbackOf(callback);
+    checkLength(keylen, "keylen");
+    viaHost("scrypt", {
+      password: b64(secretBytes(password, "password")), salt: b64(toBytes(salt, "utf8", "salt")),
+      keylen, ...scryptOptions(options),
+    }, callback, (answer) => [toBuffer(answer)]);
+  }
+
+  // -- asymmetric keys, with a callback -------------------------------------------------
+
+  /** A key argument as the host reads it: {pem}, {der, type}, or a CryptoKey record. */
+  function keyArgument(key) {
+    if (key instanceof KeyObject) {
+      if (key.type === "secret") throw new TypeError("celld: a secret KeyObject cannot sign or verify");
+      return { record: key._slot.record };
+    }
+    const record = web.cryptoKeyRecord(key);
+    if (record) return { record };
+    if (typeof key === "string" || ArrayBuffer.isView(key)) {
+      return { pem: typeof key === "string" ? key : decode(toBytes(key), "latin1") };
+    }
+    if (key && typeof key === "object" && key.key !== undefined) {
+      if (key.format === "der") return { der: b64(toBytes(key.key)), type: key.type, dsaEncoding: key.dsaEncoding, padding: key.padding, saltLength: key.saltLength };
+      if (key.format === "jwk") return { jwk: key.key, dsaEncoding: key.dsaEncoding, padding: key.padding, saltLength: key.saltLength };
+      const inner = keyArgument(key.key);
+      return { ...inner, dsaEncoding: key.dsaEncoding, padding: key.padding, saltLength: key.saltLength };
+    }
+    throw new TypeError('The "key" argument must be a PEM string, a Buffer, a KeyObject, a CryptoKey or {key, format}');
+  }
+
+  function sign(algorithm, data, key, callback) {
+    if (typeof callback !== "function") throw refusal("sign without a callback", "crypto.sign(algorithm, data, key, callback) or crypto.subtle.sign");
+    viaHost("sign", {
+      algorithm: algorithm == null ? null : hashName(algorithm), data: b64(toBytes(data)), key: keyArgument(key),
+    }, callback, (answer) => [toBuffer(answer)]);
+  }
+
+  function verify(algorithm, data, key, signature, callback) {
+    if (typeof callback !== "function") throw refusal("verify without a callback", "crypto.verify(algorithm, data, key, signature, callback) or crypto.subtle.verify");
+    viaHost("verify", {
+      algorithm: algorithm == null ? null : hashName(algorithm), data: b64(toBytes(data)),
+      key: keyArgument(key), signature: b64(toBytes(signature, undefined, "signature")),
+    }, callback, (answer) => [answer]);
+  }
+
+  function generateKeyPair(type, options, callback) {
+    if (typeof options === "function") { callback = options; options = {}; }
+    callbackOf(callback);
+    viaHost("generateKeyPair", { type: String(type), options: options || {} }, callback, (answer) => {
+      const convert = (part) => {
+        if (part.record) return KeyObject.from(web.makeCryptoKey(part.record));
+        if (part.der !== undefined) return toBuffer(part.der);
+        return part.value;
+      };
+      return [convert(answer.publicKey), convert(answer.privateKey)];
+    });
+  }
+
+  // -- randomness -----------------------------------------------------------------------
+
   function randomBytes(size, callback) {
-    if (typeof size !== "number" || size < 0 || size > 2 ** 31 - 1) {
-      throw new RangeError(`The value of "size" is out of range. Received ${size}`);
-    }
-    const out = Buffer.alloc(size);
-    for (let i = 0; i < size; i += 65536) {
-      crypto.getRandomValues(out.subarray(i, Math.min(size, i + 65536)));
-    }
+    checkLength(size, "size");
+    if (size > 2 ** 31 - 1) checkLength(-1, "size");
+    const bytes = web.randomBytes(size);
+    const out = Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength);
     if (typeof callback === "function") {
       queueMicrotask(() => callback(null, out));
       return undefined;
     }
     return out;
+  }
+
+  function randomFillSync(buffer, offset = 0, size) {
+    const view = toBytes(buffer, undefined, "buf");
+    const end = size === undefined ? view.length : offset + size;
+    if (offset < 0 || end > view.length) checkLength(-1, "offset + size");
+    view.set(web.randomBytes(end - offset), offset);
+    return buffer;
+  }
+
+  function randomFill(buffer, offset, size, callback) {
+    if (typeof offset === "function") { callback = offset; offset = 0; size = undefined; }
+    else if (typeof size === "function") { callback = size; size = undefined; }
+    callbackOf(callback);
+    randomFillSync(buffer, offset, size);
+    queueMicrotask(() => callback(null, buffer));
   }
 
   function randomInt(min, max, callback) {
@@ -231,8 +375,9 @@
     const limit = Math.floor(2 ** 48 / range) * range;
     let value;
     do {
-      const bytes = randomBytes(6);
-      value = bytes.readUInt32BE(0) * 65536 + bytes.readUInt16BE(4);
+      const bytes = web.randomBytes(6);
+      value = ((bytes[0] << 8) | bytes[1]) * 2 ** 32
+        + ((bytes[2] << 24) >>> 0) + (bytes[3] << 16) + (bytes[4] << 8) + bytes[5];
     } while (value >= limit);
     const result = min + (value % range);
     if (typeof callback === "function") {
@@ -243,45 +388,71 @@
   }
 
   function timingSafeEqual(a, b) {
-    const x = toBytes(a), y = toBytes(b);
+    const x = toBytes(a, undefined, "buf1"), y = toBytes(b, undefined, "buf2");
     if (x.length !== y.length) {
-      throw new RangeError("Input buffers must have the same byte length");
+      const error = new RangeError("Input buffers must have the same byte length");
+      error.code = "ERR_CRYPTO_TIMING_SAFE_EQUAL_LENGTH";
+      throw error;
     }
     let diff = 0;
     for (let i = 0; i < x.length; i++) diff |= x[i] ^ y[i];
     return diff === 0;
   }
 
-  function unsupported(name) {
-    return () => {
-      throw new Error(`crypto.${name} is not supported by celld; use crypto.subtle`);
-    };
+  function refusal(name, instead) {
+    const error = new Error(
+      `celld: node:crypto ${name} is not provided: Node's API answers synchronously and celld ` +
+      `does this work with the host's OpenSSL, which JS reaches only asynchronously; use ${instead}`);
+    error.code = "ERR_METHOD_NOT_IMPLEMENTED";
+    return error;
+  }
+
+  function refused(name, instead) {
+    return () => { throw refusal(name, instead); };
   }
 
   const nodeCrypto = {
-    createHash: (name, options) => new Hash(name),
+    createHash: (name, options) => new Hash(name, options),
     createHmac: (name, key) => new Hmac(name, key),
     Hash,
     Hmac,
     hash: (name, data, encoding = "hex") => new Hash(name).update(data).digest(encoding),
-    getHashes: () => Object.keys(ALGORITHMS),
+    getHashes: () => Object.keys(HASHES),
+    getCiphers: () => [],
+    getCurves: () => ["prime256v1", "secp384r1", "secp521r1"],
+    pbkdf2,
+    pbkdf2Sync,
+    hkdf,
+    hkdfSync,
+    scrypt,
+    scryptSync,
     randomBytes,
+    randomFill,
+    randomFillSync,
     randomInt,
     randomUUID: () => crypto.randomUUID(),
     getRandomValues: (array) => crypto.getRandomValues(array),
     timingSafeEqual,
+    createSecretKey,
+    KeyObject,
+    sign,
+    verify,
+    generateKeyPair,
     webcrypto: globalThis.crypto,
     subtle: globalThis.crypto.subtle,
-    createCipheriv: unsupported("createCipheriv"),
-    createDecipheriv: unsupported("createDecipheriv"),
-    createSign: unsupported("createSign"),
-    createVerify: unsupported("createVerify"),
-    pbkdf2Sync: unsupported("pbkdf2Sync"),
-    scryptSync: unsupported("scryptSync"),
-    generateKeyPairSync: unsupported("generateKeyPairSync"),
+    createSign: refused("createSign", "crypto.sign(algorithm, data, key, callback) or crypto.subtle.sign"),
+    createVerify: refused("createVerify", "crypto.verify(algorithm, data, key, signature, callback) or crypto.subtle.verify"),
+    generateKeyPairSync: refused("generateKeyPairSync", "crypto.generateKeyPair(type, options, callback) or crypto.subtle.generateKey"),
+    createPrivateKey: refused("createPrivateKey", "crypto.subtle.importKey"),
+    createPublicKey: refused("createPublicKey", "crypto.subtle.importKey"),
+    createCipheriv: refused("createCipheriv", "crypto.subtle.encrypt"),
+    createDecipheriv: refused("createDecipheriv", "crypto.subtle.decrypt"),
+    publicEncrypt: refused("publicEncrypt", "crypto.subtle.encrypt with RSA-OAEP"),
+    privateDecrypt: refused("privateDecrypt", "crypto.subtle.decrypt with RSA-OAEP"),
+    createECDH: refused("createECDH", "crypto.subtle.deriveBits with ECDH"),
+    createDiffieHellman: refused("createDiffieHellman", "crypto.subtle.deriveBits with ECDH or X25519"),
+    diffieHellman: refused("diffieHellman", "crypto.subtle.deriveBits with ECDH or X25519"),
   };
-  globalThis.__celld_node.hmac = hmac;
-  globalThis.__celld_node.digest = (name, bytes) => algorithm(name).hash(bytes);
   modules["node:crypto"] = Object.freeze(Object.assign(Object.create(null), nodeCrypto, {
     default: nodeCrypto,
   }));

@@ -128,6 +128,7 @@
   };
   globalThis.__celld_node.isDeepStrictEqual = isDeepStrictEqual;
   modules["node:util"] = Object.freeze(Object.assign(Object.create(null), util, { default: util }));
+  modules["node:sys"] = modules["node:util"]; // Node's old name for util
   modules["node:util/types"] = Object.freeze(Object.assign(Object.create(null), types, {
     default: types,
   }));

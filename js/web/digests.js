@@ -1,87 +1,38 @@
-// SHA-256 (FIPS 180-4) in JavaScript, for what must hash synchronously: node:crypto's
-// createHash/createHmac (js/node/crypto.js builds its other digests on `pad` and `words`)
-// and Durable Object ids, which idFromName() derives at once (js/objects/namespace.js).
+// Synchronous digests for the runtime (Durable Object ids, node:crypto's createHash and
+// createHmac), from the audited noble libraries vendored in js/vendor/.
+//
+// crypto.subtle is asynchronous and runs on the host (celld/isolate/webcrypto); these are
+// for the APIs that must answer at once, where JS cannot wait for the host. Each vendored
+// bundle is a function run the first time it is needed: setting them up costs QuickJS
+// about a millisecond (hashes) and tens of milliseconds (AES tables), and most isolates
+// never need either.
 "use strict";
 (() => {
-  const K256 = new Uint32Array([
-    0x428a2f98, 0x71374491, 0xb5c0fbcf, 0xe9b5dba5, 0x3956c25b, 0x59f111f1, 0x923f82a4, 0xab1c5ed5,
-    0xd807aa98, 0x12835b01, 0x243185be, 0x550c7dc3, 0x72be5d74, 0x80deb1fe, 0x9bdc06a7, 0xc19bf174,
-    0xe49b69c1, 0xefbe4786, 0x0fc19dc6, 0x240ca1cc, 0x2de92c6f, 0x4a7484aa, 0x5cb0a9dc, 0x76f988da,
-    0x983e5152, 0xa831c66d, 0xb00327c8, 0xbf597fc7, 0xc6e00bf3, 0xd5a79147, 0x06ca6351, 0x14292967,
-    0x27b70a85, 0x2e1b2138, 0x4d2c6dfc, 0x53380d13, 0x650a7354, 0x766a0abb, 0x81c2c92e, 0x92722c85,
-    0xa2bfe8a1, 0xa81a664b, 0xc24b8b70, 0xc76c51a3, 0xd192e819, 0xd6990624, 0xf40e3585, 0x106aa070,
-    0x19a4c116, 0x1e376c08, 0x2748774c, 0x34b0bcb5, 0x391c0cb3, 0x4ed8aa4a, 0x5b9cca4f, 0x682e6ff3,
-    0x748f82ee, 0x78a5636f, 0x84c87814, 0x8cc70208, 0x90befffa, 0xa4506ceb, 0xbef9a3f7, 0xc67178f2,
-  ]);
+  const web = globalThis.__celld_web;
+  const makeHashes = globalThis.__celld_noble_hashes;
+  const makeCiphers = globalThis.__celld_noble_ciphers;
+  if (!makeHashes || !makeCiphers) throw new Error("celld: js/vendor/noble-*.js must load before web/digests.js");
+  // The runtime's own copies; user code gets none.
+  delete globalThis.__celld_noble_hashes;
+  delete globalThis.__celld_noble_ciphers;
 
-  /** Pad a message the MD/SHA way; `little` puts the bit length little-endian (MD5). */
-  function pad(bytes, block, lengthBytes, little) {
-    const total = Math.ceil((bytes.length + 1 + lengthBytes) / block) * block;
-    const out = new Uint8Array(total);
-    out.set(bytes);
-    out[bytes.length] = 0x80;
-    const view = new DataView(out.buffer);
-    const bits = bytes.length * 8;
-    const high = Math.floor(bits / 2 ** 32), low = bits >>> 0;
-    if (little) {
-      view.setUint32(total - 8, low, true);
-      view.setUint32(total - 4, high, true);
-    } else {
-      view.setUint32(total - 8, high);
-      view.setUint32(total - 4, low);
-    }
-    return view;
-  }
+  let hashes = null;
+  let ciphers = null;
+  /** @noble/hashes: md5, sha1, sha224..sha512_256, hmac, pbkdf2, hkdf, scrypt. */
+  const nobleHashes = () => (hashes ??= makeHashes());
+  /** @noble/ciphers: rngAesCtrDrbg256. */
+  const nobleCiphers = () => (ciphers ??= makeCiphers());
 
-  function sha256(bytes) {
-    const view = pad(bytes, 64, 8, false);
-    const h = new Uint32Array([0x6a09e667, 0xbb67ae85, 0x3c6ef372, 0xa54ff53a, 0x510e527f, 0x9b05688c, 0x1f83d9ab, 0x5be0cd19]);
-    const w = new Uint32Array(64);
-    for (let offset = 0; offset < view.byteLength; offset += 64) {
-      for (let i = 0; i < 16; i++) w[i] = view.getUint32(offset + i * 4);
-      for (let i = 16; i < 64; i++) {
-        const a = w[i - 15], b = w[i - 2];
-        const s0 = ((a >>> 7) | (a << 25)) ^ ((a >>> 18) | (a << 14)) ^ (a >>> 3);
-        const s1 = ((b >>> 17) | (b << 15)) ^ ((b >>> 19) | (b << 13)) ^ (b >>> 10);
-        w[i] = (w[i - 16] + s0 + w[i - 7] + s1) | 0;
-      }
-      let [a, b, c, d, e, f, g, hh] = h;
-      for (let i = 0; i < 64; i++) {
-        const S1 = ((e >>> 6) | (e << 26)) ^ ((e >>> 11) | (e << 21)) ^ ((e >>> 25) | (e << 7));
-        const ch = (e & f) ^ (~e & g);
-        const t1 = (hh + S1 + ch + K256[i] + w[i]) | 0;
-        const S0 = ((a >>> 2) | (a << 30)) ^ ((a >>> 13) | (a << 19)) ^ ((a >>> 22) | (a << 10));
-        const maj = (a & b) ^ (a & c) ^ (b & c);
-        const t2 = (S0 + maj) | 0;
-        hh = g; g = f; f = e; e = (d + t1) | 0; d = c; c = b; b = a; a = (t1 + t2) | 0;
-      }
-      h[0] += a; h[1] += b; h[2] += c; h[3] += d; h[4] += e; h[5] += f; h[6] += g; h[7] += hh;
-    }
-    return words(h, false);
-  }
+  /** SHA-256 of `bytes` (a Uint8Array). */
+  const sha256 = (bytes) => nobleHashes().sha256(bytes);
 
-  function words(h, little) {
-    const out = new Uint8Array(h.length * 4);
-    const view = new DataView(out.buffer);
-    h.forEach((x, i) => view.setUint32(i * 4, x, little));
-    return out;
-  }
+  /** HMAC-SHA-256 of `data` under `key` (both Uint8Arrays). */
+  const hmacSha256 = (key, data) => {
+    const noble = nobleHashes();
+    return noble.hmac(noble.sha256, key, data);
+  };
 
-  /** HMAC-SHA-256 of `data` under `key` (both bytes). */
-  function hmacSha256(key, data) {
-    const k = key.length > 64 ? sha256(key) : key;
-    const padded = new Uint8Array(64);
-    padded.set(k);
-    const inner = new Uint8Array(64 + data.length);
-    const outer = new Uint8Array(64 + 32);
-    for (let i = 0; i < 64; i++) {
-      inner[i] = padded[i] ^ 0x36;
-      outer[i] = padded[i] ^ 0x5c;
-    }
-    inner.set(data, 64);
-    outer.set(sha256(inner), 64);
-    return sha256(outer);
-  }
-
-  globalThis.__celld_web.digests = Object.freeze({ pad, words, sha256, hmacSha256 });
+  web.nobleHashes = nobleHashes;
+  web.nobleCiphers = nobleCiphers;
+  web.digests = Object.freeze({ sha256, hmacSha256 });
 })();

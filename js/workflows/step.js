@@ -427,7 +427,9 @@
     #do(name, configOrCallback, maybeCallback, maybeRollback) {
       try {
         const hasConfig = typeof configOrCallback !== "function";
-        const callback = hasConfig ? maybeCallback : configOrCallback;
+        // The callback starts in no async context (js/node/async_hooks.js): under wrangler
+        // dev an AsyncLocalStorage store of run() is not seen inside a step callback.
+        const callback = host.freshContext(hasConfig ? maybeCallback : configOrCallback);
         const rawConfig = hasConfig ? configOrCallback : undefined;
         if (typeof name !== "string") name = String(name);
         const options = hasConfig ? maybeRollback : maybeCallback;
