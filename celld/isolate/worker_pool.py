@@ -30,6 +30,8 @@ from collections.abc import AsyncIterator, Callable, Coroutine, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+import orjson
+
 from celld.isolate.host import HostError, IsolateHost, OpHandler
 from celld.isolate.isolate import CPU_LIMIT_REASON, Isolate, IsolateFault, Limits
 from celld.isolate.program import Program
@@ -54,6 +56,16 @@ class WireResponse:
     status: int
     headers: list[tuple[str, str]]
     body: bytes
+
+
+@dataclass
+class ScheduledOutcome:
+    """How a scheduled event went: workerd's `outcome` ("ok" or "exception"), whether
+    the handler called `noRetry()`, and the error it threw."""
+
+    outcome: str
+    no_retry: bool
+    error: WorkerError | None
 
 
 class WorkerError(Exception):
@@ -170,6 +182,27 @@ class WorkerPool:
             return await future
         finally:
             self._bodies.pop(request_id, None)
+
+    async def scheduled(self, cron: str, scheduled_time: int) -> ScheduledOutcome:
+        """Fire the Worker's scheduled() handler once (what `wrangler dev` does for
+        /cdn-cgi/handler/scheduled and, with --test-scheduled, /__scheduled)."""
+        self._next_id += 1
+        request_id = self._next_id
+        future: asyncio.Future[WireResponse] = asyncio.get_running_loop().create_future()
+        message = {
+            "k": "fetch",
+            "id": request_id,
+            "scheduled": {"cron": cron, "scheduledTime": scheduled_time},
+        }
+        slot = await self._pick()
+        self._dispatch(slot, request_id, future, message)
+        self._ensure_watchdog()
+        answer = orjson.loads((await future).body)
+        error = answer.get("error")
+        if error is not None:
+            stack = self.program.lines.rewrite(error.get("stack", ""))
+            error = WorkerError(error.get("name", "Error"), error.get("message", ""), stack)
+        return ScheduledOutcome(answer["outcome"], bool(answer.get("noRetry")), error)
 
     async def _read_body(self, message: dict[str, Any]) -> str | None:
         """`body.read`: the next chunk of a streamed request body (base64), None at its end."""
@@ -305,6 +338,11 @@ class WorkerPool:
     def _on_respond(self, slot: _Slot, message: dict[str, Any]) -> None:
         future = slot.pending.pop(message["id"], None)
         if future is None or future.done():
+            return
+        if "scheduled" in message:  # a scheduled event's outcome (see `scheduled`)
+            outcome = message["scheduled"]
+            status = 200 if outcome.get("outcome") == "ok" else 500
+            future.set_result(WireResponse(status, [], orjson.dumps(outcome)))
             return
         if "error" in message:
             shape = message["error"]

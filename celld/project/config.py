@@ -4,8 +4,8 @@ Choices that differ from, or go beyond, wrangler:
 
 * ``name`` is optional, as it is for ``wrangler dev``; without it the config folder's name is
   used, so logs and ``script_name`` checks still have a Worker name to refer to.
-* Only the top level is used; named environments under ``env`` are accepted and ignored, as
-  ``wrangler dev`` does without ``--env``.
+* Only the top level is used; named environments under ``env`` are accepted with a warning,
+  as ``wrangler dev`` runs the top level without ``--env``.
 * ``script_name`` may only name this Worker: celld runs one Worker, so a workflow whose class
   lives in another Worker cannot be served and is refused rather than left unbound.
 """
@@ -26,11 +26,14 @@ from .errors import ConfigError, Issue
 from .files import CONFIG_FILE_NAMES, find_config, read_raw
 from .keys import classify_top_level
 from .schema import DEFAULT_WORKFLOW_STEPS, TopLevelModel, WorkflowModel, render_errors
+from .unused import unused_keys
 
 __all__ = [
     "CONFIG_FILE_NAMES",
     "BindingsConfig",
     "ConfigError",
+    "DevConfig",
+    "Issue",
     "ProjectConfig",
     "WorkflowConfig",
     "find_config",
@@ -53,8 +56,21 @@ class WorkflowConfig:
 
 
 @dataclass(frozen=True)
+class DevConfig:
+    """``[dev]``: the local server's settings as the config gives them (None: not set;
+    `celld run`'s flags win over them, then wrangler's defaults apply)."""
+
+    ip: str | None = None
+    port: int | None = None
+    local_protocol: str | None = None
+    upstream_protocol: str | None = None
+    host: str | None = None
+
+
+@dataclass(frozen=True)
 class ProjectConfig:
-    """A validated project: paths are absolute, ``main`` exists."""
+    """A validated project: paths are absolute, ``main`` exists. ``warnings`` name the
+    keys celld accepts but does not act on (`celld run` prints each once)."""
 
     path: Path
     root: Path
@@ -66,6 +82,8 @@ class ProjectConfig:
     workflows: tuple[WorkflowConfig, ...]
     cpu_ms: int | None
     bindings: BindingsConfig = BindingsConfig()
+    dev: DevConfig = DevConfig()
+    warnings: tuple[Issue, ...] = ()
 
 
 def load_config(path: Path, *, var_overrides: Mapping[str, str] | None = None) -> ProjectConfig:
@@ -75,7 +93,7 @@ def load_config(path: Path, *, var_overrides: Mapping[str, str] | None = None) -
     the config file, then ``var_overrides`` (from ``--var KEY:VALUE``).
     """
     raw = read_raw(path)
-    supported, issues = classify_top_level(raw)
+    supported, issues, warnings = classify_top_level(raw)
     try:
         model = TopLevelModel.model_validate(supported)
     except ValidationError as exc:
@@ -96,6 +114,8 @@ def load_config(path: Path, *, var_overrides: Mapping[str, str] | None = None) -
     if issues:
         raise ConfigError(path, issues=issues)
 
+    warnings.extend(unused_keys(model))
+    dev = model.dev
     variables: dict[str, Any] = dict(model.vars)
     variables.update(read_dev_vars(root))
     variables.update(var_overrides or {})
@@ -120,6 +140,16 @@ def load_config(path: Path, *, var_overrides: Mapping[str, str] | None = None) -
         ),
         cpu_ms=model.limits.cpu_ms if model.limits else None,
         bindings=bindings,
+        dev=DevConfig(
+            ip=dev.ip,
+            port=dev.port,
+            local_protocol=dev.local_protocol,
+            upstream_protocol=dev.upstream_protocol,
+            host=dev.host,
+        )
+        if dev is not None
+        else DevConfig(),
+        warnings=tuple(warnings),
     )
 
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 
@@ -28,6 +29,7 @@ from celld.server.limits import (
     ClientGone,
     response_problem,
 )
+from celld.server.request_log import log_request
 
 log = logging.getLogger("celld.server")
 
@@ -62,6 +64,19 @@ def _body_failed(error: Exception) -> Response:
     return PlainTextResponse(f"Bad Request: {error}\n", status_code=400)
 
 
+def _rewritten(
+    request: Request, headers: list[tuple[str, str]], scheme: str | None, host: str | None
+) -> tuple[str, list[tuple[str, str]]]:
+    """The URL and headers the Worker sees under [dev] upstream_protocol / host."""
+    changes: dict[str, str] = {}
+    if scheme is not None:
+        changes["scheme"] = scheme
+    if host is not None:
+        changes["netloc"] = host
+        headers = [(k, host if k.lower() == "host" else v) for k, v in headers]
+    return str(request.url.replace(**changes)), headers
+
+
 def build_app(
     get_pool: Callable[[], WorkerPool],
     *,
@@ -70,7 +85,13 @@ def build_app(
     metrics: Callable[[], Awaitable[str]] | None = None,
     internal_routes: list[Route] | None = None,
     assets: AssetServer | None = None,
+    before_worker: list[Route] | None = None,
+    url_rewrite: tuple[str | None, str | None] | None = None,
 ) -> Starlette:
+    """The app. `before_worker` routes take their paths from the Worker (`/__scheduled`
+    with --test-scheduled); `url_rewrite` is ([dev] upstream_protocol, [dev] host): what
+    the Worker's request.url says instead of the URL it was called with."""
+
     async def serve_worker(request: Request) -> Response:
         if assets is not None:
             # The path as sent (not re-quoted), so needless escapes can be redirected away.
@@ -90,6 +111,9 @@ def build_app(
                 ] + [(b"content-length", str(found.content_length).encode())]
                 return response
         headers = [(k.decode("latin-1"), v.decode("latin-1")) for k, v in request.headers.raw]
+        url = str(request.url)
+        if url_rewrite is not None:
+            url, headers = _rewritten(request, headers, *url_rewrite)
         declared = request.headers.get("content-length")
         if declared is not None and not declared.isdigit():
             return PlainTextResponse("Invalid Content-Length\n", status_code=400)
@@ -104,7 +128,7 @@ def build_app(
                 body = await reader.read_all()
             else:
                 body = reader.stream()
-            answer = await get_pool().handle(request.method, str(request.url), headers, body)
+            answer = await get_pool().handle(request.method, url, headers, body)
         except WorkerError as error:
             if reader.failure is not None:
                 return _body_failed(reader.failure)
@@ -142,6 +166,13 @@ def build_app(
         ] + [(b"content-length", str(len(answer.body)).encode())]
         return response
 
+    async def serve_and_log(request: Request) -> Response:
+        """The Worker's answer, and its line in the request log."""
+        started = time.perf_counter()
+        response = await serve_worker(request)
+        log_request(request.method, request.scope["path"], response.status_code, started)
+        return response
+
     async def serve_metrics(request: Request) -> Response:
         text = await metrics() if metrics is not None else ""
         return PlainTextResponse(text, media_type="text/plain; version=0.0.4")
@@ -160,10 +191,11 @@ def build_app(
         return PlainTextResponse("ok")
 
     routes = [
-        WorkerFirst("/{path:path}", serve_worker, methods=methods),
+        *(before_worker or []),
+        WorkerFirst("/{path:path}", serve_and_log, methods=methods),
         Route(f"{INTERNAL_PREFIX}/health", health, methods=["GET"]),
         Route(f"{INTERNAL_PREFIX}/metrics", serve_metrics, methods=["GET"]),
         *(internal_routes or []),
-        Route("/{path:path}", serve_worker, methods=methods),
+        Route("/{path:path}", serve_and_log, methods=methods),
     ]
     return Starlette(routes=routes, lifespan=lifespan)
