@@ -3,7 +3,7 @@
     python bench/http_hello.py [--requests 3000] [--wrangler]
 
 Starts `celld run examples/hello` (and, with --wrangler, `wrangler dev` on the same
-project through ../shared/oracle/start.sh) and loads it with `wrk` (Debian package
+project through bench/wrangler/start.sh) and loads it with `wrk` (Debian package
 `wrk`; a Python client on the same 2 cores cannot keep up, so without wrk the figures
 fall back to an asyncio httpx client and mostly measure that client), then prints
 requests/s and p50/p99 latency for each. It
@@ -31,7 +31,7 @@ sys.path.insert(0, str(REPO))
 
 from tests.celld_server import CelldServer, free_port  # noqa: E402
 
-ORACLE = REPO.parent / "shared" / "oracle"
+PEER = REPO / "bench" / "wrangler"  # start.sh / stop.sh for wrangler dev
 
 
 async def measure(url: str, total: int, concurrency: int) -> dict[str, float]:
@@ -143,7 +143,7 @@ def main() -> None:
         port = free_port()
         with tempfile.TemporaryDirectory() as state:
             subprocess.run(
-                [str(ORACLE / "start.sh"), str(REPO / "examples" / "hello"), str(port), state],
+                [str(PEER / "start.sh"), str(REPO / "examples" / "hello"), str(port), state],
                 check=True,
                 capture_output=True,
                 env={"LOG_LEVEL": "warn", "FRESH": "1", "PATH": "/usr/local/bin:/usr/bin:/bin"},
@@ -151,7 +151,7 @@ def main() -> None:
             try:
                 rows += run_target("wrangler dev", f"http://127.0.0.1:{port}", args.requests)
             finally:
-                subprocess.run([str(ORACLE / "stop.sh"), str(port)], capture_output=True)
+                subprocess.run([str(PEER / "stop.sh"), str(port)], capture_output=True)
 
     client = (
         "wrk, 8 s per row" if shutil.which("wrk") else f"httpx, {args.requests} requests per row"

@@ -1,7 +1,7 @@
 """Durable Objects through a Worker: celld against wrangler dev, same project, same driver.
 
     python bench/objects.py                 # celld only
-    python bench/objects.py --wrangler      # both (wrangler dev started by the oracle scripts)
+    python bench/objects.py --wrangler      # both (wrangler dev started by bench/wrangler/start.sh)
     python bench/objects.py --wrangler --out bench/OBJECTS.md
 
 Project: compat/projects/objects. Each call is one HTTP request to the Worker's `GET /rpc`,

@@ -7,7 +7,7 @@
     python bench/run.py --only throughput_k10,replay --wrangler
 
 Every workload starts a fresh server on a fresh state folder (celld: `celld run`;
-wrangler dev: ../shared/oracle/start.sh with its own npm install in a cache folder)
+wrangler dev: bench/wrangler/start.sh)
 and drives bench/project over HTTP. Latencies come from timestamps the workflow
 takes inside the engine (`Date.now()` in a step or after the last step), never
 from polling, so the poll interval does not show up in them. Server CPU is the
@@ -51,19 +51,19 @@ import httpx
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
 PROJECT = HERE / "project"
-#: The oracle's Worker (../shared/oracle/worker), for the workloads its own driver runs.
-ORACLE_WORKER = Path("oracle") / "worker"
+#: bench/wrangler's Worker, for the workloads its own driver (bench_drive.py) runs.
+DRIVE_WORKER = Path("wrangler") / "worker"
 CLK_TCK = os.sysconf("SC_CLK_TCK")
 PAGE = os.sysconf("SC_PAGE_SIZE")
 MIB = 1024 * 1024
 
 
-def find_oracle() -> Path:
-    """../shared/oracle (the checkout's sibling), or /work/shared/oracle."""
-    for candidate in (ROOT.parent / "shared" / "oracle", Path("/work/shared/oracle")):
-        if (candidate / "start.sh").exists():
-            return candidate
-    raise SystemExit("cannot find ../shared/oracle/start.sh (needed for --wrangler)")
+def find_peer() -> Path:
+    """bench/wrangler: start.sh/stop.sh for wrangler dev, bench_drive.py and its Worker."""
+    candidate = ROOT / "bench" / "wrangler"
+    if (candidate / "start.sh").exists():
+        return candidate
+    raise SystemExit("cannot find bench/wrangler/start.sh (needed for --wrangler)")
 
 
 # -- measuring a server from outside ------------------------------------------------------
@@ -252,17 +252,18 @@ class CelldTarget(Target):
 
 
 class WranglerTarget(Target):
-    """wrangler dev through the oracle's start.sh, with its own install under `cache`."""
+    """wrangler dev through bench/wrangler/start.sh (pid files, logs and an install if one
+    is needed under `cache`)."""
 
     name = "wrangler"
 
     def __init__(self, workdir: Path, cache: Path) -> None:
         super().__init__(workdir)
-        self.oracle = find_oracle()
+        self.peer = find_peer()
         self.cache = cache
 
     def _env(self) -> dict[str, str]:
-        return {**os.environ, "ORACLE_DIR": str(self.cache), "LOG_LEVEL": "warn"}
+        return {**os.environ, "WRANGLER_DEV_DIR": str(self.cache), "LOG_LEVEL": "warn"}
 
     def start(
         self, state: Path | None = None, env: dict[str, str] | None = None, project: Path = PROJECT
@@ -272,7 +273,7 @@ class WranglerTarget(Target):
         assert self.state is not None
         self.port = free_port()
         result = subprocess.run(
-            [str(self.oracle / "start.sh"), str(project), str(self.port), str(self.state)],
+            [str(self.peer / "start.sh"), str(project), str(self.port), str(self.state)],
             env=self._env(),
             capture_output=True,
             text=True,
@@ -287,7 +288,7 @@ class WranglerTarget(Target):
         if not self.pgid:
             return
         subprocess.run(
-            [str(self.oracle / "stop.sh"), str(self.port)],
+            [str(self.peer / "stop.sh"), str(self.port)],
             env=self._env(),
             capture_output=True,
             timeout=60,
@@ -804,13 +805,13 @@ def http_under_load(n: int, k: int, every_ms: float) -> Callable[[Target, Api], 
     return run
 
 
-def oracle_drive(n: int, k: int, c: int) -> Callable[[Target, Api], dict[str, Any]]:
-    """The oracle's own driver (../shared/oracle/bench_drive.py, default open mode: C threads
-    create, 4 threads poll GET /status) against the oracle's Worker, run unchanged."""
+def peer_drive(n: int, k: int, c: int) -> Callable[[Target, Api], dict[str, Any]]:
+    """bench/wrangler/bench_drive.py (default open mode: C threads create, 4 threads poll
+    GET /status) against its Worker, both run unchanged on both servers."""
 
     def run(target: Target, api: Api) -> dict[str, Any]:
         command = [
-            sys.executable, str(find_oracle() / "bench_drive.py"), "--base", target.url,
+            sys.executable, str(find_peer() / "bench_drive.py"), "--base", target.url,
             "-n", str(n), "-k", str(k), "-c", str(c), "--server-pgid", str(target.pgid),
             "--timeout", "600", "--json",
         ]  # fmt: skip
@@ -864,10 +865,10 @@ def workloads(quick: bool, big: bool, sleepers: int | None = None) -> list[Workl
                  throughput(n10, 10, 20), columns=tput_cols),
         Workload("throughput_k100", f"throughput N={n100} K=100 C=20",
                  throughput(n100, 100, 20), columns=tput_cols),
-        Workload("oracle_k10", f"oracle's bench_drive.py and Worker, -n {n10} -k 10 -c 20",
-                 oracle_drive(n10, 10, 20), columns=tput_cols, project=ORACLE_WORKER),
-        Workload("oracle_k100", f"oracle's bench_drive.py and Worker, -n {n100} -k 100 -c 20",
-                 oracle_drive(n100, 100, 20), columns=tput_cols, project=ORACLE_WORKER),
+        Workload("drive_k10", f"bench_drive.py and its Worker, -n {n10} -k 10 -c 20",
+                 peer_drive(n10, 10, 20), columns=tput_cols, project=DRIVE_WORKER),
+        Workload("drive_k100", f"bench_drive.py and its Worker, -n {n100} -k 100 -c 20",
+                 peer_drive(n100, 100, 20), columns=tput_cols, project=DRIVE_WORKER),
         Workload("create_to_complete",
                  f"create to complete, K=10, one at a time ({50 if q else 200} in turn)",
                  create_to_complete(50 if q else 200, 10),
@@ -1008,8 +1009,8 @@ def goals() -> list[Goal]:
     return [
         Goal("steps/s", "throughput_k10", "steps_s", ">=", "steps/s", times_wrangler=20),
         Goal("steps/s", "throughput_k100", "steps_s", ">=", "steps/s", times_wrangler=20),
-        Goal("steps/s", "oracle_k10", "steps_s", ">=", "steps/s", times_wrangler=20),
-        Goal("steps/s", "oracle_k100", "steps_s", ">=", "steps/s", times_wrangler=20),
+        Goal("steps/s", "drive_k10", "steps_s", ">=", "steps/s", times_wrangler=20),
+        Goal("steps/s", "drive_k100", "steps_s", ">=", "steps/s", times_wrangler=20),
         Goal("p50", "create_to_complete", "p50_ms", "<", "ms", bound=10),
         Goal("instances/s until all reached their sleep", "create_batch_sleepers", "inst_s",
              ">=", "inst/s", bound=1000),
@@ -1073,12 +1074,12 @@ def run_one(workload: Workload, target: Target) -> Result:
 
 def project_copy(workload: Workload, work: Path) -> Path:
     """The project a workload serves: bench/project, or a copy of its own in the work folder
-    (one copy per run; a path under "oracle/" is in ../shared/oracle)."""
+    (one copy per run; a path under "wrangler/" is in bench/wrangler)."""
     if workload.project is None:
         return PROJECT
     source = workload.project
-    if source.parts[0] == "oracle":
-        source = find_oracle().joinpath(*source.parts[1:])
+    if source.parts[0] == "wrangler":
+        source = find_peer().joinpath(*source.parts[1:])
     copy = work / f"project-{workload.project.as_posix().replace('/', '-')}"
     if not copy.exists():
         shutil.copytree(source, copy, ignore=shutil.ignore_patterns(".wrangler", "node_modules"))
@@ -1248,7 +1249,7 @@ def main() -> None:
         "--wrangler-cache",
         type=Path,
         default=Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "celld-bench",
-        help="npm install folder for wrangler dev (start.sh's ORACLE_DIR)",
+        help="folder for wrangler dev's pid files, logs and install (start.sh's WRANGLER_DEV_DIR)",
     )
     parser.add_argument("--keep", action="store_true", help="keep state folders and logs")
     args = parser.parse_args()

@@ -1,7 +1,7 @@
 """Storage bindings through a Worker: celld against wrangler dev, same project, same driver.
 
     python bench/storage.py                 # celld only
-    python bench/storage.py --wrangler      # both (wrangler dev started by the oracle scripts)
+    python bench/storage.py --wrangler      # both (wrangler dev started by bench/wrangler/start.sh)
     python bench/storage.py --wrangler --out bench/STORAGE.md
 
 Each operation is one HTTP request to the compat core project's `POST /storage` (one binding

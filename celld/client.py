@@ -66,7 +66,11 @@ class Client:
         timeout: float = 30.0,
     ) -> None:
         token = token if token is not None else os.environ.get("CELLD_ADMIN_TOKEN") or None
-        headers = {"authorization": f"Bearer {token}"} if token else {}
+        # celld's fuller answers (steps by name and count, deadlines, events; see
+        # celld.server.explorer_shape), not the wrangler dev shape wrangler's CLI gets
+        headers = {"x-celld-details": "1"}
+        if token:
+            headers["authorization"] = f"Bearer {token}"
         self.base_url = base_url.rstrip("/")
         self.http = httpx.Client(base_url=self.base_url, headers=headers, timeout=timeout)
 

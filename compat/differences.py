@@ -3,8 +3,8 @@
 A scenario that expects the targets to differ carries ``@difference(wrangler=REASON)``; its
 assertions then pick each target's own value with ``scenario.pick(celld=..., wrangler=...)``,
 which refuses to run when the values differ and no difference is declared. The reasons below
-are the rows of DESIGN.md's table "celld semantics where sources differ" (and the spec's notes
-on the local engine), phrased so the report explains itself.
+are the rows of docs/semantics.md (celld's rules where its sources differ) and what the
+compatibility suite found of `wrangler dev`'s own, phrased so the report explains itself.
 """
 
 from __future__ import annotations
@@ -13,14 +13,15 @@ import pytest
 
 WAITING = (
     "`waiting` status: production reports it while an instance sleeps, waits for an event or "
-    "waits to retry (DESIGN.md); wrangler dev's engine never sets it and says `running`"
+    "waits to retry (docs/semantics.md); wrangler dev's engine never sets it and says `running`"
 )
 RETRY_DELAY = (
-    "default retry delay: production documents 10 s (DESIGN.md follows it); wrangler dev uses 1 s"
+    "default retry delay: production documents 10 s (celld follows it: docs/semantics.md); "
+    "wrangler dev uses 1 s"
 )
 ERROR_STRINGS = (
-    "binding error strings: celld uses production's `(instance.<code>) ...` messages (spec "
-    "section 2 [OBS]); wrangler dev words them differently"
+    "binding error strings: celld uses production's `(instance.<code>) ...` messages (as "
+    "production answers them); wrangler dev words them differently"
 )
 EVENT_TYPE = (
     "sendEvent type validation: production rejects types outside ^[a-zA-Z0-9_][a-zA-Z0-9-_]*$ "
@@ -36,12 +37,12 @@ OUTPUT_NULL = (
     "sets it to null"
 )
 PAYLOAD_LIMIT = (
-    "1 MiB limit on params and event payloads: production enforces it (spec section 3); "
-    "wrangler dev does not check"
+    "1 MiB limit on params and event payloads: production enforces it (Cloudflare's "
+    "documented limits); wrangler dev does not check"
 )
 STEP_RESULT_LIMIT = (
-    "1 MiB limit on step results: production documents it (spec section 3) and celld fails the "
-    "attempt; wrangler dev accepts a result of 1 MiB and more"
+    "1 MiB limit on step results: production documents it (Cloudflare's documented limits) "
+    "and celld fails the attempt; wrangler dev accepts a result of 1 MiB and more"
 )
 SYMBOL_RESULT = (
     "a Symbol returned by a step: production documents that it cannot be serialized and the "
@@ -62,7 +63,7 @@ SEND_EVENT_FINISHED = (
     "instances (`(instance.cannot_send_event) ...`); wrangler dev accepts the event"
 )
 WAIT_TIMEOUT_RANGE = (
-    "waitForEvent timeout range 1 s to 365 days: production documents it (spec 1.5, DESIGN.md) "
+    "waitForEvent timeout range 1 s to 365 days: production documents it (docs/semantics.md) "
     "and celld refuses a shorter timeout; wrangler dev accepts 500 ms"
 )
 

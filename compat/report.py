@@ -84,7 +84,7 @@ def render(runs: dict[str, dict[str, Any]]) -> str:
         f"- Scenarios: {len(rows)}; with a declared difference: {declared}.",
         "",
         "A *declared difference* is a place where celld follows Cloudflare production on "
-        'purpose (DESIGN.md, table "celld semantics where sources differ") and wrangler dev '
+        "purpose (docs/semantics.md) and wrangler dev "
         "does not; the scenario asserts each target's own behaviour there. Anything else that "
         "differs fails the scenario on one side.",
         "",

@@ -168,6 +168,7 @@ def oracle_scripts() -> Path:
     """The folder holding the oracle's start.sh/stop.sh (the shared checkout beside this one)."""
     candidates = [
         os.environ.get("CELLD_COMPAT_ORACLE_SCRIPTS", ""),
+        str(REPO / "bench" / "wrangler"),  # in the repository: start.sh and stop.sh
         str(REPO.parent / "shared" / "oracle"),
         "/work/shared/oracle",
     ]

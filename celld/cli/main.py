@@ -17,14 +17,6 @@ from celld.cli.storage import d1, kv, r2
 from celld.cli.workflows import workflows
 
 
-def _configure_logging(level: str) -> None:
-    logging.basicConfig(
-        level=getattr(logging, level.upper()),
-        format="%(asctime)s %(levelname)-7s %(name)s: %(message)s",
-        stream=sys.stderr,
-    )
-
-
 @click.group()
 @click.version_option(__version__, prog_name="celld")
 def cli() -> None:
@@ -45,8 +37,45 @@ def cli() -> None:
     type=click.Path(exists=True, dir_okay=False, path_type=Path),
     help="wrangler.toml / wrangler.json(c) to use instead of the one in PROJECT.",
 )
-@click.option("--port", default=8787, show_default=True, type=click.IntRange(0, 65535))
-@click.option("--ip", default="127.0.0.1", show_default=True, help="Address to listen on.")
+@click.option(
+    "--port",
+    type=click.IntRange(0, 65535),
+    help="Port to listen on (default: [dev] port, else 8787; 0 picks a free one).",
+)
+@click.option("--ip", help="Address to listen on (default: [dev] ip, else 127.0.0.1; * for all).")
+@click.option(
+    "--local-protocol",
+    type=click.Choice(["http", "https"]),
+    help="Serve http or https (default: [dev] local_protocol, else http); https uses a "
+    "certificate celld makes under the state folder unless --https-key-path/--https-cert-path.",
+)
+@click.option(
+    "--https-key-path",
+    type=click.Path(exists=True, dir_okay=False, path_type=Path),
+    help="Private key (PEM) for --local-protocol https.",
+)
+@click.option(
+    "--https-cert-path",
+    type=click.Path(exists=True, dir_okay=False, path_type=Path),
+    help="Certificate (PEM) for --local-protocol https.",
+)
+@click.option(
+    "--upstream-protocol",
+    type=click.Choice(["http", "https"]),
+    help="The scheme of the URL the Worker sees (default: [dev] upstream_protocol, else "
+    "the one it was called with).",
+)
+@click.option(
+    "--host",
+    help="The host (and port) of the URL the Worker sees, and its Host header "
+    "(default: [dev] host, else the one it was called with).",
+)
+@click.option(
+    "--test-scheduled",
+    is_flag=True,
+    help="Serve /__scheduled?cron=... to fire the Worker's scheduled() handler, as "
+    "wrangler dev --test-scheduled does.",
+)
 @click.option(
     "--persist-to",
     type=click.Path(file_okay=False, path_type=Path),
@@ -100,13 +129,28 @@ def cli() -> None:
     "--log-level",
     default="info",
     show_default=True,
-    type=click.Choice(["debug", "info", "warning", "error"]),
+    type=click.Choice(["debug", "info", "warning", "warn", "error"]),
+    help="info logs a line per request and each instance's lifecycle; warning (or warn) "
+    "leaves them out.",
+)
+@click.option(
+    "--log-format",
+    default="pretty",
+    show_default=True,
+    type=click.Choice(["pretty", "json"]),
+    help="pretty: wrangler dev's lines (in colour on a terminal); json: one object a line.",
 )
 def run(
     project: Path,
     config_file: Path | None,
-    port: int,
-    ip: str,
+    port: int | None,
+    ip: str | None,
+    local_protocol: str | None,
+    https_key_path: Path | None,
+    https_cert_path: Path | None,
+    upstream_protocol: str | None,
+    host: str | None,
+    test_scheduled: bool,
     persist_to: Path | None,
     store: str | None,
     var_options: tuple[str, ...],
@@ -116,14 +160,20 @@ def run(
     header_timeout: float,
     grace: float,
     log_level: str,
+    log_format: str,
 ) -> None:
     """Serve the Worker project in PROJECT (default: the current folder)."""
     from celld.cells.clock import ManualClock
+    from celld.cli import devsettings
+    from celld.cli.serve import DevServer, PortUnavailable, bind, bound_port
     from celld.isolate.modules import ModuleError
     from celld.isolate.watchdog import NoCpuLimit
+    from celld.project.build import BuildFailed, read_build, run_build
     from celld.project.config import ConfigError, find_config, load_config, parse_var_option
     from celld.server.admission import RequestCap
     from celld.server.connections import connection_budget, raise_open_files_limit
+    from celld.server.local_cert import local_certificate
+    from celld.server.logformat import configure_logging
     from celld.server.service import Service, ServiceOptions
 
     try:
@@ -134,15 +184,35 @@ def run(
             f"(uvicorn.protocols.http.httptools_impl), which this uvicorn lacks: {error}"
         ) from None
 
-    _configure_logging(log_level)
+    level = "warning" if log_level == "warn" else log_level
+    configure_logging(level, log_format)
+    log = logging.getLogger("celld")
     try:
+        config_path = find_config(project, config_file)
+        build = read_build(config_path)
+        if build is not None:
+            run_build(build)
         overrides = dict(parse_var_option(option) for option in var_options)
-        config = load_config(find_config(project, config_file), var_overrides=overrides)
+        config = load_config(config_path, var_overrides=overrides)
+        for issue in config.warnings:
+            log.warning("%s: %s: %s", config.path.name, issue.key, issue.message)
+        dev = devsettings.resolve(
+            config.dev,
+            ip=ip,
+            port=port,
+            local_protocol=local_protocol,
+            upstream_protocol=upstream_protocol,
+            host=host,
+            https_key_path=https_key_path,
+            https_cert_path=https_cert_path,
+        )
         options = ServiceOptions(
             persist_to=(persist_to or config.root / ".celld").resolve(),
             js_threads=threads,
             synchronous=os.environ.get("CELLD_SQLITE_SYNC", "FULL"),
             store=store,
+            test_scheduled=test_scheduled,
+            url_rewrite=(dev.upstream_protocol, dev.host) if dev.rewrites_url else None,
         )
         memory_mb = os.environ.get("CELLD_ISOLATE_MEMORY_MB")
         if memory_mb:
@@ -157,32 +227,68 @@ def run(
             # "manual:<epoch ms>" starts it at a given time (a restart resuming a test).
             _, _, start = test_clock.partition(":")
             options.clock = ManualClock(int(start) if start else None)
-        options.operator_token, printed = operator_token(ip, os.environ.get("CELLD_ADMIN_TOKEN"))
+        options.operator_token, printed = operator_token(
+            dev.ip, os.environ.get("CELLD_ADMIN_TOKEN")
+        )
+        # The port is taken before anything starts: a port in use stops celld here, with
+        # nothing else begun.
+        sock = bind(dev.ip, dev.port)
         service = Service(config, options)
-    except (ConfigError, ModuleError, ValueError, NoCpuLimit) as error:
+        tls: dict[str, str] = {}
+        made_cert: Path | None = None  # a certificate celld made (clients must trust it)
+        if dev.local_protocol == "https":
+            if dev.https_cert_path is not None and dev.https_key_path is not None:
+                cert, key = dev.https_cert_path, dev.https_key_path
+            else:
+                cert, key = made_cert, _ = local_certificate(options.persist_to, dev.ip)
+            tls = {"ssl_certfile": str(cert), "ssl_keyfile": str(key)}
+    except (
+        ConfigError,
+        ModuleError,
+        ValueError,
+        NoCpuLimit,
+        BuildFailed,
+        PortUnavailable,
+    ) as error:
         raise click.ClickException(str(error)) from None
 
-    click.echo(f"celld {__version__}: serving {config.name} on http://{ip}:{port}", err=True)
-    click.echo(f"celld: operator page on http://{ip}:{port}/cdn-cgi/celld/", err=True)
-    if printed:
-        click.echo(
-            f"celld: listening beyond loopback; operator token (set CELLD_ADMIN_TOKEN to "
-            f"choose one): {options.operator_token}",
-            err=True,
-        )
+    shown_ip = "localhost" if dev.ip == "*" else dev.ip
+    shown_host = f"[{shown_ip}]" if ":" in shown_ip else shown_ip
+    url = f"{dev.local_protocol}://{shown_host}:{bound_port(sock)}"
+
+    def ready() -> None:
+        log.info("celld %s: serving %s on %s", __version__, config.name, url)
+        log.info("operator page on %s/cdn-cgi/celld/", url)
+        if dev.local_protocol == "https" and not tls["ssl_certfile"].startswith(
+            str(dev.https_cert_path or "\0")
+        ):
+            log.info(
+                "https with a self-signed certificate: trust %s (curl --cacert)",
+                tls["ssl_certfile"],
+            )
+        if test_scheduled:
+            log.info("fire the Worker's scheduled() handler: %s/__scheduled?cron=*+*+*+*+*", url)
+        if printed:
+            log.warning(
+                "listening beyond loopback; operator token (set CELLD_ADMIN_TOKEN to "
+                "choose one): %s",
+                options.operator_token,
+            )
+
     sys.setswitchinterval(switch_interval_s(os.environ.get("CELLD_SWITCH_INTERVAL_MS")))
     max_open, backlog = connection_budget(raise_open_files_limit())
-    uvicorn.run(
+    server_config = uvicorn.Config(
         RequestCap(service.app(), max_connections),
-        host=ip,
-        port=port,
-        backlog=backlog,
-        log_level="warning" if log_level == "info" else log_level,
+        backlog=backlog,  # the pre-bound socket listens with it (uvicorn's startup)
+        log_config=None,
+        log_level=None,
         access_log=False,
         lifespan="on",
         http=guarded_protocol(header_timeout, max_idle_connections, max_open),
         timeout_graceful_shutdown=grace,
+        **tls,  # type: ignore[arg-type]
     )
+    DevServer(server_config, ready).run(sockets=[sock])
 
 
 #: How long a thread may keep the GIL while another waits for it. The event loop keeps it

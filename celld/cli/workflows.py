@@ -165,7 +165,7 @@ def trigger(name: str, params: str, instance_id: str | None, **opts: Any) -> Non
 @click.argument("name")
 @connection
 def delete_workflow(name: str, **opts: Any) -> None:
-    """Delete every instance of a Workflow (celld answers: not supported yet)."""
+    """Delete every instance of a Workflow."""
 
     def body(client: Client) -> tuple[Any, str]:
         result = client.request("DELETE", client.workflow(name).path)["result"]

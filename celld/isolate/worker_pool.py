@@ -30,6 +30,8 @@ from collections.abc import AsyncIterator, Callable, Coroutine, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+import orjson
+
 from celld.isolate.host import HostError, IsolateHost, OpHandler
 from celld.isolate.isolate import CPU_LIMIT_REASON, Isolate, IsolateFault, Limits
 from celld.isolate.program import Program
@@ -62,6 +64,16 @@ class WireResponse:
     #: Called once the HTTP exchange is over: None when all of the body was sent, else why
     #: it stopped (the client went away). It frees what the request still holds.
     release: Callable[[str | None], None] = lambda _: None
+
+
+@dataclass
+class ScheduledOutcome:
+    """How a scheduled event went: workerd's `outcome` ("ok" or "exception"), whether
+    the handler called `noRetry()`, and the error it threw."""
+
+    outcome: str
+    no_retry: bool
+    error: WorkerError | None
 
 
 class WorkerError(Exception):
@@ -210,6 +222,27 @@ class WorkerPool:
                 slot.host.post({"k": "drop", "id": request_id})
             return
 
+    async def scheduled(self, cron: str, scheduled_time: int) -> ScheduledOutcome:
+        """Fire the Worker's scheduled() handler once (what `wrangler dev` does for
+        /cdn-cgi/handler/scheduled and, with --test-scheduled, /__scheduled)."""
+        self._next_id += 1
+        request_id = self._next_id
+        future: asyncio.Future[WireResponse] = asyncio.get_running_loop().create_future()
+        message = {
+            "k": "fetch",
+            "id": request_id,
+            "scheduled": {"cron": cron, "scheduledTime": scheduled_time},
+        }
+        slot = await self._pick()
+        self._dispatch(slot, request_id, future, message)
+        self._ensure_watchdog()
+        answer = orjson.loads((await future).body)
+        error = answer.get("error")
+        if error is not None:
+            stack = self.program.lines.rewrite(error.get("stack", ""))
+            error = WorkerError(error.get("name", "Error"), error.get("message", ""), stack)
+        return ScheduledOutcome(answer["outcome"], bool(answer.get("noRetry")), error)
+
     def _dispatch(
         self,
         slot: _Slot,
@@ -331,6 +364,11 @@ class WorkerPool:
     def _on_respond(self, slot: _Slot, message: dict[str, Any]) -> None:
         future = slot.pending.pop(message["id"], None)
         if future is None or future.done():
+            return
+        if "scheduled" in message:  # a scheduled event's outcome (see `scheduled`)
+            outcome = message["scheduled"]
+            status = 200 if outcome.get("outcome") == "ok" else 500
+            future.set_result(WireResponse(status, [], orjson.dumps(outcome)))
             return
         if "error" in message:
             shape = message["error"]

@@ -4,8 +4,8 @@ Choices that differ from, or go beyond, wrangler:
 
 * ``name`` is optional, as it is for ``wrangler dev``; without it the config folder's name is
   used, so logs and ``script_name`` checks still have a Worker name to refer to.
-* Only the top level is used; named environments under ``env`` are accepted and ignored, as
-  ``wrangler dev`` does without ``--env``.
+* Only the top level is used; named environments under ``env`` are accepted with a warning,
+  as ``wrangler dev`` runs the top level without ``--env``.
 * A workflow whose ``script_name`` names another Worker is bound as ``wrangler dev`` binds it
   when that Worker is not running: instances are created, and each errors at its start with
   wrangler's message that the Worker was not found (js/workflows/step.js); celld warns at
@@ -28,11 +28,14 @@ from .errors import ConfigError, Issue
 from .files import CONFIG_FILE_NAMES, find_config, read_raw
 from .keys import classify_top_level
 from .schema import DEFAULT_WORKFLOW_STEPS, TopLevelModel, WorkflowModel, render_errors
+from .unused import unused_keys
 
 __all__ = [
     "CONFIG_FILE_NAMES",
     "BindingsConfig",
     "ConfigError",
+    "DevConfig",
+    "Issue",
     "ProjectConfig",
     "WorkflowConfig",
     "find_config",
@@ -57,8 +60,21 @@ class WorkflowConfig:
 
 
 @dataclass(frozen=True)
+class DevConfig:
+    """``[dev]``: the local server's settings as the config gives them (None: not set;
+    `celld run`'s flags win over them, then wrangler's defaults apply)."""
+
+    ip: str | None = None
+    port: int | None = None
+    local_protocol: str | None = None
+    upstream_protocol: str | None = None
+    host: str | None = None
+
+
+@dataclass(frozen=True)
 class ProjectConfig:
-    """A validated project: paths are absolute, ``main`` exists."""
+    """A validated project: paths are absolute, ``main`` exists. ``warnings`` name the
+    keys celld accepts but does not act on (`celld run` prints each once)."""
 
     path: Path
     root: Path
@@ -75,6 +91,8 @@ class ProjectConfig:
     tsconfig: Path | None = None
     jsx_factory: str | None = None
     jsx_fragment: str | None = None
+    dev: DevConfig = DevConfig()
+    warnings: tuple[Issue, ...] = ()
 
 
 def load_config(path: Path, *, var_overrides: Mapping[str, str] | None = None) -> ProjectConfig:
@@ -84,7 +102,7 @@ def load_config(path: Path, *, var_overrides: Mapping[str, str] | None = None) -
     the config file, then ``var_overrides`` (from ``--var KEY:VALUE``).
     """
     raw = read_raw(path)
-    supported, issues = classify_top_level(raw)
+    supported, issues, warnings = classify_top_level(raw)
     try:
         model = TopLevelModel.model_validate(supported)
     except ValidationError as exc:
@@ -107,6 +125,8 @@ def load_config(path: Path, *, var_overrides: Mapping[str, str] | None = None) -
     if issues:
         raise ConfigError(path, issues=issues)
 
+    warnings.extend(unused_keys(model))
+    dev = model.dev
     variables: dict[str, Any] = dict(model.vars)
     variables.update(read_dev_vars(root))
     variables.update(var_overrides or {})
@@ -135,6 +155,16 @@ def load_config(path: Path, *, var_overrides: Mapping[str, str] | None = None) -
         tsconfig=tsconfig,
         jsx_factory=model.jsx_factory,
         jsx_fragment=model.jsx_fragment,
+        dev=DevConfig(
+            ip=dev.ip,
+            port=dev.port,
+            local_protocol=dev.local_protocol,
+            upstream_protocol=dev.upstream_protocol,
+            host=dev.host,
+        )
+        if dev is not None
+        else DevConfig(),
+        warnings=tuple(warnings),
     )
 
 

@@ -1,7 +1,8 @@
-"""Which top-level Wrangler keys celld uses, ignores, or refuses.
+"""Which top-level Wrangler keys celld uses, runs without, or refuses.
 
 A key that only matters when deploying (routes, account, observability...) means nothing to a
-local runtime and is ignored, as ``wrangler dev`` ignores it. A key that gives the Worker
+local runtime; celld runs without it, as ``wrangler dev`` does, and says so once at start
+(a warning naming the key), so nothing in a config is ignored silently. A key that gives the Worker
 something at run time (a binding) or changes how its code behaves must never be ignored
 silently: the Worker would start and then fail far from the cause, so it is refused with a
 message that names it. Anything else is most likely a typo and gets a did-you-mean hint.
@@ -45,46 +46,58 @@ SUPPORTED: frozenset[str] = frozenset(
         "tsconfig",
         "jsx_factory",
         "jsx_fragment",
+        "dev",
+        "build",
         *OFFLINE_BINDINGS,
     }
 )
 
-# Deploy- or build-only settings with no meaning for a local run.
-IGNORED: frozenset[str] = frozenset(
-    {
-        "$schema",
-        "account_id",
-        "workers_dev",
-        "route",
-        "routes",
-        "preview_urls",
-        "observability",
-        "logpush",
-        "upload_source_maps",
-        "minify",
-        "keep_names",
-        "keep_vars",
-        "send_metrics",
-        "placement",
-        "tail_consumers",
-        "streaming_tail_consumers",
-        "dev",
-        "build",
-        "no_bundle",
-        "find_additional_modules",
-        "base_dir",
-        "preserve_file_names",
-        "rules",
-        # Named environments: like `wrangler dev` without --env, only the top level is used.
-        "env",
-        # Cron triggers: `wrangler dev` does not fire them on its own either.
-        "triggers",
-        "usage_model",
-        "compliance_region",
-        "first_party_worker",
-        "dependencies_instrumentation",
-    }
+_DEPLOY = "is used when deploying to Cloudflare; celld run does not act on it"
+_BUNDLING = (
+    "configures wrangler's bundler; celld loads `main` and its imports with its own loader "
+    "and does not act on it"
 )
+
+# Settings celld runs without, each with why: `celld run` warns once per key present, so
+# nothing in a config is ignored silently. Deploy-only keys mean nothing to a local
+# runtime (as under `wrangler dev`); bundler settings have no counterpart in celld's
+# loader; named environments wait for `--env`.
+NOT_ACTED_ON: Mapping[str, str] = {
+    "account_id": _DEPLOY,
+    "workers_dev": _DEPLOY,
+    "route": _DEPLOY,
+    "routes": _DEPLOY,
+    "preview_urls": _DEPLOY,
+    "observability": _DEPLOY,
+    "logpush": _DEPLOY,
+    "upload_source_maps": _DEPLOY,
+    "minify": _DEPLOY,
+    "keep_names": _DEPLOY,
+    "keep_vars": _DEPLOY,
+    "send_metrics": "is wrangler's telemetry setting; celld sends no metrics anywhere",
+    "placement": _DEPLOY,
+    "tail_consumers": _DEPLOY,
+    "streaming_tail_consumers": _DEPLOY,
+    "usage_model": _DEPLOY,
+    "compliance_region": _DEPLOY,
+    "first_party_worker": _DEPLOY,
+    "dependencies_instrumentation": _DEPLOY,
+    "no_bundle": _BUNDLING,
+    "find_additional_modules": _BUNDLING,
+    "base_dir": _BUNDLING,
+    "preserve_file_names": _BUNDLING,
+    "rules": _BUNDLING,
+    "env": "named environments are not used: celld runs the top level, as `wrangler dev` "
+    "does without --env",
+    "triggers": "cron triggers do not fire on their own, as under `wrangler dev`; fire the "
+    "Worker's scheduled() with `curl http://HOST:PORT/cdn-cgi/handler/scheduled?cron=...` "
+    "(or /__scheduled with `celld run --test-scheduled`)",
+}
+
+# Keys that are no setting at all: never warned about.
+SILENT: frozenset[str] = frozenset({"$schema"})  # an editor's JSON schema reference
+
+IGNORED: frozenset[str] = frozenset(NOT_ACTED_ON) | SILENT
 
 # Bindings celld does not provide, with wrangler's friendly names.
 UNSUPPORTED_BINDINGS: Mapping[str, str] = {
@@ -150,16 +163,24 @@ def unknown_key_message(key: str, candidates: Iterable[str]) -> str:
     return "unknown key" + did_you_mean(key, candidates)
 
 
-def classify_top_level(raw: Mapping[str, Any]) -> tuple[dict[str, Any], list[Issue]]:
-    """Split the top level into the supported keys and issues for refused or unknown ones."""
+def classify_top_level(
+    raw: Mapping[str, Any],
+) -> tuple[dict[str, Any], list[Issue], list[Issue]]:
+    """Split the top level into the supported keys, issues for refused or unknown ones,
+    and warnings for the keys celld accepts but does not act on."""
     supported: dict[str, Any] = {}
     issues: list[Issue] = []
+    warnings: list[Issue] = []
     for key, value in raw.items():
         if key in SUPPORTED:
             supported[key] = value
         elif key in IGNORED:
             if key == "env" and not isinstance(value, dict):
                 issues.append(Issue(key, "expected a table of named environments"))
+            elif key == "triggers" and not _has_crons(value):
+                pass  # an empty [triggers] asks for nothing
+            elif key in NOT_ACTED_ON:
+                warnings.append(Issue(key, NOT_ACTED_ON[key]))
         elif key in UNSUPPORTED_BINDINGS:
             issues.append(
                 Issue(key, f"{UNSUPPORTED_BINDINGS[key]} bindings are not supported by celld yet")
@@ -168,4 +189,8 @@ def classify_top_level(raw: Mapping[str, Any]) -> tuple[dict[str, Any], list[Iss
             issues.append(Issue(key, UNSUPPORTED_FEATURES[key]))
         else:
             issues.append(Issue(key, unknown_key_message(key, KNOWN)))
-    return supported, issues
+    return supported, issues, warnings
+
+
+def _has_crons(value: Any) -> bool:
+    return not isinstance(value, dict) or bool(value.get("crons"))

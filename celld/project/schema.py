@@ -268,6 +268,48 @@ class MigrationModel(_Strict):
         return value
 
 
+Protocol = typing.Literal["http", "https"]
+
+
+class DevModel(_Strict):
+    """``[dev]``: the local server's settings, as wrangler reads them (wrangler's own
+    defaults apply where a key is absent: port 8787, the local protocol http). The keys
+    for wrangler's inspector and containers are accepted and warned about (keys.py)."""
+
+    ip: str | None = None
+    port: int | None = None
+    local_protocol: Protocol | None = None
+    upstream_protocol: Protocol | None = None
+    host: str | None = None
+    inspector_port: int | None = None
+    inspector_ip: str | None = None
+    enable_containers: bool | None = None
+    container_engine: Any = None
+    generate_types: bool | None = None
+
+    @field_validator("port", "inspector_port")
+    @classmethod
+    def _port(cls, value: int | None) -> int | None:
+        if value is not None and not 0 <= value <= 65535:
+            raise _fail(f"must be a port number from 0 to 65535, got {value}")
+        return value
+
+    @field_validator("host")
+    @classmethod
+    def _host(cls, value: str | None) -> str | None:
+        if value is not None and (not value or "/" in value or " " in value):
+            raise _fail(f"{value!r} is not a host name (with an optional :port)")
+        return value
+
+
+class BuildModel(_Strict):
+    """``[build]``: a custom build command run before serving (celld/project/build.py)."""
+
+    command: str | None = None
+    cwd: str | None = None
+    watch_dir: str | list[str] | None = None
+
+
 class TopLevelModel(_Strict):
     name: str | None = None
     main: str
@@ -290,6 +332,8 @@ class TopLevelModel(_Strict):
     tsconfig: str | None = None
     jsx_factory: str | None = None
     jsx_fragment: str | None = None
+    dev: DevModel | None = None
+    build: BuildModel | None = None
 
     @field_validator("name")
     @classmethod

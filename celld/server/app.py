@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 
@@ -28,6 +29,7 @@ from celld.server.limits import (
     ClientGone,
     response_problem,
 )
+from celld.server.request_log import log_request
 from celld.server.streaming import Receiver, StreamedResponse
 
 log = logging.getLogger("celld.server")
@@ -93,6 +95,22 @@ def _body_failed(error: Exception) -> Response:
     return PlainTextResponse(f"Bad Request: {error}\n", status_code=400)
 
 
+def _rewritten(
+    url: str, headers: list[tuple[str, str]], scheme: str | None, host: str | None
+) -> tuple[str, list[tuple[str, str]]]:
+    """The URL and headers the Worker sees under [dev] upstream_protocol / host. `url` is
+    `worker_url`'s: only its scheme and host change, its path and query stay as sent."""
+    current_scheme, rest = url.split("://", 1)
+    slash = rest.find("/")
+    netloc, tail = (rest, "") if slash < 0 else (rest[:slash], rest[slash:])
+    if scheme is not None:
+        current_scheme = scheme
+    if host is not None:
+        netloc = host
+        headers = [(k, host if k.lower() == "host" else v) for k, v in headers]
+    return f"{current_scheme}://{netloc}{tail}", headers
+
+
 def build_app(
     get_pool: Callable[[], WorkerPool],
     *,
@@ -101,7 +119,13 @@ def build_app(
     metrics: Callable[[], Awaitable[str]] | None = None,
     internal_routes: list[Route] | None = None,
     assets: AssetServer | None = None,
+    before_worker: list[Route] | None = None,
+    url_rewrite: tuple[str | None, str | None] | None = None,
 ) -> Starlette:
+    """The app. `before_worker` routes take their paths from the Worker (`/__scheduled`
+    with --test-scheduled); `url_rewrite` is ([dev] upstream_protocol, [dev] host): what
+    the Worker's request.url says instead of the URL it was called with."""
+
     async def serve_worker(request: Request) -> Response:
         if assets is not None:
             # The path as sent (not re-quoted), so needless escapes can be redirected away.
@@ -121,6 +145,9 @@ def build_app(
                 ] + [(b"content-length", str(found.content_length).encode())]
                 return response
         headers = [(k.decode("latin-1"), v.decode("latin-1")) for k, v in request.headers.raw]
+        url = worker_url(request)
+        if url_rewrite is not None:
+            url, headers = _rewritten(url, headers, *url_rewrite)
         declared = request.headers.get("content-length")
         if declared is not None and not declared.isdigit():
             return PlainTextResponse("Invalid Content-Length\n", status_code=400)
@@ -136,7 +163,7 @@ def build_app(
                 body = await reader.read_all()
             else:
                 body = reader.stream()
-            answer = await get_pool().handle(request.method, worker_url(request), headers, body)
+            answer = await get_pool().handle(request.method, url, headers, body)
         except WorkerError as error:
             if reader.failure is not None:
                 return _body_failed(reader.failure)
@@ -184,6 +211,14 @@ def build_app(
         ] + [(b"content-length", str(len(answer.body)).encode())]
         return response
 
+    async def serve_and_log(request: Request) -> Response:
+        """The Worker's answer, and its line in the request log."""
+        started = time.perf_counter()
+        response = await serve_worker(request)
+        status = response.status_code  # a streamed response's too: its head is ready
+        log_request(request.method, request.scope["path"], status, started)
+        return response
+
     async def serve_metrics(request: Request) -> Response:
         text = await metrics() if metrics is not None else ""
         return PlainTextResponse(text, media_type="text/plain; version=0.0.4")
@@ -202,10 +237,11 @@ def build_app(
         return PlainTextResponse("ok")
 
     routes = [
-        WorkerFirst("/{path:path}", serve_worker, methods=methods),
+        *(before_worker or []),
+        WorkerFirst("/{path:path}", serve_and_log, methods=methods),
         Route(f"{INTERNAL_PREFIX}/health", health, methods=["GET"]),
         Route(f"{INTERNAL_PREFIX}/metrics", serve_metrics, methods=["GET"]),
         *(internal_routes or []),
-        WorkerRoute("/{path:path}", serve_worker, methods=methods),
+        WorkerRoute("/{path:path}", serve_and_log, methods=methods),
     ]
     return Starlette(routes=routes, lifespan=lifespan)

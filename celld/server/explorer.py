@@ -1,10 +1,12 @@
 """The local explorer API at /cdn-cgi/local/explorer/api, the one `wrangler dev` serves.
 
-`wrangler workflows ... --local --port P` and the explorer page speak it, so they work
-against `celld run` unchanged. Answers use Cloudflare's API envelope
+`wrangler workflows ... --local --port P` speaks it, so it works against `celld run`
+unchanged and prints what it prints against `wrangler dev` (celld.server.explorer_shape:
+the same fields, step names as `<name>-<count>`). Answers use Cloudflare's API envelope
 (`{success, errors, messages, result}`); failures carry a 4xx/5xx status and an
-`errors[0].message` that wrangler prints as is. celld adds fields of its own to the
-instance details (step counts and kinds, deadlines, events); wrangler ignores them.
+`errors[0].message` that wrangler prints as is. celld's own tools (its CLI, the client,
+the page) send `X-Celld-Details: 1` and get celld's fuller answers: steps by name with
+their counts and kinds, deadlines, events, rollback progress, versions.
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
+from celld.server import explorer_shape as shape
 from celld.server.operator import CODE_INVALID, Operator, OperatorError
 from celld.store.base import StoreUnavailable
 
@@ -88,11 +91,11 @@ def explorer_routes(operator: Operator) -> list[Route]:
         return envelope(workflows, result_info={"count": len(workflows)})
 
     async def workflow_details(request: Request) -> Response:
-        return envelope(await operator.workflow_details(request.path_params["workflow"]))
+        details = await operator.workflow_details(request.path_params["workflow"])
+        return envelope(details if shape.wants_details(request) else shape.workflow(details))
 
     async def delete_workflow(request: Request) -> Response:
-        operator.require_workflow(request.path_params["workflow"])
-        raise OperatorError(501, "deleting a workflow's instances is not supported by celld yet")
+        return envelope(await operator.delete_all(request.path_params["workflow"]))
 
     async def list_instances(request: Request) -> Response:
         params = request.query_params
@@ -104,6 +107,8 @@ def explorer_routes(operator: Operator) -> list[Route]:
             date_start=params.get("date_start") or None,
             date_end=params.get("date_end") or None,
         )
+        if not shape.wants_details(request):
+            items = [shape.instance_item(item) for item in items]
         return envelope(items, result_info=info)
 
     async def create_instance(request: Request) -> Response:
@@ -119,7 +124,8 @@ def explorer_routes(operator: Operator) -> list[Route]:
 
     async def describe_instance(request: Request) -> Response:
         workflow = request.path_params["workflow"]
-        return envelope(await operator.describe(workflow, await instance_id(operator, request)))
+        details = await operator.describe(workflow, await instance_id(operator, request))
+        return envelope(details if shape.wants_details(request) else shape.instance(details))
 
     async def change_status(request: Request) -> Response:
         body = await json_body(request, required=True)

@@ -1,4 +1,5 @@
-"""Who may use the operator surface (explorer API, celld's API and page, metrics, clock).
+"""Who may use the operator surface (explorer API, celld's API and page, metrics, clock,
+firing the Worker's scheduled() handler).
 
 * Bound to a loopback address (the default), no token is needed, but a request must
   name a loopback host (a web page that rebinds its own DNS name to 127.0.0.1 is
@@ -21,7 +22,12 @@ from http.cookies import SimpleCookie
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
-PROTECTED = ("/cdn-cgi/celld", "/cdn-cgi/local/explorer")
+PROTECTED = (
+    "/cdn-cgi/celld",
+    "/cdn-cgi/local/explorer",
+    "/cdn-cgi/handler/scheduled",  # runs the Worker's scheduled() (celld.server.scheduled)
+    "/cdn-cgi/local/scheduled",
+)
 OPEN = ("/cdn-cgi/celld/health",)
 PAGE = "/cdn-cgi/celld/"
 COOKIE = "celld_token"

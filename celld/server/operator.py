@@ -20,8 +20,9 @@ from typing import Any
 from celld.cells.manager import CellManager
 from celld.isolate.host import HostError
 from celld.project.cron import parse_scheduled_id
+from celld.server.attempts import attempts_of, logged_attempts
 from celld.server.values import REDACTED, decode, encode, iso, parse_iso
-from celld.store.base import Store
+from celld.store.base import InstanceRef, Store
 
 STATUSES = (
     "queued", "running", "paused", "errored", "terminated", "complete", "waitingForPause",
@@ -49,13 +50,25 @@ class OperatorError(Exception):
         self.message = message
 
 
-def _binding_error(error: HostError) -> OperatorError:
+def _binding_error(error: HostError, instance_id: Any = None) -> OperatorError:
+    """The binding's error as the explorer answers it. A missing or duplicate instance is
+    worded as `wrangler dev`'s explorer words it (the binding itself keeps production's
+    wording), so wrangler's CLI prints the same line against both."""
     message = str(error)
     if "(store.unavailable)" in message:
         return OperatorError(503, message)
     if "not_found" in message:
+        if isinstance(instance_id, str):
+            message = f"Workflow instance '{instance_id}' not found."
         return OperatorError(404, message, CODE_NOT_FOUND)
-    if "already_exists" in message or "cannot_" in message:
+    if "already_exists" in message:
+        if isinstance(instance_id, str):
+            message = (
+                "WorkflowError: (instance.already_exists) Workflow instance with id "
+                f'"{instance_id}" already exists'
+            )
+        return OperatorError(409, message)
+    if "cannot_" in message:
         return OperatorError(409, message)
     return OperatorError(400, message)
 
@@ -93,7 +106,7 @@ class Operator:
         try:
             return await handle({"workflow": workflow, "method": method, **fields})
         except HostError as error:
-            raise _binding_error(error) from None
+            raise _binding_error(error, fields.get("id")) from None
 
     # -- workflows -----------------------------------------------------------------------
 
@@ -106,7 +119,7 @@ class Operator:
     async def workflow_details(self, name: str) -> dict[str, Any]:
         workflow = self.require_workflow(name)
         cells, store = self._parts()
-        counts = dict.fromkeys(STATUSES, 0)
+        counts = dict.fromkeys(sorted(STATUSES), 0)  # wrangler dev's order
         counts.update(await store.workflow_counts(name))
         return {
             "name": workflow["name"],
@@ -242,6 +255,20 @@ class Operator:
         result: dict[str, Any] = await self._call(name, "deleteBatch", ids=ids)
         return result
 
+    async def delete_all(self, name: str) -> dict[str, Any]:
+        """Delete every instance of the workflow (`wrangler workflows delete NAME`), a
+        page at a time through the binding's deleteBatch."""
+        self.require_workflow(name)
+        _, store = self._parts()
+        while True:
+            rows = await store.list_instances(name, offset=0, limit=MAX_PER_PAGE)
+            if not rows:
+                return {"status": "ok", "success": True}
+            result = await self.delete_batch(name, [r.id for r in rows])
+            if not result["deleted"]:  # none of them could go: say why instead of looping
+                first = result["errors"][0]
+                raise OperatorError(409, f"could not delete {first['id']}: {first['message']}")
+
     async def send_event(self, name: str, instance_id: str, event_type: str, payload: Any) -> None:
         """`payload` is a JSON value, or ... for none (the event's payload is undefined)."""
         text = '{"$":"undefined"}' if payload is ... else encode(payload)
@@ -256,17 +283,23 @@ class Operator:
     def cells(self) -> CellManager:
         return self._parts()[0]
 
-    async def describe(self, name: str, instance_id: str) -> dict[str, Any]:
-        """The explorer's instance details, plus celld's deadlines, counts and events."""
+    async def describe(
+        self, name: str, instance_id: str, *, attempts: bool = True
+    ) -> dict[str, Any]:
+        """The explorer's instance details, plus celld's deadlines, counts and events.
+        With `attempts`, each attempt's times and error come from the instance's event log
+        (celld.server.attempts); without, only from its step rows (the waiting helpers,
+        which poll)."""
         self.require_workflow(name)
-        cells, _ = self._parts()
+        cells, store = self._parts()
         await self._call(name, "get", id=instance_id)  # validates the id: 404 otherwise
         found = await cells.describe(name, instance_id)
         if found is None:
             raise OperatorError(
                 404, f"Workflow instance '{instance_id}' not found.", CODE_NOT_FOUND
             )
-        steps = [_step(row) for row in found["steps"]]
+        logged = await logged_attempts(store, InstanceRef(name, instance_id)) if attempts else None
+        steps = [_step(row, logged) for row in found["steps"]]
         final_or_paused = found["status"] in FINAL or found["status"] == "paused"
         # JS is at work: a run is starting, an attempt runs, or run() is between steps
         # (resident, not finished, and waiting on no step)
@@ -340,7 +373,7 @@ class Operator:
         deadline = _deadline(timeout_ms)
         busy = ("queued", "running", "waitingForPause")
         while True:
-            details = await self.describe(name, instance_id)
+            details = await self.describe(name, instance_id, attempts=False)
             wake = details["next_wake"]
             due = wake is not None and wake <= details["now"]
             if details["status"] not in busy and not details["running"] and not due:
@@ -365,7 +398,7 @@ class Operator:
         without reaching it, 408 after `timeout_ms` of real time."""
         deadline = _deadline(timeout_ms)
         while True:
-            details = await self.describe(name, instance_id)
+            details = await self.describe(name, instance_id, attempts=False)
             for row in details["steps"]:
                 if (row["name"], row["count"], row["kind"]) != (step, count, step_type):
                     continue
@@ -407,7 +440,8 @@ def _config(text: str | None) -> dict[str, Any] | None:
     if not text:
         return None
     raw = json.loads(text)
-    retries = {"limit": raw.get("limit"), "delay": raw.get("delay"), "backoff": raw.get("backoff")}
+    # in wrangler dev's order (wrangler's --json prints it as is)
+    retries = {"limit": raw.get("limit"), "backoff": raw.get("backoff"), "delay": raw.get("delay")}
     config: dict[str, Any] = {"retries": retries, "timeout": raw.get("timeout")}
     if raw.get("sensitive"):
         config["sensitive"] = raw["sensitive"]
@@ -415,7 +449,8 @@ def _config(text: str | None) -> dict[str, Any] | None:
 
 
 def _attempts(row: dict[str, Any]) -> list[dict[str, Any]]:
-    """The attempts of a `step.do`, as far as the journal knows them.
+    """The attempts of a `step.do`, as far as its row knows them (see
+    celld.server.attempts for the full history).
 
     celld keeps the count of failed attempts and the last error, not a row per attempt,
     so times are given where they are known (the first start, the last end) and null
@@ -445,7 +480,7 @@ def _attempts(row: dict[str, Any]) -> list[dict[str, Any]]:
     return attempts
 
 
-def _step(row: dict[str, Any]) -> dict[str, Any]:
+def _step(row: dict[str, Any], logged: dict[str, list[dict[str, Any]]] | None) -> dict[str, Any]:
     kind = row["type"]
     state = row["state"]
     base: dict[str, Any] = {
@@ -465,7 +500,11 @@ def _step(row: dict[str, Any]) -> dict[str, Any]:
             "type": "step",
             "success": success,
             "config": config,
-            "attempts": _attempts(row),
+            "attempts": (
+                _attempts(row)
+                if logged is None
+                else attempts_of(row, logged.get(f"{row['name']}-{row['count']}", []))
+            ),
             "retry_at": iso(row.get("wake_at")) if state == "retrying" else None,
             "error": row.get("error") if state in ("failed", "retrying") else None,
             "sensitive": sensitive,

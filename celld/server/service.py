@@ -28,11 +28,13 @@ from celld.isolate.worker_pool import WorkerPool
 from celld.objects.manager import ObjectManager
 from celld.objects.migrations import migrate_state
 from celld.project.config import ProjectConfig
+from celld.server import lifecycle_log
 from celld.server.app import INTERNAL_PREFIX, build_app
 from celld.server.explorer import explorer_routes
 from celld.server.guard import OperatorGuard
 from celld.server.metrics import render_metrics
 from celld.server.operator import Operator
+from celld.server.scheduled import scheduled_routes, test_scheduled_routes
 from celld.server.shape import RequestShape
 from celld.server.testing import testing_routes
 from celld.server.ui import ui_routes
@@ -56,6 +58,10 @@ class ServiceOptions:
     operator_token: str | None = None
     #: None or "sqlite": SQLite under persist_to; "postgresql://...": a shared database
     store: str | None = None
+    #: serve /__scheduled before the Worker's routes (`celld run --test-scheduled`)
+    test_scheduled: bool = False
+    #: ([dev] upstream_protocol, [dev] host): what the Worker's request.url says instead
+    url_rewrite: tuple[str | None, str | None] | None = None
 
 
 @dataclass
@@ -165,6 +171,8 @@ class Service:
                 self.options.store, self.options.persist_to, self.options.synchronous
             )
             await self.store.open()
+            if lifecycle_log.enabled():
+                self.store.on_committed = lifecycle_log.observe
             specs = {
                 w.name: WorkflowSpec(
                     w.name,
@@ -226,13 +234,19 @@ class Service:
             return self.pool
 
         operator = self.operator()
+        now = self.options.clock.now
         app = build_app(
             get_pool,
             startup=self.start,
             shutdown=self.stop,
             metrics=lambda: render_metrics(self),
             assets=self.bindings.assets,
+            before_worker=(
+                test_scheduled_routes(get_pool, now) if self.options.test_scheduled else None
+            ),
+            url_rewrite=self.options.url_rewrite,
             internal_routes=[
+                *scheduled_routes(get_pool, now),
                 *self._clock_routes(),
                 *self._instance_routes(),
                 *explorer_routes(operator),

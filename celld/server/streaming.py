@@ -95,6 +95,11 @@ class StreamedResponse:
         self.label = label  # "GET /path", for the log
         self._released = False
 
+    @property
+    def status_code(self) -> int:
+        """The status its head carries (for the request log, as a Response's)."""
+        return self.answer.status
+
     def _release(self, reason: str | None) -> None:
         if not self._released:
             self._released = True

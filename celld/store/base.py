@@ -149,6 +149,8 @@ class Store(Protocol):
     commits: int  # transactions committed (metrics, benchmarks)
     rows_written: int
     writer_restarts: int  # times the writer died and was replaced
+    #: told of every committed write that logged or deleted something (the lifecycle log)
+    on_committed: Callable[[Write], None] | None
 
     async def open(self) -> None: ...
     async def close(self) -> None: ...

@@ -17,6 +17,8 @@ log = logging.getLogger("celld.store")
 
 #: How a write queued with `write_soon` went: None (committed) or the error.
 WriteDone = Callable[[BaseException | None], None]
+#: Told of every write once it is committed (the lifecycle log), on the event loop.
+CommitObserver = Callable[[Write], None]
 
 
 @dataclass
@@ -98,16 +100,24 @@ class Gathered:
         return len(self.created) + len(self.instances) + len(self.steps) + len(self.events)
 
 
-def settle(batch: list[Pending], outcome: dict[int, Any] | Exception, health: StoreHealth) -> None:
+def settle(
+    batch: list[Pending],
+    outcome: dict[int, Any] | Exception,
+    health: StoreHealth,
+    observer: CommitObserver | None = None,
+) -> None:
     """On the event loop: tell every caller of `batch` how its commit went. `outcome` is
     the batch's failure, or by position the creates left out (or that caller's own
-    failure)."""
+    failure). `observer` hears of each committed write that logged or deleted something
+    first."""
     if not batch:
         return
     if isinstance(outcome, Exception):
         health.record_failure(outcome)
     else:
         health.record_success()
+        if observer is not None:
+            _observe(batch, outcome, observer)
     for index, pending in enumerate(batch):
         result = outcome if isinstance(outcome, Exception) else outcome.get(index, set())
         if pending.done is not None:
@@ -123,6 +133,19 @@ def settle(batch: list[Pending], outcome: dict[int, Any] | Exception, health: St
             future.set_exception(result)
         else:
             future.set_result(result)
+
+
+def _observe(batch: list[Pending], outcome: dict[int, Any], observer: CommitObserver) -> None:
+    for index, pending in enumerate(batch):
+        skipped = outcome.get(index, ())
+        if isinstance(skipped, Exception):
+            continue
+        for write in pending.writes:
+            if (write.log or write.delete) and write.ref not in skipped:
+                try:
+                    observer(write)
+                except Exception:  # noqa: BLE001 - a log line must not fail a commit
+                    log.exception("observing a committed write failed")
 
 
 def fan_out(soon: list[tuple[Write, WriteDone]], outcome: set[InstanceRef] | Exception) -> None:
@@ -144,6 +167,8 @@ class GroupCommitWrites:
 
     #: writes queued by `write_soon` in this pass of the event loop, not yet handed over
     _soon: list[tuple[Write, WriteDone]] | None = None
+    #: told of every committed write that logged or deleted something (`settle`)
+    on_committed: CommitObserver | None = None
 
     def _enqueue(self, pending: Pending) -> None:
         """Hand `pending` to the writer (raise StoreUnavailable if it cannot be)."""

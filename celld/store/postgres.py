@@ -276,7 +276,7 @@ class PostgresStore(GroupCommitWrites, SharedReads):
             log.error("the store's writer task stopped: %r", fatal)
 
     def _settle(self, batch: list[Pending], outcome: dict[int, Any] | Exception) -> None:
-        settle(batch, outcome, self.health)
+        settle(batch, outcome, self.health, self.on_committed)
 
     async def _commit(self, batch: list[Pending]) -> dict[int, Any]:
         if self.fault is not None:

@@ -273,7 +273,7 @@ class SqliteStore(GroupCommitWrites, SharedReads):
             self._loop.call_soon_threadsafe(callback, *args)
 
     def _settle(self, batch: list[Pending], outcome: dict[int, Any] | Exception) -> None:
-        settle(batch, outcome, self.health)
+        settle(batch, outcome, self.health, self.on_committed)
 
     @staticmethod
     def _rollback(connection: sqlite3.Connection) -> None:

@@ -16,7 +16,10 @@ EXPLORER = "/cdn-cgi/local/explorer/api/workflows/script-workflow/instances"
 def test_instance_details_name_the_version_it_started_on(sc: Scenario) -> None:
     i = sc.create([{"do": "a"}])
     sc.output(i)
-    details = sc.target.request("GET", f"{EXPLORER}/{i}").json()["result"]
+    # celld's own details (wrangler's CLI gets wrangler dev's shape, without a version)
+    details = sc.target.request("GET", f"{EXPLORER}/{i}", headers={"x-celld-details": "1"}).json()[
+        "result"
+    ]
     version = details.get("versionId")
     shown = bool(isinstance(version, str) and re.fullmatch(r"[0-9a-f]{16}", version))
     assert shown == sc.pick(celld=True, wrangler=False)

@@ -1,7 +1,11 @@
-// Serves HTTP requests through the Worker's default export.
+// Serves HTTP requests through the Worker's default export, and scheduled events through
+// its scheduled() handler.
 //
 // The host delivers `{k: "fetch", id, request}`; the answer is one `respond`
-// notification carrying either the response or the error that stopped it.
+// notification carrying either the response or the error that stopped it. A scheduled
+// event comes as `{k: "fetch", id, scheduled: {cron, scheduledTime}}` (the same path, so
+// it is moved off a stuck isolate like a request) and is answered with
+// `{id, scheduled: {outcome: "ok" | "exception", noRetry, error?}}`, workerd's outcome.
 "use strict";
 (() => {
   const host = globalThis.__celld_host;
@@ -111,6 +115,30 @@
     );
   }
 
+  /** The `controller` argument of a scheduled handler. */
+  class ScheduledController {
+    #flags;
+    constructor(cron, scheduledTime, flags) {
+      this.#flags = flags;
+      ObjectDefineProperty(this, "cron", { value: cron, enumerable: true });
+      ObjectDefineProperty(this, "scheduledTime", { value: scheduledTime, enumerable: true });
+    }
+    noRetry() {
+      this.#flags.noRetry = true;
+    }
+  }
+
+  function resolveScheduled(main, ctx) {
+    const exported = main.default;
+    if (typeof exported === "function" && exported.prototype instanceof cloudflare.WorkerEntrypoint) {
+      const instance = new exported(ctx, cloudflare.env);
+      if (typeof instance.scheduled === "function") return (controller) => instance.scheduled(controller);
+    } else if (exported && typeof exported.scheduled === "function") {
+      return (controller) => exported.scheduled(controller, cloudflare.env, ctx);
+    }
+    return null;
+  }
+
   function respond(owner, fields) {
     if (owner.finished) return;
     try {
@@ -147,12 +175,43 @@
     PromisePrototypeThen(pump(owner), sent, sent);
   }
 
+  /** Run the scheduled() handler: its outcome as workerd reports it. A Worker without one
+   * gets workerd's error, with noRetry set (retrying cannot help). */
+  function runScheduled(owner, message, ctx) {
+    const flags = { noRetry: false };
+    const event = message.scheduled;
+    const outcome = host.runAs(owner, () => {
+      try {
+        const handler = resolveScheduled(globalThis.__celld_main, ctx);
+        if (handler === null) {
+          flags.noRetry = true;
+          throw new Error("Handler does not export a scheduled() function");
+        }
+        return PromiseResolve(handler(new ScheduledController(event.cron, event.scheduledTime, flags)));
+      } catch (error) {
+        return PromiseReject(error);
+      }
+    });
+    PromisePrototypeThen(
+      outcome,
+      () => respond(owner, { id: message.id, scheduled: { outcome: "ok", noRetry: flags.noRetry } }),
+      (error) => respond(owner, {
+        id: message.id,
+        scheduled: { outcome: "exception", noRetry: flags.noRetry, error: host.describeError(error) },
+      }),
+    );
+  }
+
   host.on("fetch", (message) => {
     const owner = { id: message.id, waits: 0, responded: false, finished: false, cap: null };
     live.set(message.id, owner);
     const keepGoing = tracker(owner);
     const ctx = new ExecutionContext(keepGoing);
     cloudflare.setWaitUntil(keepGoing);
+    if (message.scheduled !== undefined) {
+      runScheduled(owner, message, ctx);
+      return;
+    }
     const outcome = host.runAs(owner, () => {
       try {
         const request = web.requestFromWire(message.request);

@@ -116,7 +116,7 @@ def test_instances_list_table_json_and_filters(server: CelldServer, client: Clie
 def test_errors_are_clear_and_exit_nonzero(server: CelldServer, client: Client) -> None:
     client.workflow("quick-workflow").create(id="cli-err").wait_for_status("complete")
     cases = [
-        (("instances", "describe", "quick-workflow", "missing"), "not_found"),
+        (("instances", "describe", "quick-workflow", "missing"), "not found"),
         (("instances", "terminate", "quick-workflow", "cli-err"), "cannot_terminate"),
         (("instances", "terminate", "quick-workflow", "cli-err", "--rollback"),
          "cannot_terminate"),
@@ -125,7 +125,7 @@ def test_errors_are_clear_and_exit_nonzero(server: CelldServer, client: Client) 
         (("instances", "send-event", "quick-workflow", "cli-err", "--type", "x", "--payload",
           "{"), "--payload is not valid JSON"),
         (("instances", "delete", "quick-workflow", "never-made"), "not_found"),
-        (("delete", "quick-workflow"), "not supported by celld yet"),
+        (("delete", "no-such-workflow"), "Workflow 'no-such-workflow' not found."),
         (("instances", "restart", "quick-workflow", "cli-err", "--from-step-count", "2"),
          "need --from-step-name"),
     ]  # fmt: skip

@@ -147,8 +147,8 @@ def test_listing_pages_filters_and_latest(server: CelldServer, client: Client) -
     ("method", "path", "kwargs", "status", "message"),
     [
         ("GET", "/workflows/nope", {}, 404, "Workflow 'nope' not found."),
-        ("GET", "/workflows/order-workflow/instances/missing", {}, 404, "not_found"),
-        ("GET", "/workflows/order-workflow/instances/bad%20id!", {}, 404, "not_found"),
+        ("GET", "/workflows/order-workflow/instances/missing", {}, 404, "not found"),
+        ("GET", "/workflows/order-workflow/instances/bad%20id!", {}, 404, "not found"),
         ("GET", "/workflows/order-workflow/instances", {"params": {"page": 0}}, 400, "page"),
         ("GET", "/workflows/order-workflow/instances", {"params": {"page": "x"}}, 400, "page"),
         ("GET", "/workflows/order-workflow/instances", {"params": {"per_page": 101}}, 400, ""),
@@ -193,7 +193,7 @@ def test_listing_pages_filters_and_latest(server: CelldServer, client: Client) -
             400,
             "invalid_event_type",
         ),
-        ("DELETE", "/workflows/order-workflow/instances/never-made", {}, 404, "not_found"),
+        ("DELETE", "/workflows/order-workflow/instances/never-made", {}, 404, "not found"),
         (
             "POST",
             "/workflows/order-workflow/instances/batch/delete",
@@ -201,7 +201,13 @@ def test_listing_pages_filters_and_latest(server: CelldServer, client: Client) -
             400,
             "array of instance ids",
         ),
-        ("DELETE", "/workflows/order-workflow", {}, 501, "not supported"),
+        (
+            "DELETE",
+            "/workflows/no-such-workflow",
+            {},
+            404,
+            "Workflow 'no-such-workflow' not found.",
+        ),
         ("GET", "/nothing/here", {}, 404, "no explorer API route"),
     ],
 )
@@ -221,6 +227,20 @@ def test_bad_requests_get_clear_errors(
     body = response.json()
     assert body["success"] is False
     assert message in body["errors"][0]["message"]
+
+
+def test_deleting_a_workflow_deletes_all_its_instances(client: Client) -> None:
+    """`wrangler workflows delete NAME` against a local session: every instance goes, a
+    page of deleteBatch at a time; the other workflows keep theirs."""
+    quick = client.workflow("quick-workflow")
+    for n in range(3):
+        quick.create(id=f"gone-{n}", params=n).wait_for_status("complete")
+    kept = orders(client).create(id="kept-1")
+    answer = client.http.delete(f"{EXPLORER}/workflows/quick-workflow")
+    assert answer.status_code == 200, answer.text
+    assert answer.json()["result"] == {"status": "ok", "success": True}
+    assert quick.instances() == []
+    assert kept.status()["status"] in ("queued", "running", "waiting")
 
 
 def test_duplicate_id_is_a_conflict_and_harms_nothing(client: Client) -> None:

@@ -217,7 +217,7 @@ def test_instance_timeline_actions_and_live_updates(
     page.locator('[data-action="delete"]').click()
     expect(page).to_have_url(re.compile(r"#/w/order-workflow$"))
     expect(page.locator('#instances tr[data-instance="pw-order"]')).to_have_count(0)
-    with pytest.raises(CelldError, match="not_found"):
+    with pytest.raises(CelldError, match="Workflow instance 'pw-order' not found"):
         client.workflow("order-workflow").get("pw-order").describe()
 
 

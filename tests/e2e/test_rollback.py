@@ -213,7 +213,7 @@ def test_explorer_api_and_cli_terminate_with_rollback(server: CelldServer, audit
     done = wait_status(server, "term-3", "terminated")
     assert done["rollback"]["outcome"] == "complete"
     assert undo_calls(audit, "t3") == ["undo-t3a"]
-    detail = server.get(f"{base}/term-3").json()["result"]
+    detail = server.get(f"{base}/term-3", headers={"x-celld-details": "1"}).json()["result"]
     assert detail["rollback"]["reason"] == "terminate"
     assert detail["rollback"]["steps"][0]["state"] == "done"
 

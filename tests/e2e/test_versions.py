@@ -119,7 +119,9 @@ def start_then_replace(tmp_path: Path, v1: str, v2: str) -> tuple[CelldServer, s
     finally:
         server.stop()
     server = CelldServer(project(root, v2), state, manual_clock=T0 + 1000).start()
-    current = server.get("/cdn-cgi/local/explorer/api/workflows/flow").json()["result"]["version"]
+    current = server.get(
+        "/cdn-cgi/local/explorer/api/workflows/flow", headers={"x-celld-details": "1"}
+    ).json()["result"]["version"]
     assert started != current
     assert version_of(server, "i") == started  # recorded at start, shown in describe
     return server, started, current

@@ -96,10 +96,17 @@ def test_trigger_and_drive_an_instance(server: CelldServer, home: Path) -> None:
         instance = client.workflow("order-workflow").get("wr-1")
         instance.wait_until_settled()
         details = wrangler_json(server, home, "instances", "describe", "order-workflow", "wr-1")
-        charge = next(s for s in details["steps"] if s["name"] == "charge card")
+        # steps named as wrangler dev's local explorer names them: <name>-<count>
+        charge = next(s for s in details["steps"] if s["name"] == "charge card-1")
         assert charge["success"] is None and charge["attempts"][0]["success"] is False
+        assert charge["attempts"][0]["error"] == {
+            "name": "Error",
+            "message": "card declined on attempt 1",
+        }
+        assert charge["attempts"][0]["start"] and charge["attempts"][0]["end"]
+        assert "versionId" not in details and "count" not in charge  # celld's own, not asked
         text = wrangler(server, home, "instances", "describe", "order-workflow", "wr-1")
-        assert "card declined on attempt 1" in text and "look up order" in text
+        assert "card declined on attempt 1" in text and "look up order-1" in text
         client.advance_clock(5_000)
         instance.wait_until_settled()
 
@@ -121,7 +128,7 @@ def test_trigger_and_drive_an_instance(server: CelldServer, home: Path) -> None:
 
         described = wrangler_json(server, home, "instances", "describe", "order-workflow", "wr-1")
         assert described["status"] == "complete"
-        secret = next(s for s in described["steps"] if s["name"] == "issue secret")
+        secret = next(s for s in described["steps"] if s["name"] == "issue secret-1")
         assert secret["output"] == "[REDACTED]"
         kinds = [s["type"] for s in described["steps"]]
         assert kinds == ["step", "step", "step", "sleep", "waitForEvent", "step"]
@@ -165,11 +172,11 @@ def test_terminate_latest_and_refusals(server: CelldServer, home: Path) -> None:
     again = wrangler(server, home, "instances", "terminate", "order-workflow", "wr-term", ok=False)
     assert "cannot_terminate" in again
     missing = wrangler(server, home, "instances", "describe", "order-workflow", "nope", ok=False)
-    assert "not_found" in missing
+    assert "Workflow instance 'nope' not found." in missing
     deleted = wrangler(server, home, "instances", "delete", "order-workflow", "wr-term")
     assert "wr-term" in deleted
     gone = wrangler(server, home, "instances", "describe", "order-workflow", "wr-term", ok=False)
-    assert "not_found" in gone
+    assert "Workflow instance 'wr-term' not found." in gone
     twice = wrangler(server, home, "instances", "delete", "order-workflow", "wr-term", ok=False)
     assert "not_found" in twice
 

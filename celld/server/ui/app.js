@@ -34,7 +34,8 @@
   }
 
   async function api(method, path, body) {
-    const init = { method, headers: {}, credentials: "same-origin" };
+    // celld's fuller answers (step counts and kinds, deadlines, events), not wrangler dev's shape
+    const init = { method, headers: { "x-celld-details": "1" }, credentials: "same-origin" };
     if (body !== undefined) {
       init.headers["content-type"] = "application/json";
       init.body = JSON.stringify(body);

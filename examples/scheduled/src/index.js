@@ -23,7 +23,14 @@ export default {
     const url = new URL(request.url);
     // GET /digest?id=<instance id>: the status (and digest) of one run
     if (url.pathname === "/digest" && request.method === "GET") {
-      const instance = await env.DIGEST.get(url.searchParams.get("id"));
+      const id = url.searchParams.get("id");
+      let instance;
+      try {
+        instance = await env.DIGEST.get(id);
+      } catch (error) {
+        // no such run (yet): a tick's instance exists only once its minute has come
+        return Response.json({ id, error: String(error.message ?? error) }, { status: 404 });
+      }
       return Response.json(await instance.status());
     }
     // POST /digest: a digest now, outside the schedule

@@ -1,0 +1,102 @@
+"""The listening socket and the server loop of `celld run`, with the lines a user reads.
+
+The port is bound before anything else starts, by celld itself: a port already taken is
+a clear error naming it (and nothing has started yet), and with ``--port 0`` the port the
+system chose is the one announced. "Ready on ..." is logged only once the socket listens
+and celld has started (instances resumed, isolates loaded), as `wrangler dev` prints it;
+SIGTERM or Ctrl-C logs a line when the stop begins and another when it is done.
+"""
+
+from __future__ import annotations
+
+import errno
+import logging
+import signal
+import socket
+from collections.abc import Callable
+from types import FrameType
+
+import uvicorn
+
+log = logging.getLogger("celld")
+
+
+class PortUnavailable(Exception):
+    """The address cannot be listened on (taken, not local, not permitted)."""
+
+
+def listen_address(ip: str) -> str:
+    """wrangler's `--ip *` (every interface) as an address to bind."""
+    return "0.0.0.0" if ip == "*" else ip
+
+
+def bind(ip: str, port: int) -> socket.socket:
+    """A socket bound to (ip, port), not yet listening; PortUnavailable says why not."""
+    host = listen_address(ip)
+    try:
+        infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)
+    except socket.gaierror as error:
+        raise PortUnavailable(f"cannot listen on {ip!r}: {error.strerror}") from None
+    family, kind, proto, _, address = infos[0]
+    sock = socket.socket(family, kind, proto)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    if family == socket.AF_INET6 and host in ("::", "0.0.0.0"):
+        sock.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_V6ONLY, 0)
+    try:
+        sock.bind(address)
+    except OSError as error:
+        sock.close()
+        where = f"{ip}:{port}" if ":" not in ip else f"[{ip}]:{port}"
+        if error.errno == errno.EADDRINUSE:
+            raise PortUnavailable(
+                f"port {port} is already in use on {ip} (another celld or wrangler dev?): "
+                f"stop it, or choose another port with --port or [dev] port"
+            ) from None
+        if error.errno == errno.EADDRNOTAVAIL:
+            raise PortUnavailable(
+                f"cannot listen on {where}: {ip} is not an address of this machine"
+            ) from None
+        if error.errno == errno.EACCES:
+            raise PortUnavailable(
+                f"cannot listen on {where}: permission denied (ports below 1024 need root)"
+            ) from None
+        raise PortUnavailable(f"cannot listen on {where}: {error.strerror}") from None
+    sock.set_inheritable(True)
+    return sock
+
+
+def bound_port(sock: socket.socket) -> int:
+    return int(sock.getsockname()[1])
+
+
+class DevServer(uvicorn.Server):
+    """uvicorn's server, telling when it is ready and when it stops."""
+
+    def __init__(self, config: uvicorn.Config, on_ready: Callable[[], None]) -> None:
+        super().__init__(config)
+        self._on_ready = on_ready
+        self._stop_said = False
+
+    async def startup(self, sockets: list[socket.socket] | None = None) -> None:
+        await super().startup(sockets=sockets)
+        if self.started and not self.should_exit:
+            self._on_ready()
+
+    def handle_exit(self, sig: int, frame: FrameType | None) -> None:
+        if not self._stop_said:
+            self._stop_said = True
+            try:
+                name = signal.Signals(sig).name
+            except ValueError:
+                name = f"signal {sig}"
+            grace = self.config.timeout_graceful_shutdown
+            log.info(
+                "stopping (%s): in-flight requests get up to %ss to finish",
+                name,
+                f"{grace:g}" if grace is not None else "-",
+            )
+        super().handle_exit(sig, frame)
+
+    async def shutdown(self, sockets: list[socket.socket] | None = None) -> None:
+        await super().shutdown(sockets=sockets)
+        log.info("stopped")
