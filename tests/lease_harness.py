@@ -27,7 +27,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
-import http.server
 import json
 import os
 import signal
@@ -45,7 +44,7 @@ import asyncpg
 import httpx
 
 from tests.celld_server import CelldServer
-from tests.e2e.counter import serving
+from tests.e2e.counter import QuietHandler, serving
 from tests.postgres_fixtures import create_database, drop_database
 
 PROJECT = Path(__file__).resolve().parent / "projects" / "lease"
@@ -96,7 +95,7 @@ class Recorder:
 def recorder_server() -> Iterator[Recorder]:
     recorder = Recorder()
 
-    class Handler(http.server.BaseHTTPRequestHandler):
+    class Handler(QuietHandler):
         protocol_version = "HTTP/1.1"
 
         def handle(self) -> None:
@@ -111,13 +110,7 @@ def recorder_server() -> Iterator[Recorder]:
                 self.close_connection = True
                 return
             recorder.record(json.loads(body))
-            self.send_response(200)
-            self.send_header("content-length", "2")
-            self.end_headers()
-            self.wfile.write(b"ok")
-
-        def log_message(self, *args: object) -> None:
-            pass
+            self.answer_ok()
 
     with serving(Handler) as url:
         recorder.url = url

@@ -39,7 +39,6 @@ Short form in CI (tests/e2e/test_effects_after_commits.py); long form:
 from __future__ import annotations
 
 import argparse
-import http.server
 import json
 import os
 import signal
@@ -58,7 +57,7 @@ import httpx
 from celld.client import CelldError, Client, Instance
 from tests import slowdisk
 from tests.celld_server import CelldServer
-from tests.e2e.counter import serving
+from tests.e2e.counter import QuietHandler, serving
 
 PROJECT = Path(__file__).resolve().parent / "projects" / "recorder"
 #: How long each commit of the slow disk waits before its data reaches the file (ms).
@@ -146,7 +145,7 @@ def recorder_server() -> Iterator[Recorder]:
     """A recorder listening on a free local port (it outlives the celld it kills)."""
     recorder = Recorder()
 
-    class Handler(http.server.BaseHTTPRequestHandler):
+    class Handler(QuietHandler):
         def do_POST(self) -> None:  # noqa: N802 - http.server's naming
             query = parse_qs(urlparse(self.path).query)
             length = int(self.headers.get("content-length") or 0)
@@ -154,19 +153,10 @@ def recorder_server() -> Iterator[Recorder]:
             if recorder.receive(query.get("instance", ["?"])[0], body):
                 self.close_connection = True
                 return  # celld is dead: nobody is left to answer
-            self.send_response(200)
-            self.send_header("content-length", "2")
-            self.end_headers()
-            self.wfile.write(b"ok")
+            self.answer_ok()
 
         def do_GET(self) -> None:  # noqa: N802 - `/warm`: an answer, nothing recorded
-            self.send_response(200)
-            self.send_header("content-length", "2")
-            self.end_headers()
-            self.wfile.write(b"ok")
-
-        def log_message(self, *args: object) -> None:
-            pass
+            self.answer_ok()
 
     with serving(Handler) as url:
         recorder.url = url

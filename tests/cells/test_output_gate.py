@@ -11,7 +11,6 @@ tests/isolate/test_gate.py.
 
 from __future__ import annotations
 
-import http.server
 import json
 import sqlite3
 import threading
@@ -21,7 +20,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from tests.e2e.counter import serving
+from tests.e2e.counter import QuietHandler, serving
 from tests.inprocess import call, params, running_service, wait_for
 
 GATE = Path(__file__).resolve().parents[1] / "projects" / "gate"
@@ -59,17 +58,11 @@ class Recorder:
 def recording(db: Path) -> Iterator[Recorder]:
     recorder = Recorder(db)
 
-    class Handler(http.server.BaseHTTPRequestHandler):
+    class Handler(QuietHandler):
         def do_POST(self) -> None:  # noqa: N802 - http.server's naming
             length = int(self.headers.get("content-length") or 0)
             recorder.arrived(json.loads(self.rfile.read(length)))
-            self.send_response(200)
-            self.send_header("content-length", "2")
-            self.end_headers()
-            self.wfile.write(b"ok")
-
-        def log_message(self, *args: object) -> None:
-            pass
+            self.answer_ok()
 
     with serving(Handler) as url:
         recorder.url = url

@@ -39,11 +39,24 @@ class Counter:
             return [value for name, value in self.hits if name == step]
 
 
+class QuietHandler(http.server.BaseHTTPRequestHandler):
+    """A test server's handler: answers `ok` and logs nothing (the recorders here)."""
+
+    def answer_ok(self) -> None:
+        self.send_response(200)
+        self.send_header("content-length", "2")
+        self.end_headers()
+        self.wfile.write(b"ok")
+
+    def log_message(self, *args: object) -> None:
+        pass
+
+
 @contextmanager
 def counter_server() -> Iterator[Counter]:
     counter = Counter()
 
-    class Handler(http.server.BaseHTTPRequestHandler):
+    class Handler(QuietHandler):
         def do_POST(self) -> None:  # noqa: N802 - http.server's naming
             url = urlparse(self.path)
             query = parse_qs(url.query)
@@ -53,13 +66,7 @@ def counter_server() -> Iterator[Counter]:
                 counter.record(query["step"][0], query["value"][0])
                 if "seen" in query:
                     counter.witness(query["step"][0], json.loads(query["seen"][0]))
-            self.send_response(200)
-            self.send_header("content-length", "2")
-            self.end_headers()
-            self.wfile.write(b"ok")
-
-        def log_message(self, *args: object) -> None:
-            pass
+            self.answer_ok()
 
     with serving(Handler) as url:
         counter.url = url

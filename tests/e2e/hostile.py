@@ -21,7 +21,10 @@ def ping(server: CelldServer, timeout: float = PING_DEADLINE_S) -> None:
     """/ping answers "pong" within `timeout` (by default PING_DEADLINE_S)."""
     with httpx.Client(base_url=server.url, timeout=timeout) as client:
         response = client.get("/ping")
-    assert (response.status_code, response.text) == (200, "pong")
+    assert (response.status_code, response.text) == (200, "pong"), (
+        response.status_code,
+        response.text[:500],
+    )
 
 
 @contextmanager
