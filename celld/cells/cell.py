@@ -358,6 +358,9 @@ class Cell:
         except BaseException:
             await self.port.give_isolate(isolate)
             raise
+        if self.broken:  # dropped while the journal was read: nothing of it may run
+            await self.port.give_isolate(isolate)
+            return
         isolate.inline = self.port.runs_inline(self.ref)
         host = IsolateHost(isolate, self.port.settings.ops)
         host.fence = self.fence
