@@ -94,7 +94,7 @@ class OutputGate:
 
     __slots__ = (
         "_pending", "_told", "_waiting", "_sink", "_on_condemned", "_condemn_isolate",
-        "condemned", "_fence", "_unsubscribe",
+        "condemned", "_fence", "_unsubscribe", "_on_unfenced",
     )  # fmt: skip
 
     def __init__(self, condemn_isolate: Callable[[BaseException], None] | None = None) -> None:
@@ -110,6 +110,7 @@ class OutputGate:
         self.condemned: BaseException | None = None
         self._fence: EffectFence | None = None  # rule 5
         self._unsubscribe: Callable[[], None] | None = None
+        self._on_unfenced: Callable[[], None] | None = None
 
     # -- who is told what ----------------------------------------------------------------
 
@@ -134,11 +135,17 @@ class OutputGate:
 
     # -- who sends -----------------------------------------------------------------------
 
-    def attach(self, sink: Sink, on_condemned: Callable[[BaseException], None]) -> None:
+    def attach(
+        self,
+        sink: Sink,
+        on_condemned: Callable[[BaseException], None],
+        on_unfenced: Callable[[], None] | None = None,
+    ) -> None:
         """The host serving the isolate now: released messages go to `sink`, and it hears
         of a failed write at once (`on_condemned`)."""
         self._sink = sink
         self._on_condemned = on_condemned
+        self._on_unfenced = on_unfenced
 
     def detach(self) -> int:
         """The host stops serving the isolate: what its senders left waiting is dropped
@@ -148,6 +155,7 @@ class OutputGate:
         self._waiting.clear()
         self._sink = None
         self._on_condemned = None
+        self._on_unfenced = None
         self.fence_with(None)
         return dropped
 
@@ -158,7 +166,9 @@ class OutputGate:
             self._unsubscribe = None
         self._fence = fence
 
-    def _fenced(self) -> bool:
+    def fenced(self) -> bool:
+        """The fence says no now: nothing leaves, and the host's turns wait too. Once it
+        allows again, what waits goes on and the host hears of it (`on_unfenced`)."""
         fence = self._fence
         if fence is None or fence.allows_effects():
             return False
@@ -172,6 +182,8 @@ class OutputGate:
                 self._unsubscribe()
                 self._unsubscribe = None
             self._release()
+            if self._on_unfenced is not None:
+                self._on_unfenced()
 
     def send(self, message: dict[str, Any], inward_stream: object = None) -> bool:
         """Let `message` through now (True: the caller dispatches it) or keep it until the
@@ -181,7 +193,7 @@ class OutputGate:
         run's writes are this commit stream (rule 3)."""
         if self.condemned is not None or self._sink is None:
             return False  # dropped: a condemned isolate, or its sender is gone (rule 6)
-        if not self._fenced():
+        if not self.fenced():
             if not self._pending and not self._waiting:
                 return True
             if (
@@ -206,7 +218,7 @@ class OutputGate:
         """Send every waiting message whose writes have all landed, in order."""
         oldest = min(self._pending) if self._pending else None
         while self._waiting and (oldest is None or self._waiting[0][0] < oldest):
-            if self._fenced():
+            if self.fenced():
                 return  # `_fence_changed` goes on once the lease allows again
             _, message = self._waiting.popleft()
             if self._sink is not None:

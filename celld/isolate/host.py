@@ -158,7 +158,7 @@ class IsolateHost:
         self._closed = False
         #: every message JS sends passes the isolate's output gate (celld/isolate/gate.py)
         self.gate = isolate.gate
-        self.gate.attach(self._released, self._condemned)
+        self.gate.attach(self._released, self._condemned, self._unfenced)
         #: operations that only tell the engine what a run does next, and that run's
         #: commit stream: the gate may let them pass ahead of a pending write of the
         #: same stream (rule 3 of celld/isolate/gate.py)
@@ -166,7 +166,6 @@ class IsolateHost:
         self.inward_stream: object = None
         self._fence: EffectFence | None = None
         self._parked = False  # the pump waits for the fence (it still counts as pumping)
-        self._unsubscribe: Callable[[], None] | None = None
 
     @property
     def busy(self) -> bool:
@@ -276,29 +275,20 @@ class IsolateHost:
 
     def _fenced_now(self) -> bool:
         """Before a turn: True (and the pump parks, still counting as pumping) if the
-        fence forbids turns now; `_fence_changed` starts it again."""
-        if self._fence is None or self._fence.allows_effects():
+        fence forbids turns now; the gate, which watches the fence, starts it again."""
+        if self._fence is None or not self.gate.fenced():
             return False
         self._parked = True
-        if self._unsubscribe is None and not self._closed:
-            self._unsubscribe = self._fence.on_change(self._fence_changed)
         return True
 
-    def _fence_changed(self, allowed: bool) -> None:
-        if not allowed or self._closed or self._fence is None or not self._fence.allows_effects():
-            return
-        self._stop_waiting_for_fence()
-        if self._parked:
+    def _unfenced(self) -> None:
+        """The fence allows again (the gate sent what waited): a parked pump goes on."""
+        if self._parked and not self._closed:
             self._parked = False
             if self.faulted:
                 self._pump_ended()
             else:
                 self._pump_soon()
-
-    def _stop_waiting_for_fence(self) -> None:
-        unsubscribe, self._unsubscribe = self._unsubscribe, None
-        if unsubscribe is not None:
-            unsubscribe()
 
     def _run_boundary(self) -> None:
         callbacks, self._at_boundary = self._at_boundary, []
@@ -644,7 +634,6 @@ class IsolateHost:
     async def _stop(self) -> None:
         self._closed = True
         self.gate.detach()
-        self._stop_waiting_for_fence()
         if self._parked:  # a pump waiting for the fence ends here
             self._parked = False
             self._pump_ended()
