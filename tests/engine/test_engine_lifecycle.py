@@ -1,15 +1,7 @@
 import pytest
 
-from celld.engine import (
-    FINAL,
-    OPERATOR_ACTIONS,
-    TRANSITIONS,
-    LifecycleError,
-    LifecycleEvent,
-    Status,
-    allowed_actions,
-    transition,
-)
+from celld.engine import FINAL, TRANSITIONS, LifecycleError, LifecycleEvent, Status, transition
+from celld.engine.lifecycle import OPERATOR_ACTIONS, allowed_actions
 
 S, E = Status, LifecycleEvent
 
