@@ -132,6 +132,11 @@ NODE_FILES: dict[str, tuple[frozenset[str], tuple[str, ...]]] = {
         frozenset({"node:zlib"}),
         ("vendor/pako.js", "node/buffer.js", "node/events.js", "node/stream.js"),
     ),
+    "node/fs.js": (
+        frozenset({"node:fs", "node:fs/promises"}),
+        ("node/buffer.js", "node/events.js", "node/stream.js"),
+    ),
+    "node/module.js": (frozenset({"node:module"}), ()),
 }
 _ALWAYS = ("node/process.js", "node/buffer.js", "node/timers.js")
 #: Every `node:` specifier celld provides.
@@ -145,6 +150,8 @@ def _node_source(name: str) -> Script:
 
 def node_scripts(used: frozenset[str] | None = None) -> tuple[Script, ...]:
     """The `node:` module files to load for a Worker importing `used` (None: all of them)."""
+    if used is not None and "node:module" in used:
+        used = None  # createRequire can ask for any of them at run time
     wanted = set(_ALWAYS)
     for name, (provides, needs) in NODE_FILES.items():
         if used is None or provides & used:
