@@ -79,18 +79,25 @@
   const devices = dir(false);
   for (const name of ["null", "zero", "full", "random"]) devices.children.set(name, device(name));
 
-  /** /tmp of each owner (request or run); null: code running outside any (module scope). */
-  const temps = new Map();
+  /** /tmp: emptied once no request that used it is still running. A request's code loses
+   * track of its owner after an await, so requests served at once by one isolate share
+   * /tmp (under workerd each has its own); one after another, each starts empty. */
+  let temp = null;
+  const users = new Set();
   function tmp() {
-    const owner = host.owner();
-    let found = temps.get(owner);
-    if (found === undefined) {
-      found = dir(true);
-      found.temps = 0;
-      temps.set(owner, found);
-      if (owner !== null) host.onRelease(owner, () => temps.delete(owner));
+    if (temp === null) {
+      temp = dir(true);
+      temp.temps = 0;
     }
-    return found;
+    const owner = host.owner();
+    if (owner !== null && !users.has(owner)) {
+      users.add(owner);
+      host.onRelease(owner, () => {
+        users.delete(owner);
+        if (users.size === 0) temp = null;
+      });
+    }
+    return temp;
   }
   function root() {
     const top = dir(false);
@@ -151,7 +158,7 @@
   }
   function existing(path, syscall, follow = true) {
     const node = lookup(absolute(path), follow);
-    if (node === null) fail("ENOENT", syscall, String(path instanceof URL ? absolute(path) : path));
+    if (node === null) fail("ENOENT", syscall, absolute(path));
     return node;
   }
 
@@ -233,7 +240,7 @@
     let node = lookup(where);
     if (node !== null && mode.exclusive && mode.create) fail("EEXIST", syscall);
     if (node === null) {
-      if (!mode.create) fail("ENOENT", syscall, String(path instanceof URL ? where : path));
+      if (!mode.create) fail("ENOENT", syscall, where);
       const [parent, name] = parentOf(where, syscall);
       if (!parent.writable) fail("EPERM", syscall);
       node = file(new Uint8Array(0));

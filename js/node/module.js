@@ -83,9 +83,7 @@
         }
       }
       const shown = normalise(specifier.startsWith(".") || specifier.startsWith("/") ? base : `bundle/${specifier}`);
-      const error = new Error(`No such module "${shown}".`);
-      error.code = "MODULE_NOT_FOUND";
-      throw error;
+      throw new Error(`No such module "${shown}".`);  // (workerd's words, no code)
     };
     return require;
   }
