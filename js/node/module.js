@@ -79,7 +79,7 @@
       if (specifier.startsWith(".") || specifier.startsWith("/")) {
         for (const suffix of SUFFIXES) {
           const index = paths[wanted + suffix];
-          if (index !== undefined) return globalThis.__celld_required(index);
+          if (index !== undefined) return globalThis.__celld_node.required(index);
         }
       }
       const shown = normalise(specifier.startsWith(".") || specifier.startsWith("/") ? base : `bundle/${specifier}`);
