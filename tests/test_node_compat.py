@@ -168,7 +168,7 @@ def test_node_imports_need_the_flag_and_a_provided_module(tmp_path: Path) -> Non
     )
     assert program.bundle is not None
     (tmp_path / "sq.js").write_text('import sq from "node:sqlite";\nexport { sq };\n')
-    with pytest.raises(ModuleError, match="celld does not provide the Node.js module 'node:sqlite'"):
+    with pytest.raises(ModuleError, match="does not provide the Node.js module 'node:sqlite'"):
         build_program(tmp_path / "sq.js", root=tmp_path, compatibility_flags=("nodejs_compat",))
     # bare Node names mean the node: modules under the flag, as with wrangler
     (tmp_path / "bare.cjs").write_text(

@@ -15,7 +15,10 @@ from celld.isolate.runtime import Script, node_scripts
 from tests.jsharness import JsError, run_js
 
 PRELUDE = "const m = (name) => __celld_builtin_modules['node:' + name];\n"
-ERR = "const E = (f) => { try { return f(); } catch (e) { return [e.code ?? null, e.message]; } };\n"
+ERR = (
+    "const E = (f) => { try { return f(); }\n"
+    "  catch (e) { return [e.code ?? null, e.message]; } };\n"
+)
 
 
 def node(body: str, extra: tuple[Script, ...] = ()):
@@ -27,8 +30,9 @@ def test_fs_tmp_devices_and_read_only_places() -> None:
         "const fs = m('fs');\n"
         "fs.writeFileSync('/tmp/a.txt', 'hello'); fs.appendFileSync('/tmp/a.txt', ' world');\n"
         "fs.mkdirSync('/tmp/d/e', { recursive: true }); fs.renameSync('/tmp/a.txt', '/tmp/d/a');\n"
-        "return [fs.readFileSync('/tmp/d/a', 'utf8'), fs.readdirSync('/'), fs.readdirSync('/tmp/d'),\n"
-        "  E(() => fs.writeFileSync('/bundle/x', 'y')), E(() => fs.writeFileSync('/dev/full', 'y')),\n"
+        "return [fs.readFileSync('/tmp/d/a', 'utf8'), fs.readdirSync('/'),\n"
+        "  fs.readdirSync('/tmp/d'), E(() => fs.writeFileSync('/bundle/x', 'y')),\n"
+        "  E(() => fs.writeFileSync('/dev/full', 'y')),\n"
         "  E(() => fs.readFileSync('/tmp/nope')), E(() => fs.rmdirSync('/tmp/d')),\n"
         "  fs.readFileSync('/dev/null').length, E(() => fs.watch('/tmp')), process.cwd()];"
     )
@@ -61,9 +65,7 @@ def test_fs_bundle_holds_the_modules_and_create_require_loads_them(tmp_path: Pat
         "  typeof require('node:zlib').gzipSync];\n"
         "globalThis.__seen = seen;\n"
     )
-    program = build_program(
-        src / "index.js", root=tmp_path, compatibility_flags=("nodejs_compat",)
-    )
+    program = build_program(src / "index.js", root=tmp_path, compatibility_flags=("nodejs_compat",))
     bundle = program.bundle
     assert bundle is not None
     files = bundle_files_scripts(bundle, src / "index.js")
@@ -107,7 +109,8 @@ def test_dns_resolves_through_the_host() -> None:
     result = node(
         "const dns = m('dns');\n"
         "const one = await dns.promises.lookup('localhost', { family: 4 });\n"
-        "const cb = await new Promise((r) => dns.lookup('localhost', 4, (e, a, f) => r([e, a, f])));\n"
+        "const cb = await new Promise((r) =>\n"
+        "  dns.lookup('localhost', 4, (e, a, f) => r([e, a, f])));\n"
         "let missing; try { await dns.promises.resolve4('no-such-name.invalid'); }\n"
         "  catch (e) { missing = [e.code, e.syscall]; }\n"
         "let txt; try { await dns.promises.resolveTxt('localhost'); } catch (e) { txt = e.code; }\n"
