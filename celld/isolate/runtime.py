@@ -35,6 +35,7 @@ WEB_FILES: tuple[str, ...] = (
     "web/hoststreams.js",
     "web/blob.js",
     "web/body.js",
+    "web/websocket.js",
     "web/fetch.js",
     "web/final.js",
 )

@@ -24,6 +24,7 @@ from celld.isolate.runtime import object_scripts
 from celld.isolate.threads import JsThreadPool
 from celld.isolate.watchdog import WATCHDOG
 from celld.isolate.webops import close_fetch_client
+from celld.isolate.websockets import SocketHub
 from celld.isolate.worker_pool import WorkerPool
 from celld.objects.manager import ObjectManager
 from celld.objects.migrations import migrate_state
@@ -79,6 +80,8 @@ class Service:
     store: Store | None = field(default=None, init=False)
     cells: CellManager | None = field(default=None, init=False)
     objects: ObjectManager | None = field(default=None, init=False)
+    #: every WebSocket of the process (celld/isolate/websockets.py)
+    sockets: SocketHub = field(default_factory=SocketHub, init=False)
     #: Per-workflow step limits beyond the config's cap (benchmarks of very long runs).
     step_limit_overrides: dict[str, int] = field(default_factory=dict, init=False)
     bindings: Bindings = field(init=False)
@@ -163,6 +166,7 @@ class Service:
                 self.env_message(),
                 limits=limits,
                 synchronous=self.options.synchronous,
+                sockets=self.sockets,
             )
             # Before the cells take their copy: workflow steps may call objects too.
             ops["do"] = self.objects.op_do
@@ -205,6 +209,7 @@ class Service:
             self.env_message(),
             size=self.options.worker_isolates,
             limits=limits,
+            sockets=self.sockets,
         )
         await self.pool.start()
         if self.objects is not None:
@@ -213,7 +218,13 @@ class Service:
         if self.cells is not None:
             await self.cells.start()
 
+    def stopping(self) -> None:
+        """celld was told to stop: the WebSockets the shutdown closes wake no object."""
+        self.sockets.stopping = True
+
     async def stop(self) -> None:
+        self.stopping()
+        await self.sockets.close_all(1012, "service restart")
         if self.pool is not None:
             await self.pool.close()
         if self.cells is not None:
@@ -245,6 +256,7 @@ class Service:
                 test_scheduled_routes(get_pool, now) if self.options.test_scheduled else None
             ),
             url_rewrite=self.options.url_rewrite,
+            sockets=lambda: self.sockets,
             internal_routes=[
                 *scheduled_routes(get_pool, now),
                 *self._clock_routes(),
