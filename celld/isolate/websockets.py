@@ -197,9 +197,12 @@ class SocketHub:
     def _forget(self, end: End) -> None:
         peer = end.peer
         if end.done and (peer is None or peer.done):
-            self.ends.pop(end.id, None)
-            if peer is not None:
-                self.ends.pop(peer.id, None)
+            for gone in (end, peer):
+                if gone is None:
+                    continue
+                self.ends.pop(gone.id, None)
+                if isinstance(gone.sink, IsolateSink):
+                    gone.sink.ends.discard(gone)
 
     # -- Durable Objects that hibernate ---------------------------------------------------
 
@@ -372,7 +375,7 @@ class SocketHub:
         self.attach(theirs, outbound)
         task = asyncio.get_running_loop().create_task(outbound.run())
         self._outbound.add(task)
-        task.add_done_callback(self._outbound.discard)
+        task.add_done_callback(self._outbound_done)
         response = connection.response
         return {
             "ws": mine.id,
@@ -380,6 +383,11 @@ class SocketHub:
             "protocol": connection.subprotocol or "",
             "headers": [[k, v] for k, v in response.headers.raw_items()] if response else [],
         }
+
+    def _outbound_done(self, task: asyncio.Task[None]) -> None:
+        self._outbound.discard(task)
+        if not task.cancelled() and task.exception() is not None:
+            log.error("an outbound WebSocket failed", exc_info=task.exception())
 
     async def close_all(self, code: int, reason: str) -> None:
         """Stop: outbound connections are closed with `code` (the client connections are
@@ -428,7 +436,7 @@ class OutboundSink:
             raise
         finally:
             writer.cancel()
-            received = self.connection.close_rcvd
+            received = self.connection.protocol.close_rcvd
             if received is not None:
                 self.hub.send(
                     self.end,

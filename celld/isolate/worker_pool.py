@@ -492,6 +492,8 @@ class WorkerPool:
         pending, waiting for its response or for more of a response body it streams."""
         if not (slot.pending or slot.streams) or slot.host.busy or slot.isolate.runnable:
             return
+        if slot.sockets is not None and any(not end.closed_in for end in slot.sockets.ends):
+            return  # a WebSocket it accepted may still bring an event, as in workerd
         for request_id, future in slot.pending.items():
             if not future.done():
                 future.set_exception(WorkerError("Error", HUNG_MESSAGE))
