@@ -113,4 +113,7 @@ def _readable(node: Any, defs: dict[int, Any]) -> Any:
     if isinstance(value, str):  # ArrayBuffer, typed arrays, DataView: bytes in base64
         size = len(base64.b64decode(value)) if value else 0
         return f"[{tag} {size} bytes]"
+    blob = node.get("blob")
+    if isinstance(blob, list) and len(blob) == 2:  # the same, as bytes (celld/engine/binary.py)
+        return f"[{tag} {blob[1]} bytes]"
     return node

@@ -6,6 +6,7 @@ from collections.abc import Iterable
 from typing import Any
 
 from celld.engine import rollback as rb
+from celld.engine.binary import join_texts, load_form, store_form
 from celld.engine.decisions import ERROR_TAG, UNDEFINED_ENTRY, JournalText, journal_member
 from celld.engine.errors import ErrorInfo
 from celld.engine.lifecycle import Status
@@ -169,7 +170,7 @@ def instance_from_row(row: Any) -> InstanceState:
 def step_row(workflow: str, instance_id: str, step: StepRecord) -> tuple[Any, ...]:
     return (
         workflow, instance_id, step.type, step.name, step.count, step.seq, step.state,
-        step.attempts, step.config, step.value, _error_text(step.error), step.wake_at,
+        step.attempts, step.config, store_form(step.value), _error_text(step.error), step.wake_at,
         step.event_type, step.started_at, step.finished_at,
     )  # fmt: skip
 
@@ -183,7 +184,7 @@ def step_from_row(row: Any) -> StepRecord:
         state=row["state"],
         attempts=row["attempts"],
         config=row["config"],
-        value=row["value"],
+        value=load_form(row["value"]),
         error=_error_value(row["error"]),
         wake_at=row["wake_at"],
         event_type=row["event_type"],
@@ -239,16 +240,24 @@ JOURNAL_STEPS_WHERE = (
     f"type IN ({_sql_list(STEP_TYPES)}) "
     f"AND state IN ({_sql_list({DO_DONE, DO_FAILED, WAIT_RECEIVED, WAIT_TIMED_OUT})})"
 )
+#: Rows whose value is text (SQLite splices it into the journal); a binary value (a BLOB,
+#: celld/engine/binary.py) is read apart (`BINARY_JOURNAL_SQL`) and joined in Python.
+_TEXT_VALUE = "typeof(value) != 'blob'"
 _FIRST_DO_WHERE = "type = 'do' AND count = 1"
 #: Both sections of an instance's journal (parameters: workflow, instance id), one row
 #: each, tagged 0 (first) and 1 (keyed): two range reads of the primary key.
 JOURNAL_SQL = (
     f"SELECT 0, group_concat({FIRST_DO_MEMBER_SQL}, ',') FROM steps "
     f"WHERE workflow = ?1 AND instance_id = ?2 AND {_FIRST_DO_WHERE} "
-    f"AND state IN ('{DO_DONE}', '{DO_FAILED}') "
+    f"AND state IN ('{DO_DONE}', '{DO_FAILED}') AND {_TEXT_VALUE} "
     f"UNION ALL SELECT 1, group_concat({JOURNAL_MEMBER_SQL}, ',') FROM steps "
     f"WHERE workflow = ?1 AND instance_id = ?2 AND NOT ({_FIRST_DO_WHERE}) "
-    f"AND {JOURNAL_STEPS_WHERE}"
+    f"AND {JOURNAL_STEPS_WHERE} AND {_TEXT_VALUE}"
+)
+#: The finished steps of an instance whose value is binary (see `JOURNAL_SQL`).
+BINARY_JOURNAL_SQL = (
+    "SELECT * FROM steps WHERE workflow = ?1 AND instance_id = ?2 "
+    f"AND typeof(value) = 'blob' AND {JOURNAL_STEPS_WHERE}"
 )
 
 
@@ -266,4 +275,4 @@ def journal_text(steps: Iterable[StepRecord]) -> JournalText:
             first.append(journal_member(row.name, entry))
         else:
             keyed.append(journal_member(str(row.key), entry))
-    return JournalText(",".join(first), ",".join(keyed))
+    return JournalText(join_texts(",", first), join_texts(",", keyed))
