@@ -16,6 +16,7 @@
     URIError, String, Promise, canaryChanged, StringPrototypeIndexOf, StringPrototypeSlice,
     StringPrototypeSplit, Uint8Array, Uint8ArrayPrototypeToBase64,
   } = globalThis.__celld_primordials;
+  const ArrayBufferSlice = __celld_primordials.uncurryThis(ArrayBuffer.prototype.slice);
   let tainted = false; // user code replaced a built-in (reported to the host once)
 
   const outbox = []; // JSON text of each queued message
@@ -266,6 +267,12 @@
     /** The byte area the host attached under `id` (once: it is forgotten here). */
     takeAttachment(id) {
       const buffer = inAttachments.get(id);
+      if (buffer === undefined) {
+        // A value serialized here and read back before the host took it: a copy of its area.
+        for (let i = 0; i < outAttachments.length; i++) {
+          if (outAttachments[i][0] === id) return ArrayBufferSlice(outAttachments[i][1], 0);
+        }
+      }
       if (buffer === undefined) throw new TypeError(`celld: binary data ${id} was not delivered or was already taken`);
       inAttachments.delete(id);
       return buffer;

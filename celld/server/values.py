@@ -104,6 +104,8 @@ def _readable(node: Any, defs: dict[int, Any]) -> Any:
         return f"/{node.get('source', '')}/{node.get('flags', '')}"
     if tag == "Error":
         return {"name": node.get("name"), "message": node.get("message")}
+    if tag == "Blobs":  # a value as a message carries it (its bytes beside it)
+        return _readable(node.get("v"), defs)
     if tag == "Def":
         readable = _readable(value, defs)
         defs[int(node.get("id", 0))] = readable

@@ -6,7 +6,7 @@ from collections.abc import Iterable
 from typing import Any
 
 from celld.engine import rollback as rb
-from celld.engine.binary import join_texts, load_form, store_form
+from celld.engine.binary import join_texts, load_form, store_form, text_of
 from celld.engine.decisions import ERROR_TAG, UNDEFINED_ENTRY, JournalText, journal_member
 from celld.engine.errors import ErrorInfo
 from celld.engine.lifecycle import Status
@@ -137,8 +137,8 @@ def _error_value(text: str | None) -> ErrorInfo | None:
 
 def instance_row(state: InstanceState, next_wake: int | None, runnable: bool) -> tuple[Any, ...]:
     return (
-        state.workflow, state.id, state.status.value, state.params, state.created_at,
-        state.output, _error_text(state.error), state.started_at, state.finished_at,
+        state.workflow, state.id, state.status.value, text_of(state.params), state.created_at,
+        text_of(state.output), _error_text(state.error), state.started_at, state.finished_at,
         state.paused_at, state.success_retention_ms, state.error_retention_ms,
         state.expires_at, state.generation, state.next_seq, state.next_event_seq,
         next_wake, int(runnable), state.version,
@@ -196,7 +196,8 @@ def step_from_row(row: Any) -> StepRecord:
 def event_row(workflow: str, instance_id: str, event: EventRecord) -> tuple[Any, ...]:
     consumed = str(event.consumed_by) if event.consumed_by is not None else None
     return (
-        workflow, instance_id, event.seq, event.type, event.payload, event.timestamp, consumed,
+        workflow, instance_id, event.seq, event.type, text_of(event.payload), event.timestamp,
+        consumed,
     )  # fmt: skip
 
 

@@ -32,6 +32,26 @@ export class WaiterWorkflow extends WorkflowEntrypoint {
   }
 }
 
+/** params.count steps (1) each returning an ArrayBuffer of params.size bytes (950,000):
+ * binary step results (bench/binary_values.py). */
+export class BinaryWorkflow extends WorkflowEntrypoint {
+  async run(event, step) {
+    const p = event.payload || {};
+    const size = Number.isInteger(p.size) ? p.size : 950000;
+    const count = Number.isInteger(p.count) ? p.count : 1;
+    let total = 0;
+    for (let i = 0; i < count; i++) {
+      const value = await step.do(`b${i}`, async () => {
+        const bytes = new Uint8Array(size);
+        bytes.fill(i & 255);
+        return bytes.buffer;
+      });
+      total += value.byteLength;
+    }
+    return { steps: count, bytes: total, finished_at: Date.now() };
+  }
+}
+
 /** A step that notes the time, a sleep of params.sleep_ms, a step that notes the time again. */
 export class SleeperWorkflow extends WorkflowEntrypoint {
   async run(event, step) {
