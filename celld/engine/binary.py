@@ -12,9 +12,10 @@ In Python such a value is a :class:`BinaryValue`: a ``str`` holding the tree's J
 (what the engine's rules need of any value: its kind, its text for a limit) with the area
 beside it. It is a ``str`` so that the engine, which moves values as opaque serialized text,
 takes it unchanged; the places where a value leaves Python encode it explicitly, each in
-one function here: the store (:func:`store_form`, :func:`load_form`: one BLOB, the text
-and then the area, written once), the bridge (:func:`wire_text`) and the base64 form kept
-for isolates on the binding's own methods and for readers of text (:func:`as_base64_text`).
+one function here: the store (:func:`store_form`, :func:`store_bytes`, :func:`load_form`:
+one BLOB, the text and then the area, written once), the bridge (:func:`wire_text`) and
+the base64 form kept for isolates on the binding's own methods and for readers of text
+(:func:`as_base64_text`).
 Values stored before this form existed (base64 ``"v"`` nodes) stay readable everywhere.
 """
 
@@ -82,6 +83,16 @@ def store_form(value: str | None) -> str | bytes | None:
     if type(value) is BinaryValue:
         return b"".join((_STORED_MARK, value.encode("utf-8", "surrogatepass"), b"\0", value.area))
     return value
+
+
+def store_bytes(value: str | None) -> bytes | None:
+    """What a store whose value columns hold bytes only (PostgreSQL's BYTEA) writes: the
+    text's UTF-8 (lone surrogates kept, as JS strings may hold them), or a binary value's
+    BLOB as :func:`store_form` makes it. :func:`load_form` reads both."""
+    if value is None:
+        return None
+    stored = store_form(value)
+    return stored if isinstance(stored, bytes) else stored.encode("utf-8", "surrogatepass")
 
 
 def load_form(stored: str | bytes | memoryview | None) -> str | None:

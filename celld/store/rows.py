@@ -1,8 +1,13 @@
-"""Mapping between the engine's records and SQLite rows."""
+"""Mapping between the engine's records and the SQL stores' rows.
+
+Serialized values that may hold binary data (step values, event payloads, params) go
+through an `encode` function (celld/engine/binary.py): `store_form` for SQLite, whose
+columns take text or a BLOB, `store_bytes` for PostgreSQL's BYTEA columns; `load_form`
+reads either back. The output stays text (its base64 form)."""
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from typing import Any
 
 from celld.engine import rollback as rb
@@ -99,6 +104,9 @@ CREATE TABLE IF NOT EXISTS schedule_ticks (
 ) WITHOUT ROWID;
 """
 
+#: How a store writes a serialized value (see the module's docstring).
+Encode = Callable[[str | None], str | bytes | None]
+
 #: Columns added after the first release, with their type: added to older state files.
 ADDED_INSTANCE_COLUMNS = {"version": "TEXT"}
 
@@ -135,9 +143,11 @@ def _error_value(text: str | None) -> ErrorInfo | None:
     return ErrorInfo.from_json(text) if text else None
 
 
-def instance_row(state: InstanceState, next_wake: int | None, runnable: bool) -> tuple[Any, ...]:
+def instance_row(
+    state: InstanceState, next_wake: int | None, runnable: bool, encode: Encode = store_form
+) -> tuple[Any, ...]:
     return (
-        state.workflow, state.id, state.status.value, text_of(state.params), state.created_at,
+        state.workflow, state.id, state.status.value, encode(state.params), state.created_at,
         text_of(state.output), _error_text(state.error), state.started_at, state.finished_at,
         state.paused_at, state.success_retention_ms, state.error_retention_ms,
         state.expires_at, state.generation, state.next_seq, state.next_event_seq,
@@ -149,7 +159,7 @@ def instance_from_row(row: Any) -> InstanceState:
     return InstanceState(
         workflow=row["workflow"],
         id=row["id"],
-        params=row["params"],
+        params=load_form(row["params"]),
         created_at=row["created_at"],
         status=Status(row["status"]),
         output=row["output"],
@@ -167,10 +177,12 @@ def instance_from_row(row: Any) -> InstanceState:
     )
 
 
-def step_row(workflow: str, instance_id: str, step: StepRecord) -> tuple[Any, ...]:
+def step_row(
+    workflow: str, instance_id: str, step: StepRecord, encode: Encode = store_form
+) -> tuple[Any, ...]:
     return (
         workflow, instance_id, step.type, step.name, step.count, step.seq, step.state,
-        step.attempts, step.config, store_form(step.value), _error_text(step.error), step.wake_at,
+        step.attempts, step.config, encode(step.value), _error_text(step.error), step.wake_at,
         step.event_type, step.started_at, step.finished_at,
     )  # fmt: skip
 
@@ -193,10 +205,12 @@ def step_from_row(row: Any) -> StepRecord:
     )
 
 
-def event_row(workflow: str, instance_id: str, event: EventRecord) -> tuple[Any, ...]:
+def event_row(
+    workflow: str, instance_id: str, event: EventRecord, encode: Encode = store_form
+) -> tuple[Any, ...]:
     consumed = str(event.consumed_by) if event.consumed_by is not None else None
     return (
-        workflow, instance_id, event.seq, event.type, text_of(event.payload), event.timestamp,
+        workflow, instance_id, event.seq, event.type, encode(event.payload), event.timestamp,
         consumed,
     )  # fmt: skip
 
@@ -206,7 +220,7 @@ def event_from_row(row: Any) -> EventRecord:
     return EventRecord(
         seq=row["seq"],
         type=row["type"],
-        payload=row["payload"],
+        payload=load_form(row["payload"]),
         timestamp=row["timestamp"],
         consumed_by=StepKey.parse(consumed) if consumed else None,
     )

@@ -31,6 +31,7 @@ async function describe(value) {
 
 export class BinaryWorkflow extends WorkflowEntrypoint {
   async run(event, step) {
+    if (event.payload instanceof ArrayBuffer) return this.bytesParams(event, step);
     const size = event.payload.size ?? 64;
     const kinds = event.payload.kinds ?? KINDS;
     const out = {};
@@ -51,15 +52,44 @@ export class BinaryWorkflow extends WorkflowEntrypoint {
       const got = await step.waitForEvent("bytes", { type: "bytes", timeout: "1 hour" });
       out.event = await describe(got.payload.data);
     }
+    if (event.payload.fits) {
+      const fits = await step.do("fits", async () => new ArrayBuffer(event.payload.fits));
+      out.fits = fits.byteLength;
+    }
     if (event.payload.tooLarge) {
-      await step.do("too large", async () => new ArrayBuffer(event.payload.tooLarge));
+      await step.do("too large", { retries: { limit: 0, delay: 0 } },
+        async () => new ArrayBuffer(event.payload.tooLarge));
     }
     return out;
   }
+
+  /** Params that are an ArrayBuffer (create({params: buffer})), an event whose payload is
+   * a Uint8Array, sleeps between them (the test restarts celld in each). */
+  async bytesParams(event, step) {
+    const param = await describe(event.payload);
+    await step.sleep("before the event", "1 hour");
+    const got = await step.waitForEvent("bytes", { type: "bytes", timeout: "1 day" });
+    await step.sleep("after the event", "1 hour");
+    return { param, event: await describe(got.payload) };
+  }
 }
 
+/** POST /create?id=&size= creates an instance whose params are an ArrayBuffer;
+ * POST /event?id=&size= sends it an event whose payload is a Uint8Array. */
 export default {
-  async fetch() {
+  async fetch(request, env) {
+    const url = new URL(request.url);
+    const id = url.searchParams.get("id");
+    const size = Number(url.searchParams.get("size") || "64");
+    if (url.pathname === "/create") {
+      const instance = await env.BINARY.create({ id, params: pattern(size, 21).buffer });
+      return Response.json({ id: instance.id });
+    }
+    if (url.pathname === "/event") {
+      const instance = await env.BINARY.get(id);
+      await instance.sendEvent({ type: "bytes", payload: pattern(size, 22) });
+      return Response.json({ sent: size });
+    }
     return new Response("ok");
   },
 };
