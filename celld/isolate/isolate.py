@@ -62,7 +62,7 @@ from celld.isolate.bytecode import BYTECODE
 from celld.isolate.entropy import entropy_script
 from celld.isolate.gate import OutputGate
 from celld.isolate.inline import inline_turns
-from celld.isolate.layout import direct_pointers
+from celld.isolate.layout import direct_pointers, verdict
 from celld.isolate.native import NativeBridge, NativeJsError
 from celld.isolate.runtime import Script
 from celld.isolate.threads import JS_STACK_LIMIT_BYTES, JsThread
@@ -185,6 +185,9 @@ class Isolate:
         self._take: Any = None
         #: Direct calls into the context (None: through the binding; see native.py).
         self._native: NativeBridge | None = None
+        #: Binary data of values crosses as ArrayBuffers beside the messages (direct calls
+        #: whose ArrayBuffer calls passed their check, layout.py); else as base64 in them.
+        self._binary = False
         #: Run turns on the calling (event-loop) thread instead of `thread`; only takes
         #: effect for isolates with the direct path (`native`).
         self.inline = False
@@ -250,13 +253,18 @@ class Isolate:
             # From here on the runtime's interrupt handler is the bridge's, which enforces
             # the same CPU limits per turn (and, inline, the wall-time limit).
             context.set_time_limit(-1)
+            self._binary = pointers is not None and verdict().binary_values
             self._native = NativeBridge.attach(
-                pointers, "__celld_deliver", "__celld_take", "__celld_take_attachment"
+                pointers,
+                "__celld_deliver",
+                "__celld_take",
+                "__celld_take_attachment" if self._binary else None,
             )
             if self._native is None:
+                self._binary = False
                 context.set_time_limit(self.limits.cpu_ms / 1000)
-        # Binary data crosses as ArrayBuffers only through the direct calls (js/host.js).
-        context.eval(f"__celld_binary_bridge({'true' if self._native is not None else 'false'})")
+        # Binary data crosses as ArrayBuffers only through verified direct calls (js/host.js).
+        context.eval(f"__celld_binary_bridge({'true' if self._binary else 'false'})")
 
     def _lost_write(self, error: BaseException) -> None:
         if self.fault is None:
@@ -318,7 +326,7 @@ class Isolate:
         Raises IsolateFault (and sets `fault`) on a limit or a broken bridge."""
         if self.fault is not None:
             raise self.fault
-        payload = _payload(inbox, self._native is not None)
+        payload = _payload(inbox, self._binary)
         self.turn_queued_at = time.monotonic()
         try:
             if self.inline and self._native is not None:
@@ -343,7 +351,7 @@ class Isolate:
         if self.fault is not None:
             loop.call_soon(done, None, self.fault)
             return
-        payload = _payload(inbox, self._native is not None)
+        payload = _payload(inbox, self._binary)
         self.turn_queued_at = time.monotonic()
 
         def finish(outbox: bytes | str | None, error: BaseException | None) -> None:
@@ -366,7 +374,7 @@ class Isolate:
         if self.fault is not None:
             raise self.fault
         try:
-            outbox = self._turn_sync(_payload(inbox, True), inline=True)
+            outbox = self._turn_sync(_payload(inbox, self._binary), inline=True)
         except _TURN_FAILURES as error:
             raise self._faulted(error) from None
         return self._messages(outbox)

@@ -90,6 +90,10 @@ class NativeJsError(Exception):
     """JS threw where nothing in JS could catch it (an interrupt, memory, a broken runtime)."""
 
 
+#: QuickJS's calls that read and make ArrayBuffers (byte areas of binary values).
+BUFFER_SYMBOLS = ("JS_GetArrayBuffer", "JS_NewArrayBufferCopy")
+
+
 class _Library:
     """The QuickJS functions of the binding's shared library, typed for ctypes."""
 
@@ -140,12 +144,14 @@ class _Library:
         self.eval_function = self._fn(unlocked.JS_EvalFunction, JSValue, [_P, JSValue])
         self.free = self._fn(lib.js_free, None, [_P, _P])
         #: Byte areas of serialized values (js/host.js, attachments): read in place and
-        #: copied once into Python bytes, or copied once into a new ArrayBuffer.
-        self.get_array_buffer = self._fn(
-            lib.JS_GetArrayBuffer, _P, [_P, ctypes.POINTER(ctypes.c_size_t), JSValue]
+        #: copied once into Python bytes, or copied once into a new ArrayBuffer. Used only
+        #: once known_answers.check_buffers passed (layout.py); None where not exported.
+        get_buffer, new_buffer = (getattr(lib, name, None) for name in BUFFER_SYMBOLS)
+        self.get_array_buffer = get_buffer and self._fn(
+            get_buffer, _P, [_P, ctypes.POINTER(ctypes.c_size_t), JSValue]
         )
-        self.new_array_buffer_copy = self._fn(
-            lib.JS_NewArrayBufferCopy, JSValue, [_P, ctypes.c_char_p, ctypes.c_size_t]
+        self.new_array_buffer_copy = new_buffer and self._fn(
+            new_buffer, JSValue, [_P, ctypes.c_char_p, ctypes.c_size_t]
         )
 
     @staticmethod

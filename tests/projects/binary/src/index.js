@@ -75,7 +75,8 @@ export class BinaryWorkflow extends WorkflowEntrypoint {
 }
 
 /** POST /create?id=&size= creates an instance whose params are an ArrayBuffer;
- * POST /event?id=&size= sends it an event whose payload is a Uint8Array. */
+ * POST /event?id=&size= sends it an event whose payload is a Uint8Array;
+ * POST /kinds?id=&size= creates one whose steps return every kind of binary value. */
 export default {
   async fetch(request, env) {
     const url = new URL(request.url);
@@ -83,6 +84,10 @@ export default {
     const size = Number(url.searchParams.get("size") || "64");
     if (url.pathname === "/create") {
       const instance = await env.BINARY.create({ id, params: pattern(size, 21).buffer });
+      return Response.json({ id: instance.id });
+    }
+    if (url.pathname === "/kinds") {
+      const instance = await env.BINARY.create({ id, params: { size } });
       return Response.json({ id: instance.id });
     }
     if (url.pathname === "/event") {
