@@ -1,4 +1,5 @@
-// Workflows and a small HTTP API for bench/run.py. Every endpoint takes ?wf=BENCH|WAITER|SLEEPER
+// Workflows and a small HTTP API for bench/run.py. Every endpoint takes
+// ?wf=BENCH|WAITER|SLEEPER|BINARY
 // (GET /ping takes nothing: it answers without touching a workflow).
 // The API is the oracle's (../shared/oracle/worker) for the parts they share, so the oracle's
 // bench_drive.py can drive BENCH here too.
@@ -33,7 +34,8 @@ export class WaiterWorkflow extends WorkflowEntrypoint {
 }
 
 /** params.count steps (1) each returning an ArrayBuffer of params.size bytes (950,000):
- * binary step results (bench/binary_values.py). */
+ * binary step results (bench/run.py's binary_values, bench/binary_values.py; the same class
+ * is in bench/wrangler/worker). */
 export class BinaryWorkflow extends WorkflowEntrypoint {
   async run(event, step) {
     const p = event.payload || {};
