@@ -130,27 +130,48 @@ def _check_call(lib: Any, context: Any, js_context: int) -> str | None:
         return f"the global object has tag {global_object.tag} where {tags.obj} was expected"
     held = [global_object]
     try:
-        function = lib.get_property(js_context, global_object, b"__celld_probe_echo")
-        held.append(function)
-        undefined = lib.get_property(js_context, global_object, b"undefined")
-        held.append(undefined)
-        if function.tag != tags.obj or undefined.tag != tags.undefined:
-            return f"a function and undefined have tags {function.tag}, {undefined.tag}"
         text = lib.new_string(js_context, argument, len(argument))
-        held.append(text)
-        if text.tag != tags.string:
-            return f"a new string has tag {text.tag} where {tags.string} was expected"
-        result = lib.call(js_context, function, undefined, 1, ctypes.byref(text))
-        held.append(result)
-        if result.tag != tags.string:
-            return f"a call's result has tag {result.tag} where {tags.string} was expected"
-        answer = native._value_text(lib, js_context, result).decode()
+        problem, answer = _call_global(
+            lib, js_context, global_object, b"__celld_probe_echo", (text, "string"), held
+        )
+        if problem:
+            return problem
         if answer != "ab\u00e9!":
             return f"a call returned {answer!r} where 'ab\u00e9!' was expected"
     finally:
         for value in reversed(held):
             lib.free_value(js_context, value)
     return None
+
+
+def _call_global(
+    lib: Any,
+    js_context: int,
+    global_object: native.JSValue,
+    name: bytes,
+    argument: tuple[native.JSValue, str],
+    held: list[native.JSValue],
+) -> tuple[str | None, str]:
+    """`globalThis[name](value)` by direct calls, as turns call the bridge, where
+    `argument` is (value, the name of the tag it must have): (what did not match, or None;
+    the result as text). The value and what this makes go into `held` (the caller frees
+    them)."""
+    tags = native.EXPECTED.tags
+    value, kind = argument
+    held.append(value)
+    if value.tag != getattr(tags, kind):
+        return f"a new {kind} has tag {value.tag} where {getattr(tags, kind)} was expected", ""
+    function = lib.get_property(js_context, global_object, name)
+    held.append(function)
+    undefined = lib.get_property(js_context, global_object, b"undefined")
+    held.append(undefined)
+    if function.tag != tags.obj or undefined.tag != tags.undefined:
+        return f"a function and undefined have tags {function.tag}, {undefined.tag}", ""
+    result = lib.call(js_context, function, undefined, 1, ctypes.byref(value))
+    held.append(result)
+    if result.tag != tags.string:
+        return f"a call's result has tag {result.tag} where {tags.string} was expected", ""
+    return None, native._value_text(lib, js_context, result).decode()
 
 
 def _check_identity(lib: Any, context: Any, js_context: int) -> str | None:
@@ -217,19 +238,12 @@ def check_buffers(lib: Any, context: Any, js_context: int) -> str | None:
         lib.free_value(js_context, refused)
         if refused.tag != tags.obj:
             return f"refusing a non-ArrayBuffer threw tag {refused.tag}, not an error object"
-        function = lib.get_property(js_context, global_object, b"__celld_probe_hex")
-        held.append(function)
-        undefined = lib.get_property(js_context, global_object, b"undefined")
-        held.append(undefined)
         made = lib.new_array_buffer_copy(js_context, known, len(known))
-        held.append(made)
-        if made.tag != tags.obj:
-            return f"a new ArrayBuffer has tag {made.tag} where {tags.obj} was expected"
-        result = lib.call(js_context, function, undefined, 1, ctypes.byref(made))
-        held.append(result)
-        if result.tag != tags.string:
-            return f"reading a new ArrayBuffer in JS gave tag {result.tag}, not a string"
-        seen = native._value_text(lib, js_context, result).decode()
+        problem, seen = _call_global(
+            lib, js_context, global_object, b"__celld_probe_hex", (made, "obj"), held
+        )
+        if problem:
+            return problem
         if seen != known.hex():
             return f"a new ArrayBuffer is seen in JS as {seen[:40]!r}..., not its bytes"
     finally:
