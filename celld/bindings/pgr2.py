@@ -82,6 +82,7 @@ _PAGE = (
     "SELECT start, data FROM r2_chunks WHERE body = $1 AND start >= $2 AND start < $3 "
     "ORDER BY start LIMIT $4"
 )
+_TOUCH = "UPDATE r2_bodies SET touched = now() WHERE id = $1 AND state = 'writing' RETURNING id"
 _SWEEP = (
     "DELETE FROM r2_bodies WHERE id IN (SELECT id FROM r2_bodies WHERE "
     "(state = 'dropped' AND touched < now() - make_interval(secs => $1)) OR "
@@ -101,6 +102,13 @@ def _row(record: asyncpg.Record | None) -> tuple[Any, ...] | None:
         return None
     key, *rest = tuple(record)
     return (bytes(key).decode("utf-8"), *rest)
+
+
+def _discarded() -> HostError:
+    """A streamed put swept meanwhile (taken for a dead writer's after idling too long)."""
+    return r2_error(
+        "put", f"the upload was idle for more than {WRITING_IDLE_S} s and was discarded", 10001
+    )
 
 
 def _pieces(data: bytes) -> list[tuple[int, bytes]]:
@@ -238,11 +246,7 @@ class PgR2Bucket:
                     body,
                 )
                 if made_live is None:
-                    raise r2_error(
-                        "put",
-                        f"the upload was idle for more than {WRITING_IDLE_S} s and was discarded",
-                        10001,
-                    )
+                    raise _discarded()
                 wire = await self._store(
                     connection, key, body, size, checksums["md5"], options, checksums, old
                 )
@@ -258,8 +262,9 @@ class PgR2Bucket:
         async with self.shared.connection("put") as connection, connection.transaction():
             # Durable once the put's last transaction commits (it flushes the WAL before it).
             await connection.execute("SET LOCAL synchronous_commit = off")
+            if await connection.fetchval(_TOUCH, body) is None:
+                raise _discarded()
             await connection.execute(_CHUNK, body, start, data)
-            await connection.execute("UPDATE r2_bodies SET touched = now() WHERE id = $1", body)
 
     # -- get / head ------------------------------------------------------------------------
 

@@ -80,6 +80,10 @@ class SharedPool:
         try:
             async with self._pool.acquire(timeout=STATEMENT_TIMEOUT_S) as connection:
                 yield connection
+        except asyncpg.PostgresError as error:
+            raise HostError(
+                f"{what}: the shared store refused it ({type(error).__name__}: {error})"
+            ) from error
         except UNREACHABLE as error:
             raise HostError(
                 f"{what}: the shared store could not be reached ({type(error).__name__}: {error})"
