@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import logging
 import secrets
 import time
 from collections.abc import AsyncIterator, Callable
@@ -43,7 +44,7 @@ from celld.bindings.r2 import (
     MAX_PARTS,
     Hashes,
     Listing,
-    body_range,
+    answer_of,
     check_key,
     check_put_metadata,
     choose_parts,
@@ -55,12 +56,17 @@ from celld.bindings.r2 import (
 from celld.bindings.wire import to_wire
 from celld.isolate.host import HostError
 
+log = logging.getLogger("celld.bindings")
+
 #: A replaced or deleted body stays this long for readers still streaming it.
 DROPPED_GRACE_S = 600
 #: A streamed put that received nothing for this long is taken as dead and swept.
 WRITING_IDLE_S = 600
 #: Sweeps happen at most this often per bucket (after a write).
 SWEEP_EVERY_S = 60.0
+#: A streamed put sends its body to the database this much at a time (and puts a body no
+#: larger than this in one transaction, as bytes).
+FLUSH_BYTES = 1024 * 1024
 #: Chunks read per query while streaming a body (each at most DISK_CHUNK_BYTES).
 PAGE_CHUNKS = 4
 
@@ -211,60 +217,83 @@ class PgR2Bucket:
     async def put_stream(
         self, key: str, chunks: AsyncIterator[bytes], options: dict[str, Any]
     ) -> dict[str, Any] | None:
-        """`put` of a body that arrives in chunks, inserted piece by piece as it comes."""
+        """`put` of a body that arrives in chunks. A body of at most FLUSH_BYTES is put as
+        bytes (one transaction); a larger one goes in FLUSH_BYTES at a time as it comes."""
         check_key("put", key)
         check_put_metadata(options)
         hashes = Hashes(options)
-        raw = key.encode("utf-8")
-        async with self.shared.connection("put") as connection:
-            body = await connection.fetchval(_NEW_BODY, "writing")
+        pending = bytearray()
+        body: int | None = None
+        size = 0
         placed = False
         try:
-            size = 0
-            pending = bytearray()
             async for chunk in chunks:
                 if size + len(pending) + len(chunk) > r2.MAX_UPLOAD_BYTES:
                     raise too_large()
                 hashes.update(chunk)
                 pending += chunk
-                while len(pending) >= DISK_CHUNK_BYTES:
-                    await self._write_piece(body, size, bytes(pending[:DISK_CHUNK_BYTES]))
-                    size += DISK_CHUNK_BYTES
-                    del pending[:DISK_CHUNK_BYTES]
+                if len(pending) >= FLUSH_BYTES:
+                    if body is None:
+                        async with self.shared.connection("put") as connection:
+                            body = await connection.fetchval(_NEW_BODY, "writing")
+                    whole = len(pending) - len(pending) % DISK_CHUNK_BYTES
+                    await self._write_pieces(body, size, bytes(pending[:whole]))
+                    size += whole
+                    del pending[:whole]
+            if body is None:
+                placed = True  # (nothing written yet: nothing to remove)
+                return await self.put(key, bytes(pending), options)
             if pending:
-                await self._write_piece(body, size, bytes(pending))
+                await self._write_pieces(body, size, bytes(pending))
                 size += len(pending)
             checksums = hashes.verify(options)
-            async with self.shared.connection("put") as connection, connection.transaction():
-                await self._lock(connection, raw)
-                old = _row(await connection.fetchrow(_SELECT, self.bucket, raw))
-                if not precondition_ok(old, options.get("onlyIf")):
-                    return None
-                made_live = await connection.fetchval(
-                    "UPDATE r2_bodies SET state = 'live', touched = now() "
-                    "WHERE id = $1 AND state = 'writing' RETURNING id",
-                    body,
-                )
-                if made_live is None:
-                    raise _discarded()
-                wire = await self._store(
-                    connection, key, body, size, checksums["md5"], options, checksums, old
-                )
-                placed = True
+            wire = await self._place(key, body, size, checksums, options)
+            placed = True
         finally:
-            if not placed:
-                async with self.shared.connection("put") as connection:
-                    await connection.execute("DELETE FROM r2_bodies WHERE id = $1", body)
+            if not placed and body is not None:
+                await self._remove_unplaced(body)
         await self._sweep_now_and_then()
         return wire
 
-    async def _write_piece(self, body: int, start: int, data: bytes) -> None:
+    async def _place(
+        self, key: str, body: int, size: int, checksums: dict[str, str], options: dict[str, Any]
+    ) -> dict[str, Any] | None:
+        """Make a streamed body the object's (None: its condition failed)."""
+        raw = key.encode("utf-8")
+        async with self.shared.connection("put") as connection, connection.transaction():
+            await self._lock(connection, raw)
+            old = _row(await connection.fetchrow(_SELECT, self.bucket, raw))
+            if not precondition_ok(old, options.get("onlyIf")):
+                return None
+            made_live = await connection.fetchval(
+                "UPDATE r2_bodies SET state = 'live', touched = now() "
+                "WHERE id = $1 AND state = 'writing' RETURNING id",
+                body,
+            )
+            if made_live is None:
+                raise _discarded()
+            return await self._store(
+                connection, key, body, size, checksums["md5"], options, checksums, old
+            )
+
+    async def _remove_unplaced(self, body: int) -> None:
+        """Remove the body of a streamed put that failed or was refused. If the database
+        cannot be reached now, the sweep removes it once it has idled WRITING_IDLE_S."""
+        try:
+            async with self.shared.connection("put") as connection:
+                await connection.execute("DELETE FROM r2_bodies WHERE id = $1", body)
+        except HostError as error:
+            log.warning("R2 body %d of a failed put is left for the sweep: %s", body, error)
+
+    async def _write_pieces(self, body: int, start: int, data: bytes) -> None:
         async with self.shared.connection("put") as connection, connection.transaction():
             # Durable once the put's last transaction commits (it flushes the WAL before it).
             await connection.execute("SET LOCAL synchronous_commit = off")
             if await connection.fetchval(_TOUCH, body) is None:
                 raise _discarded()
-            await connection.execute(_CHUNK, body, start, data)
+            await connection.executemany(
+                _CHUNK, [(body, start + offset, piece) for offset, piece in _pieces(data)]
+            )
 
     # -- get / head ------------------------------------------------------------------------
 
@@ -286,14 +315,10 @@ class PgR2Bucket:
             row = _row(await connection.fetchrow(_SELECT, self.bucket, key.encode("utf-8")))
             if row is None:
                 return None
-            wire = wire_object(row)
-            wire["range"] = {"offset": 0, "length": row[2]}
-            if not body:
+            wire, span = answer_of(row, options, body=body)
+            if span is None:
                 return wire
-            if not precondition_ok(row, options.get("onlyIf")):
-                return wire  # an R2Object without a body, as R2 answers
-            offset, length = body_range(row[2], options.get("range"))
-            wire["range"] = {"offset": offset, "length": length}
+            offset, length = span
             reader = PgBody(self.shared, row[1], offset, length)
             if stream_over is not None and length > stream_over:
                 wire["file"] = reader

@@ -344,14 +344,10 @@ class R2Bucket:
             row = conn.execute(f"SELECT {_COLUMNS} FROM objects WHERE key = ?", (key,)).fetchone()
             if row is None:
                 return None
-            wire = wire_object(row)
-            wire["range"] = {"offset": 0, "length": row[2]}
-            if not body:
+            wire, span = answer_of(row, options, body=body)
+            if span is None:
                 return wire
-            if not precondition_ok(row, options.get("onlyIf")):
-                return wire  # an R2Object without a body, as R2 answers
-            offset, length = body_range(row[2], options.get("range"))
-            wire["range"] = {"offset": offset, "length": length}
+            offset, length = span
             try:
                 if stream_over is not None and length > stream_over:
                     wire["file"] = BodyFile(self.blobs / row[1], offset, length)
@@ -502,6 +498,21 @@ class R2Bucket:
             return wire_object(row)
 
         return await self.file.run(self._write, complete)
+
+
+def answer_of(
+    row: tuple[Any, ...], options: dict[str, Any], *, body: bool
+) -> tuple[dict[str, Any], tuple[int, int] | None]:
+    """The wire form of a get or head of `row`, and the (offset, length) of its body to
+    send (None: a head, or a get whose condition failed: an R2Object without a body, as
+    R2 answers)."""
+    wire = wire_object(row)
+    wire["range"] = {"offset": 0, "length": row[2]}
+    if not body or not precondition_ok(row, options.get("onlyIf")):
+        return wire, None
+    offset, length = body_range(row[2], options.get("range"))
+    wire["range"] = {"offset": offset, "length": length}
+    return wire, (offset, length)
 
 
 class Listing:

@@ -114,7 +114,7 @@ async def test_a_dead_writers_body_is_swept_and_a_stalled_put_fails(
     swept = asyncio.Event()
 
     async def stalls() -> AsyncIterator[bytes]:
-        yield os.urandom(300_000)  # one piece is written, then the writer waits
+        yield os.urandom(1_100_000)  # one flush is written, then the writer waits
         monkeypatch.setattr(pgr2, "WRITING_IDLE_S", 0)
         assert await bucket.sweep() == 1  # taken for a dead writer's
         swept.set()
