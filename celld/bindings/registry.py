@@ -23,6 +23,7 @@ from celld.bindings.d1 import D1Database
 from celld.bindings.errors import type_error
 from celld.bindings.kv import KvNamespace
 from celld.bindings.offline import warn_offline
+from celld.bindings.pgd1 import SharedD1Database
 from celld.bindings.pgkv import PgKvNamespace
 from celld.bindings.pgr2 import PgR2Bucket
 from celld.bindings.pgshared import SharedPool
@@ -30,6 +31,7 @@ from celld.bindings.r2 import R2Bucket
 from celld.bindings.wire import from_wire
 from celld.isolate.host import HostError, OpHandler
 from celld.isolate.streams import STREAMS, StreamAborted
+from celld.objects.placement import Placement
 from celld.project.bindings import BindingsConfig
 
 log = logging.getLogger("celld.bindings")
@@ -85,10 +87,25 @@ class Bindings:
                 if self.shared
                 else R2Bucket(r2_folder(state, b.bucket_name), now_ms, synchronous=synchronous)
             )
-        self.d1 = {
+        self.state = state
+        self.synchronous = synchronous
+        self.d1: dict[str, D1Database | SharedD1Database] = {
             db.id: D1Database(d1_path(state, db.id), synchronous=synchronous) for db in config.d1
         }
         self.assets = AssetServer(config.assets) if config.assets else None
+
+    def place_d1(self, placement: Placement) -> None:
+        """D1 databases on a store shared by several nodes: each owned by one node at a
+        time, its pages in the store (celld/bindings/pgd1.py). Called before `open`."""
+        self.d1 = {
+            db.id: SharedD1Database(
+                placement, db.id, d1_path(self.state, db.id), synchronous=self.synchronous
+            )
+            for db in self.config.d1
+        }
+        if self.d1:
+            placement.start()
+            placement.nodes.route("d1", self.op_d1)
 
     async def open(self) -> None:
         for store in [*self.kv.values(), *self.d1.values(), *self.r2.values()]:
@@ -170,16 +187,19 @@ class Bindings:
         raise HostError(f"celld: KV has no method {method!r}")
 
     async def op_d1(self, message: dict[str, Any]) -> Any:
-        db: D1Database = self._pick(self.d1, message, "D1")
+        db: D1Database | SharedD1Database = self._pick(self.d1, message, "D1")
         method = message.get("method")
         if method == "query":
             statements = message.get("statements")
             if not isinstance(statements, list) or not statements:
                 raise type_error("D1: no statements to run")
+        elif method != "exec":
+            raise HostError(f"celld: D1 has no method {method!r}")
+        if isinstance(db, SharedD1Database):
+            return await db.call(message)
+        if method == "query":
             return await db.query(statements, batch=bool(message.get("batch")))
-        if method == "exec":
-            return await db.exec(message.get("sql"))  # type: ignore[arg-type]
-        raise HostError(f"celld: D1 has no method {method!r}")
+        return await db.exec(message.get("sql"))  # type: ignore[arg-type]
 
     async def op_r2(self, message: dict[str, Any]) -> Any:
         bucket: R2Bucket | PgR2Bucket = self._pick(self.r2, message, "R2")

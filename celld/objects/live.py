@@ -15,7 +15,7 @@ import itertools
 import logging
 import time
 from collections.abc import Callable, Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from celld.isolate.host import HostError, IsolateHost, OpHandler
 from celld.isolate.isolate import CPU_LIMIT_REASON, Isolate, IsolateFault, Limits
@@ -24,6 +24,9 @@ from celld.isolate.threads import JsThread
 from celld.isolate.websockets import IsolateSink, SocketHub
 from celld.objects.ids import ObjectRef
 from celld.objects.storage import ObjectStorage
+
+if TYPE_CHECKING:
+    from celld.store.lease import Fence
 
 log = logging.getLogger("celld.objects")
 
@@ -63,6 +66,9 @@ class LiveObject:
         #: sockets accepted with accept() (not to hibernate): they keep the object live
         self.socket_sink = IsolateSink(lambda: self.host)
         self.sockets: SocketHub | None = None
+        #: the node's lease as of activation (a shared store): no turn runs and nothing
+        #: leaves while it says no, and nothing ever again once the node rejoined
+        self.fence: Fence | None = None
 
     async def start(
         self,
@@ -106,6 +112,7 @@ class LiveObject:
             own["log"] = located_log
         host = IsolateHost(isolate, own, on_fault=self._on_fault)
         host.turn_callback = self._turn_done
+        host.fence = self.fence
         self.isolate, self.host = isolate, host
         host.post({"k": "env", **env_message})
         host.post(

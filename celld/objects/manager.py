@@ -14,6 +14,11 @@ service clock (manual in tests, like workflow sleeps). An alarm whose ``alarm()`
 is retried with exponential backoff from 2 s, up to 6 retries, as Cloudflare documents;
 its row is deleted only after the handler succeeded (or retries ran out), so a crash
 fires it again after a restart: at least once.
+
+On a store shared by several nodes (``placement``, celld/objects/placement.py) each object
+is owned by one node at a time: a call for an object another node owns is forwarded to it,
+each turn's commit reaches PostgreSQL before the turn ends, and the object's isolate obeys
+the node's lease (its fence). Alarms are not available there yet (setAlarm() says so).
 """
 
 from __future__ import annotations
@@ -38,6 +43,7 @@ from celld.objects.ids import ObjectRef, check_id
 from celld.objects.index import ObjectIndex
 from celld.objects.live import LiveObject
 from celld.objects.migrations import class_folder
+from celld.objects.placement import Claim, Placement, SharedFile
 from celld.objects.storage import ObjectStorage, StorageError
 from celld.project.objects import DurableObjectsConfig
 
@@ -68,8 +74,10 @@ class ObjectManager:
         idle_ms: int | None = None,
         max_resident: int | None = None,
         sockets: SocketHub | None = None,
+        placement: Placement | None = None,
     ) -> None:
         self.config = config
+        self.placement = placement
         self.state = state
         self.clock = clock
         self.threads = threads
@@ -109,6 +117,10 @@ class ObjectManager:
         self.loop = asyncio.get_running_loop()
         # Migrations were applied before the service started (Service, migrate_state).
         await asyncio.to_thread(self.index.open)
+        if self.placement is not None:
+            self.placement.start()
+            self.placement.lease.on_epoch(self._rejoined)
+            self.placement.nodes.route("do", self.op_do)
         for alarm in await asyncio.to_thread(self.index.alarms):
             self.alarms.schedule(alarm.ref, alarm.at)
         self.alarms.start()
@@ -135,9 +147,39 @@ class ObjectManager:
         if message.get("kind") not in ("call", "fetch"):
             raise HostError(f"celld: unknown Durable Object call {message.get('kind')!r}")
         name = message.get("name")
-        obj = await self.activate(ref, name if isinstance(name, str) else None)
-        forwarded = {k: v for k, v in message.items() if k not in ("op", "t", "cls", "id")}
-        return await self._call(obj, forwarded)
+        name = name if isinstance(name, str) else None
+        call = {
+            k: v for k, v in message.items() if k not in ("op", "t", "cls", "id", "to", "forwarded")
+        }
+        if self.placement is None:
+            return await self._call(await self.activate(ref, name), call)
+        return await self._placed_call(ref, name, call, message)
+
+    async def _placed_call(
+        self, ref: ObjectRef, name: str | None, call: dict[str, Any], message: dict[str, Any]
+    ) -> dict[str, Any]:
+        """On a shared store: run the call here if this node owns the object (claiming it if
+        it is free), or have its owner run it."""
+        assert self.placement is not None
+        obj = self.live.get(ref)
+        if obj is not None and obj.broken is None and obj.fence is not None and not obj.fence.stale:
+            return await self._call(obj, call)  # live here: this node owns it
+
+        async def here(claim: Claim) -> dict[str, Any]:
+            return await self._call(await self.activate(ref, name, claim), call)
+
+        key = (ref.cls, ref.id)
+        if message.get("forwarded"):  # the sender found this node the owner: no onward hop
+            return await here(await self.placement.claim_here(key))
+        return await self.placement.place(key, here, {**message, "to": "do"})  # type: ignore[no-any-return]
+
+    def _rejoined(self, old: int, new: int) -> None:
+        """The node was taken over and joined again under a new token: another node may own
+        its objects now. Drop every live one (nothing of theirs may act again); a later
+        call places the object again, from the store."""
+        for obj in list(self.live.values()):
+            del self.live[obj.ref]
+            self.tasks.spawn(self._close(obj), f"dropping {obj.ref} (node {old} taken over)")
 
     async def _call(self, obj: LiveObject, message: dict[str, Any]) -> dict[str, Any]:
         if obj.idle_timer is not None:
@@ -147,7 +189,9 @@ class ObjectManager:
 
     # -- activation and eviction -----------------------------------------------------
 
-    async def activate(self, ref: ObjectRef, name: str | None) -> LiveObject:
+    async def activate(
+        self, ref: ObjectRef, name: str | None, claim: Claim | None = None
+    ) -> LiveObject:
         obj = self.live.get(ref)
         if obj is not None and obj.broken is None:
             if name is not None and obj.name is None:
@@ -159,7 +203,7 @@ class ObjectManager:
         future: asyncio.Future[LiveObject] = asyncio.get_running_loop().create_future()
         self._starting[ref] = future
         try:
-            obj = await self._start(ref, name)
+            obj = await self._start(ref, name, claim)
         except BaseException as error:
             future.set_exception(error)
             future.exception()  # retrieved: waiters re-raise it
@@ -169,16 +213,27 @@ class ObjectManager:
         future.set_result(obj)
         return obj
 
-    async def _start(self, ref: ObjectRef, name: str | None) -> LiveObject:
+    async def _start(self, ref: ObjectRef, name: str | None, claim: Claim | None) -> LiveObject:
         await self._make_room()
+        path = class_folder(self.state, ref.cls) / f"{ref.id}.sqlite3"
+        shared: SharedFile | None = None
+        fence = None
+        if self.placement is not None:
+            if claim is None:  # (alarms and WebSocket events start objects too)
+                claim = await self.placement.claim_here((ref.cls, ref.id))
+            fence = self.placement.fence()
+            shared = SharedFile(self.placement, (ref.cls, ref.id), path)
+            await shared.prepare(claim)
         storage = ObjectStorage(
-            class_folder(self.state, ref.cls) / f"{ref.id}.sqlite3",
+            path,
             sqlite=self.classes[ref.cls],
             alarms=lambda op, message: self._alarm_op(ref, op, message),
             synchronous=self.synchronous,
+            shared=shared,
         )
         await asyncio.to_thread(storage.open)
         obj = LiveObject(ref, name, storage, self._gone)
+        obj.fence = fence
         try:
             await obj.start(
                 self.threads.pick(),
@@ -283,6 +338,14 @@ class ObjectManager:
     def _alarm_op(self, ref: ObjectRef, op: str, message: dict[str, Any]) -> Any:
         """``alarm.get|set|delete`` from the object's JS thread (synchronous)."""
         obj = self.live.get(ref)
+        if self.placement is not None:
+            if op == "alarm.get":
+                return None
+            raise StorageError(
+                "celld: Durable Object alarms are not available yet with a store shared by "
+                "several nodes (--store postgresql://...); run on the default SQLite store to "
+                "use setAlarm()/deleteAlarm()"
+            )
         if op == "alarm.get":
             alarm = self.index.get_alarm(ref)
             if alarm is None or (obj is not None and obj.running_alarm == alarm.at):
@@ -362,6 +425,11 @@ class ObjectManager:
             "evictions": self.evictions,
             "alarms_pending": len(self.alarms),
             "alarm_runs": self.alarm_runs,
+            **(
+                {"pages_shipped": self.placement.ships, "rebuilt": self.placement.moves}
+                if self.placement is not None
+                else {}
+            ),
         }
 
 

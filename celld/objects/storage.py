@@ -16,7 +16,9 @@ the input gate holds by construction.
 Output gate: writes open a transaction that commits once per turn of the isolate, before
 the turn's outgoing messages (responses, RPC results, fetches) leave it. A commit that
 fails breaks the object (its isolate is dropped, callers get an error) and nothing that
-depended on the lost writes was released.
+depended on the lost writes was released. On a store shared by several nodes the commit
+also writes the pages it changed to PostgreSQL before the turn ends (``shared``,
+celld/objects/placement.py), so an acknowledged write survives its node.
 
 Sandbox: the file is opened through celld/bindings/sqlguard.py, the same authorizer and limits
 as D1 (workerd runs one for both). ``sql.exec()`` runs in its Worker mode; everything else
@@ -30,12 +32,15 @@ import base64
 import sqlite3
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import orjson
 
 from celld.bindings.sqlguard import TRANSACTION_MESSAGE, GuardedConnection, sqlite_words
 from celld.bindings.storage import SqliteFile
+
+if TYPE_CHECKING:
+    from celld.objects.placement import SharedFile
 
 MAX_KEY_BYTES = 2048
 # Created by the first write of the key-value API, as in workerd (before that, user SQL that
@@ -100,8 +105,12 @@ class ObjectStorage:
         sqlite: bool,
         alarms: Callable[[str, dict[str, Any]], Any],
         synchronous: str = "FULL",
+        shared: SharedFile | None = None,
     ) -> None:
+        """`shared`: on a store shared by several nodes, where each commit's pages go
+        before the turn ends (celld/objects/placement.py)."""
         self.path = path
+        self.shared = shared
         self.sqlite = sqlite
         self.alarms = alarms
         self.synchronous = synchronous
@@ -115,6 +124,8 @@ class ObjectStorage:
         conn = SqliteFile(self.path, synchronous=self.synchronous, guarded=True).open_sync()
         assert isinstance(conn, GuardedConnection)
         self._conn = conn
+        if self.shared is not None:
+            self.shared.attach(conn)
         self._set_kv(self._has_kv_table(conn))
 
     @staticmethod
@@ -159,6 +170,14 @@ class ObjectStorage:
                 conn.execute("COMMIT")
             if changed:
                 self.writes += 1
+            if self.shared is not None:
+                # The pages go to the shared store before the turn ends: nothing the turn
+                # sends is released before every node can read what it wrote. A failure
+                # faults the object (nothing of the turn leaves).
+                changes = self.shared.changes(conn)
+                if changes is not None:
+                    self.shared.ship_blocking(changes)
+                    self.shared.shipped(conn)
 
     # -- the bridge ------------------------------------------------------------------
 

@@ -28,6 +28,7 @@ from celld.isolate.websockets import SocketHub
 from celld.isolate.worker_pool import WorkerPool
 from celld.objects.manager import ObjectManager
 from celld.objects.migrations import migrate_state
+from celld.objects.placement import Placement
 from celld.project.config import ProjectConfig
 from celld.server import lifecycle_log
 from celld.server.app import INTERNAL_PREFIX, build_app
@@ -41,6 +42,7 @@ from celld.server.testing import testing_routes
 from celld.server.ui import ui_routes
 from celld.store.base import Store, StoreUnavailable
 from celld.store.choice import check_store, is_postgres, open_store
+from celld.store.postgres import PostgresStore
 
 log = logging.getLogger("celld")
 ALL = ["GET", "HEAD", "POST", "PUT", "DELETE", "PATCH", "OPTIONS"]
@@ -155,6 +157,20 @@ class Service:
             memory_bytes=self.options.memory_bytes,
         )
         ops = isolate_ops()
+        bound = self.project.bindings
+        shared = is_postgres(self.options.store)
+        placement: Placement | None = None
+        if self.project.workflows or (shared and (bound.objects.bindings or bound.d1)):
+            # On a shared store, objects and D1 databases are placed on one node at a time
+            # by the store's node membership (celld/objects/placement.py).
+            self.store = open_store(
+                self.options.store, self.options.persist_to, self.options.synchronous
+            )
+            await self.store.open()
+            if shared and (bound.objects.bindings or bound.d1):
+                assert isinstance(self.store, PostgresStore)
+                placement = Placement(self.store)
+                self.bindings.place_d1(placement)
         await self.bindings.open()
         ops.update(self.bindings.ops())
         if self.project.bindings.objects.bindings:
@@ -168,14 +184,12 @@ class Service:
                 limits=limits,
                 synchronous=self.options.synchronous,
                 sockets=self.sockets,
+                placement=placement,
             )
             # Before the cells take their copy: workflow steps may call objects too.
             ops["do"] = self.objects.op_do
         if self.project.workflows:
-            self.store = open_store(
-                self.options.store, self.options.persist_to, self.options.synchronous
-            )
-            await self.store.open()
+            assert self.store is not None
             if lifecycle_log.enabled():
                 self.store.on_committed = lifecycle_log.observe
             specs = {

@@ -28,24 +28,16 @@ def check_store(spec: str | None, bindings: BindingsConfig) -> None:
             f"--store must be 'sqlite' or a postgresql://USER@HOST:PORT/DB URL, not {spec!r}"
         )
     # KV namespaces and R2 buckets live in the shared database (celld/bindings/pgkv.py,
-    # pgr2.py). D1 databases and Durable Objects still have one SQLite file per database or
-    # object under --persist-to and no placement on one node at a time: refused.
-    kinds = [
-        f"{kind} ({', '.join(b.binding for b in found)})"
-        for kind, found in (
-            ("D1", bindings.d1),
-            ("Durable Object", bindings.objects.bindings),
-        )
-        if found
-    ]
-    if kinds:
+    # pgr2.py); Durable Objects and D1 databases are placed on one node at a time, their
+    # pages in the database (celld/objects/placement.py). Class renames and deletions are
+    # migrations of files under --persist-to and do not reach the shared pages: refused.
+    moved = [m.tag for m in bindings.objects.migrations if m.renamed_classes or m.deleted_classes]
+    if moved:
         raise ValueError(
-            f"--store {redact(spec)} (several nodes on one database) cannot be combined with "
-            f"{', '.join(kinds)} bindings yet: celld keeps D1 databases and Durable Object "
-            "storage in files under --persist-to on each node, so nodes would each see "
-            "different data (and run the same object twice). KV and R2 bindings do work on a "
-            "shared store. Run this project on the default SQLite store (one node), or move "
-            "those bindings to a service every node reaches and remove them from the config."
+            f"--store {redact(spec)} (several nodes on one database) cannot apply the Durable "
+            f"Object migrations {', '.join(moved)} (renamed_classes/deleted_classes) yet: "
+            "their objects' storage lives in the shared database, which those migrations do "
+            "not move. Apply them on the default SQLite store, or start with new class names."
         )
 
 

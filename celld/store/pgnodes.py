@@ -42,6 +42,7 @@ import logging
 import os
 import socket
 import time
+from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any
 
 import asyncpg
@@ -152,6 +153,10 @@ class NodeMembership:
         self.token = 0
         self.name = f"{socket.gethostname()}:{os.getpid()}"
         self.events: NodeEvents | None = None
+        #: handlers of forwarded operations that name a kind ({"to": kind}): Durable
+        #: Object calls and D1 queries (celld/objects/placement.py); answered concurrently
+        self.routes: dict[str, Callable[[dict[str, Any]], Awaitable[Any]]] = {}
+        self._answering: set[asyncio.Task[None]] = set()
         #: what the node obeys itself: its cells consult it (celld/store/lease.py)
         self.lease = Lease(margin_s=lease_ms * MARGIN_SHARE / 1000)
         self._renewal: asyncpg.Connection | None = None  # the renewal's own session
@@ -232,7 +237,7 @@ class NodeMembership:
     async def leave(self) -> None:
         """Stop, and hand every instance of this node to the others at once."""
         self.lease.close()
-        for task in (self._renewer, self._task, self._inbox_task):
+        for task in (self._renewer, self._task, self._inbox_task, *self._answering):
             if task is not None:
                 task.cancel()
                 with contextlib.suppress(BaseException):
@@ -247,6 +252,9 @@ class NodeMembership:
                     await connection.execute("DELETE FROM celld_nodes WHERE token = $1", self.token)
                     await connection.execute(
                         "UPDATE instances SET owner = NULL WHERE owner = $1", self.token
+                    )
+                    await connection.execute(
+                        "UPDATE do_objects SET owner = NULL WHERE owner = $1", self.token
                     )
                     await connection.execute("SELECT pg_notify($1, 'orphans')", CHANNEL)
             except Exception as error:  # noqa: BLE001 - the lease runs out instead
@@ -318,6 +326,7 @@ class NodeMembership:
         await self._reap()
         if self.events is not None:
             await self.claim_orphans()
+        if self._inbox_task is not None:
             self._inbox_wanted.set()
 
     async def _reap(self) -> None:
@@ -377,10 +386,21 @@ class NodeMembership:
 
     def serve(self, events: NodeEvents) -> None:
         self.events = events
-        self._inbox_task = asyncio.get_running_loop().create_task(
-            self._inbox_loop(), name="celld-inbox"
-        )
+        self._start_inbox()
         self._wake.set()
+
+    def route(self, kind: str, handler: Callable[[dict[str, Any]], Awaitable[Any]]) -> None:
+        """Answer forwarded operations `{"to": kind, ...}` with `handler` (the inbox is read
+        from now on, even with no workflow to serve)."""
+        self.routes[kind] = handler
+        self._start_inbox()
+
+    def _start_inbox(self) -> None:
+        if self._inbox_task is None:
+            self._inbox_task = asyncio.get_running_loop().create_task(
+                self._inbox_loop(), name="celld-inbox"
+            )
+            self._inbox_wanted.set()
 
     async def _inbox_loop(self) -> None:
         while True:
@@ -404,12 +424,30 @@ class NodeMembership:
             if not rows:
                 return
             for row in sorted(rows, key=lambda r: r["seq"]):
-                await self._answer(row["seq"], row["sender"], orjson.loads(row["body"]))
+                message = orjson.loads(row["body"])
+                if message.get("to") in self.routes:
+                    # An object or a database orders its own calls (its input gate): one
+                    # slow call must not hold up the others.
+                    task = asyncio.get_running_loop().create_task(
+                        self._answer(row["seq"], row["sender"], message)
+                    )
+                    self._answering.add(task)
+                    task.add_done_callback(self._answered)
+                else:
+                    await self._answer(row["seq"], row["sender"], message)
+
+    def _answered(self, task: asyncio.Task[None]) -> None:
+        self._answering.discard(task)
+        if not task.cancelled() and task.exception() is not None:
+            log.warning("answering a forwarded operation failed: %s", task.exception())
 
     async def _answer(self, seq: int, sender: int, message: dict[str, Any]) -> None:
-        assert self.events is not None
+        route = self.routes.get(message.get("to"))  # type: ignore[arg-type]
+        run = route if route is not None else self.events.run_forwarded if self.events else None
         try:
-            reply: dict[str, Any] = {"ok": await self.events.run_forwarded(message)}
+            if run is None:
+                raise RuntimeError(f"this node serves no {message.get('to')!r} operations")
+            reply: dict[str, Any] = {"ok": await run(message)}
         except OwnedElsewhere:
             reply = {"moved": True}
         except Exception as error:  # noqa: BLE001 - the sender raises it to its caller

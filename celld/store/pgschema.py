@@ -207,6 +207,32 @@ CREATE INDEX r2_objects_by_body ON r2_objects (body);
 CREATE INDEX r2_parts_by_body ON r2_parts (body);
 """,
     ),
+    (
+        6,
+        """
+-- Durable Objects and D1 databases on several nodes (celld/objects/placement.py): each is
+-- owned by one node at a time (`owner`, a celld_nodes token; NULL or a token no longer
+-- there: free to claim), keeps its SQLite file on its owner, and has here every page of
+-- that file as of its last acknowledged commit (`version` counts the commits).
+CREATE TABLE do_objects (
+    namespace TEXT NOT NULL,
+    object TEXT NOT NULL,
+    owner BIGINT,
+    version BIGINT NOT NULL DEFAULT 0,
+    page_size INTEGER NOT NULL DEFAULT 0,
+    page_count INTEGER NOT NULL DEFAULT 0,
+    PRIMARY KEY (namespace, object)
+);
+CREATE INDEX do_objects_by_owner ON do_objects (owner);
+CREATE TABLE do_pages (
+    namespace TEXT NOT NULL,
+    object TEXT NOT NULL,
+    page_no INTEGER NOT NULL,
+    data BYTEA NOT NULL,
+    PRIMARY KEY (namespace, object, page_no)
+);
+""",
+    ),
 ]
 
 LATEST = MIGRATIONS[-1][0]

@@ -1,6 +1,29 @@
 // /kv/KEY: PUT stores the request body, GET reads it (404 when missing).
 // /r2/KEY: PUT streams the request body into the bucket, GET streams the object back.
 // /kv-list?prefix=P, /r2-list?prefix=P: every key under a prefix (all pages).
+// /do/NAME/inc: the object NAME adds one turn (seq = last + 1) recording the node that ran
+//   it, and answers {seq, node}; /do/NAME/turns: every turn it recorded, in order.
+// /d1/KEY: PUT inserts KEY (with the node that received it) into the D1 table `items`;
+//   /d1-list: every row.
+import { DurableObject } from "cloudflare:workers";
+
+export class Counter extends DurableObject {
+  constructor(ctx, env) {
+    super(ctx, env);
+    ctx.storage.sql.exec("CREATE TABLE IF NOT EXISTS turns (seq INTEGER PRIMARY KEY, node TEXT NOT NULL)");
+  }
+
+  inc() {
+    const last = this.ctx.storage.sql.exec("SELECT coalesce(max(seq), 0) AS n FROM turns").one().n;
+    this.ctx.storage.sql.exec("INSERT INTO turns (seq, node) VALUES (?, ?)", last + 1, this.env.NODE);
+    return { seq: last + 1, node: this.env.NODE };
+  }
+
+  turns() {
+    return this.ctx.storage.sql.exec("SELECT seq, node FROM turns ORDER BY seq").toArray();
+  }
+}
+
 function json(body, status = 200) {
   return new Response(JSON.stringify(body), { status, headers: { "content-type": "application/json" } });
 }
@@ -36,6 +59,22 @@ export default {
         cursor = page.list_complete ? undefined : page.cursor;
       } while (cursor);
       return json(names);
+    }
+    if (url.pathname.startsWith("/do/")) {
+      const [, , name, what] = url.pathname.split("/");
+      const stub = env.COUNTER.get(env.COUNTER.idFromName(name));
+      return json(what === "inc" ? await stub.inc() : await stub.turns());
+    }
+    if (url.pathname.startsWith("/d1/")) {
+      const key = decodeURIComponent(url.pathname.slice(4));
+      await env.DB.prepare(
+        "CREATE TABLE IF NOT EXISTS items (k TEXT PRIMARY KEY, node TEXT NOT NULL); INSERT INTO items (k, node) VALUES (?, ?)",
+      ).bind(key, env.NODE).run();
+      return json({ ok: true });
+    }
+    if (url.pathname === "/d1-list") {
+      const { results } = await env.DB.prepare("SELECT k, node FROM items ORDER BY k").all();
+      return json(results);
     }
     if (url.pathname === "/r2-list") {
       const names = [];
