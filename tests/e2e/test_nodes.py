@@ -7,8 +7,6 @@ other took over (tests/lease_harness.py)."""
 from __future__ import annotations
 
 import asyncio
-import subprocess
-import sys
 import time
 from functools import partial
 from pathlib import Path
@@ -20,8 +18,6 @@ from tests.e2e.counter import counter_server
 from tests.lease_harness import run_commit, run_lost
 from tests.nodes_harness import run_nodes_harness
 from tests.postgres_fixtures import create_database, drop_database
-
-PROJECTS = Path(__file__).resolve().parent.parent / "projects"
 
 
 async def test_a_node_killed_mid_run_loses_nothing(postgres_dsn: str) -> None:
@@ -39,16 +35,6 @@ async def test_a_node_killed_mid_run_loses_nothing(postgres_dsn: str) -> None:
     assert report.instances == 30
     assert report.executions >= 30 * 6  # a, b twice, c1, c2, d for every instance
     assert report.max_runs_per_attempt <= 2  # a callback ran again at most once (one kill)
-
-
-def test_storage_bindings_with_a_shared_store_are_refused_at_start(tmp_path: Path) -> None:
-    result = subprocess.run(
-        [sys.executable, "-m", "celld", "run", str(PROJECTS / "storage"),
-         "--persist-to", str(tmp_path), "--store", "postgresql://celld@127.0.0.1:1/none"],
-        capture_output=True, text=True, timeout=60,
-    )  # fmt: skip
-    assert result.returncode != 0
-    assert "cannot be combined with D1 (DB) bindings yet" in result.stderr
 
 
 def test_a_database_crash_mid_run_is_waited_out(tmp_path: Path, own_cluster: Path) -> None:

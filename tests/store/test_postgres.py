@@ -12,7 +12,7 @@ import pytest
 
 from celld.engine import Machine, Status
 from celld.project.bindings import BindingsConfig, D1DatabaseConfig, KvNamespaceConfig
-from celld.project.objects import DurableObjectBinding, DurableObjectsConfig
+from celld.project.objects import DurableObjectBinding, DurableObjectsConfig, Migration
 from celld.store.base import InstanceRef, StoreUnavailable, Write
 from celld.store.choice import check_store
 from celld.store.pgschema import LATEST, MIGRATIONS
@@ -124,22 +124,32 @@ async def test_a_database_crash_is_unavailable_until_it_is_back(own_cluster: Pat
         await store.close()
 
 
-def test_d1_bindings_are_refused_with_a_shared_database_and_kv_is_not() -> None:
+def test_storage_bindings_with_a_shared_database_are_accepted() -> None:
     kv = (KvNamespaceConfig(binding="CACHE", id="c"),)
-    check_store("postgresql://celld@db:5432/celld", BindingsConfig(kv=kv))
+    objects = DurableObjectsConfig(
+        bindings=(DurableObjectBinding("COUNTER", "Counter"),),
+        migrations=(Migration("v1", new_sqlite_classes=("Counter",)),),
+    )
     bindings = BindingsConfig(
         kv=kv,
         d1=(D1DatabaseConfig("DB", "db", "db-id", Path("m"), "d1_migrations"),),
+        objects=objects,
     )
-    with pytest.raises(ValueError, match=r"with D1 \(DB\) bindings yet.*default SQLite store"):
-        check_store("postgresql://celld@db:5432/celld", bindings)
-    check_store(None, bindings)  # one node on SQLite keeps its storage bindings
+    check_store("postgresql://celld@db:5432/celld", bindings)
+    check_store(None, bindings)
     check_store("postgresql://celld@db:5432/celld", BindingsConfig())
     with pytest.raises(ValueError, match="must be 'sqlite' or a postgresql://"):
         check_store("mysql://x", BindingsConfig())
 
 
-def test_durable_object_bindings_are_refused_with_a_shared_database() -> None:
-    objects = DurableObjectsConfig(bindings=(DurableObjectBinding("COUNTER", "Counter"),))
-    with pytest.raises(ValueError, match=r"Durable Object \(COUNTER\).*run the same object"):
+def test_class_renames_are_refused_with_a_shared_database() -> None:
+    objects = DurableObjectsConfig(
+        bindings=(DurableObjectBinding("COUNTER", "Tally"),),
+        migrations=(
+            Migration("v1", new_sqlite_classes=("Counter",)),
+            Migration("v2", renamed_classes=(("Counter", "Tally"),)),
+        ),
+    )
+    with pytest.raises(ValueError, match=r"migrations v2 \(renamed_classes/deleted_classes\)"):
         check_store("postgresql://celld@db:5432/celld", BindingsConfig(objects=objects))
+    check_store(None, BindingsConfig(objects=objects))
