@@ -1,5 +1,5 @@
 """Real bindings over real SQLite files in a temp folder (or a real PostgreSQL database for
-KV and R2), driven from a real isolate."""
+KV and R2, with D1 databases placed on this node through it), driven from a real isolate."""
 
 from __future__ import annotations
 
@@ -9,12 +9,14 @@ from typing import Any
 
 from celld.bindings.registry import Bindings
 from celld.cells.clock import ManualClock
+from celld.objects.placement import Placement
 from celld.project.bindings import (
     BindingsConfig,
     D1DatabaseConfig,
     KvNamespaceConfig,
     R2BucketConfig,
 )
+from celld.store.postgres import PostgresStore
 from tests.jsharness import run_js_async
 
 START_MS = 1_800_000_000_000
@@ -50,6 +52,13 @@ class Harness:
 
     async def run(self, body: str, **kwargs: Any) -> Any:
         bindings = Bindings(self.config, self.state, self.clock.now, shared=self.shared)
+        store: PostgresStore | None = None
+        if self.shared is not None:
+            # A node of its own each run: the next run claims the databases again and
+            # rebuilds their files from the pages this one wrote.
+            store = PostgresStore(self.shared)
+            await store.open()
+            bindings.place_d1(Placement(store))
         await bindings.open()
         try:
             return await run_js_async(
@@ -57,6 +66,8 @@ class Harness:
             )
         finally:
             await bindings.close()
+            if store is not None:
+                await store.close()
 
     def __call__(self, body: str, **kwargs: Any) -> Any:
         return asyncio.run(self.run(body, **kwargs))
