@@ -1,0 +1,140 @@
+#!/usr/bin/env python3
+"""Durable Object RPCs/s and D1 inserts/s through `celld run` nodes: SQLite (one node)
+beside one and two nodes on one PostgreSQL.
+
+    python bench/shared_objects.py                       # prints the table
+    python bench/shared_objects.py --out bench/NODES.md  # and appends it there
+
+Workload (tests/projects/shared-storage): C concurrent clients, client i sending to node
+i mod N. Each calls `inc()` on objects of its own (one SQL read and one insert per turn,
+so every turn commits and, on PostgreSQL, writes its pages before it answers) for S
+seconds: "owner" when the client's node owns them (it placed them by calling first),
+"forwarded" when every call goes to the other node and is forwarded to the owner through
+the database. Then each client inserts rows into the one D1 database for S seconds. A
+call counts once its 200 has come back. The PostgreSQL cluster is a throwaway one on this
+machine with fsync on (tests/pgcluster.py, durable).
+"""
+
+from __future__ import annotations
+
+import argparse
+import concurrent.futures
+import os
+import platform
+import shutil
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import httpx
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE.parent))
+sys.path.insert(0, str(HERE))
+
+from shared_storage import pgcluster_create  # noqa: E402
+
+from tests import pgcluster  # noqa: E402
+from tests.celld_server import CelldServer  # noqa: E402
+
+PROJECT = HERE.parent / "tests" / "projects" / "shared-storage"
+
+
+def load(urls: list[str], clients: int, seconds: float, kind: str, shift: int = 0) -> int:
+    """Calls acknowledged by `clients` concurrent clients in `seconds`; client i owns the
+    objects "o<i>-*" and sends to node (i + shift) mod N."""
+
+    def client(index: int) -> int:
+        done = 0
+        url = urls[(index + shift) % len(urls)]
+        deadline = time.monotonic() + seconds
+        with httpx.Client(timeout=60) as http:
+            while time.monotonic() < deadline:
+                if kind == "d1":
+                    http.put(f"{url}/d1/{kind}{shift}-{index}-{done}").raise_for_status()
+                else:
+                    http.post(f"{url}/do/o{index}-{done % 4}/inc").raise_for_status()
+                done += 1
+        return done
+
+    with concurrent.futures.ThreadPoolExecutor(clients) as pool:
+        return sum(pool.map(client, range(clients)))
+
+
+def run_config(store: str | None, nodes: int, folder: Path, clients: int, seconds: float) -> dict:
+    servers = []
+    folder.mkdir(parents=True, exist_ok=True)
+    try:
+        for index in range(nodes):
+            args = ("--store", store, "--var", f"NODE:n{index}") if store else ()
+            servers.append(CelldServer(PROJECT, folder / f"node{index}", args=args).start())
+        urls = [s.url for s in servers]
+        load(urls, clients, 1.0, "do")  # warm up; places each client's objects on its node
+        result = {"do": load(urls, clients, seconds, "do") / seconds}
+        if nodes > 1:
+            result["forwarded"] = load(urls, clients, seconds, "do", shift=1) / seconds
+        load(urls, clients, 1.0, "d1")
+        result["d1"] = load(urls, clients, seconds, "d1", shift=2) / seconds
+        return result
+    finally:
+        for server in servers:
+            server.stop()
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--clients", type=int, default=8)
+    parser.add_argument("--seconds", type=float, default=10.0)
+    parser.add_argument("--out", type=Path)
+    args = parser.parse_args()
+    before = os.getloadavg()[0]
+    rows = []
+    root = Path(tempfile.mkdtemp(prefix="celld-bench-objects-"))
+    try:
+        rows.append(("sqlite, 1 node", run_config(None, 1, root / "sqlite", args.clients,
+                                                  args.seconds)))  # fmt: skip
+        print(rows[-1], flush=True)
+        folder = pgcluster.new_folder()
+        dsn = pgcluster.start(folder, durable=True)
+        try:
+            for nodes in (1, 2):
+                database = f"objects{nodes}"
+                pgcluster_create(dsn, database)
+                rows.append((
+                    f"postgresql, {nodes} node{'s' if nodes > 1 else ''}",
+                    run_config(dsn.rsplit("/", 1)[0] + "/" + database, nodes,
+                               root / f"pg{nodes}", args.clients, args.seconds),
+                ))  # fmt: skip
+                print(rows[-1], flush=True)
+        finally:
+            pgcluster.stop(folder)
+            shutil.rmtree(folder, ignore_errors=True)
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
+    after = os.getloadavg()[0]
+    lines = [
+        f"Load average before: {before:.1f}, after: {after:.1f} (the machine is shared). "
+        f"{args.clients} concurrent clients, {args.seconds:.0f} s per figure, on "
+        f"{platform.node()} ({platform.machine()}, {os.cpu_count()} cores)",
+        "",
+        "| store | object RPCs/s (caller's node owns) | object RPCs/s (forwarded) "
+        "| D1 inserts/s (one database) |",
+        "|---|---|---|---|",
+        *(
+            f"| {name} | {r['do']:.0f} | {r['forwarded']:.0f} | {r['d1']:.0f} |"
+            if "forwarded" in r
+            else f"| {name} | {r['do']:.0f} | - | {r['d1']:.0f} |"
+            for name, r in rows
+        ),
+        "",
+    ]
+    text = "\n".join(lines)
+    print(text)
+    if args.out:
+        with args.out.open("a") as handle:
+            handle.write("\n" + text)
+
+
+if __name__ == "__main__":
+    main()
