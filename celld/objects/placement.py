@@ -60,15 +60,24 @@ _CLAIM = (
     "RETURNING owner, version, page_size, page_count"
 )
 _OWNER = "SELECT owner FROM do_objects WHERE namespace = $1 AND object = $2"
-_BUMP = (
-    "UPDATE do_objects SET version = version + 1, page_size = $5, page_count = $6 "
-    "WHERE namespace = $1 AND object = $2 AND owner = $3 AND version = $4 RETURNING version"
+#: One commit's pages, in one statement (one round trip, its own transaction): only if
+#: the node's lease is current (its row locked against reaping until the statement ends,
+#: as `NodeMembership.hold` does) and the object's row still names this node at the
+#: version it last wrote. Returns the new version, or no row (then nothing was written).
+_SHIP = (
+    "WITH lease AS (SELECT 1 FROM celld_nodes WHERE token = $3 "
+    "AND lease_until > clock_timestamp() FOR KEY SHARE), "
+    "bumped AS (UPDATE do_objects SET version = version + 1, page_size = $5, page_count = $6 "
+    "WHERE namespace = $1 AND object = $2 AND owner = $3 AND version = $4 "
+    "AND EXISTS (SELECT 1 FROM lease) RETURNING version), "
+    "put AS (INSERT INTO do_pages (namespace, object, page_no, data) "
+    "SELECT $1, $2, p.n, p.d FROM unnest($7::int[], $8::bytea[]) AS p(n, d) "
+    "WHERE EXISTS (SELECT 1 FROM bumped) "
+    "ON CONFLICT (namespace, object, page_no) DO UPDATE SET data = EXCLUDED.data), "
+    "trimmed AS (DELETE FROM do_pages WHERE namespace = $1 AND object = $2 AND page_no > $6 "
+    "AND EXISTS (SELECT 1 FROM bumped)) "
+    "SELECT version FROM bumped"
 )
-_PUT_PAGE = (
-    "INSERT INTO do_pages (namespace, object, page_no, data) VALUES ($1, $2, $3, $4) "
-    "ON CONFLICT (namespace, object, page_no) DO UPDATE SET data = EXCLUDED.data"
-)
-_TRIM = "DELETE FROM do_pages WHERE namespace = $1 AND object = $2 AND page_no > $3"
 _PAGES = (
     "SELECT page_no, data FROM do_pages WHERE namespace = $1 AND object = $2 "
     "AND page_no <= $3 ORDER BY page_no"
@@ -176,20 +185,27 @@ class Placement:
     async def ship(self, key: Key, token: int, version: int, changes: Changes) -> int:
         """Write what one commit changed, as owner `token` at `version`; the new version.
         Fenced if this node no longer owns the object (or its lease is not current)."""
-        rows = [(key[0], key[1], number, data) for number, data in sorted(changes.pages.items())]
+        numbers = sorted(changes.pages)
         try:
-            async with self._pool().acquire() as connection, connection.transaction():
-                await self.nodes.hold(connection, token)
+            async with self._pool().acquire() as connection:
                 new = await connection.fetchval(
-                    _BUMP, *key, token, version, changes.page_size, changes.page_count
+                    _SHIP,
+                    *key,
+                    token,
+                    version,
+                    changes.page_size,
+                    changes.page_count,
+                    numbers,
+                    [changes.pages[n] for n in numbers],
                 )
                 if new is None:
+                    # Say why (and let the node react to a lost lease as on any commit).
+                    async with connection.transaction():
+                        await self.nodes.hold(connection, token)
                     raise Fenced(
                         f"{key[0]}/{key[1]} is no longer owned by node {token} at version "
                         f"{version}: its commit is not written"
                     )
-                await connection.executemany(_PUT_PAGE, rows)
-                await connection.execute(_TRIM, *key, changes.page_count)
         except UNREACHABLE as error:
             raise StoreUnavailable(f"the shared store could not be written: {error}") from error
         self.ships += 1
