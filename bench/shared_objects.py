@@ -39,6 +39,36 @@ from tests import pgcluster  # noqa: E402
 from tests.celld_server import CelldServer  # noqa: E402
 
 PROJECT = HERE.parent / "tests" / "projects" / "shared-storage"
+TICKS = os.sysconf("SC_CLK_TCK")
+
+
+def cpu_seconds(pids: list[int]) -> float:
+    """User + system CPU time of these processes (threads included), from /proc."""
+    total = 0
+    for pid in pids:
+        try:
+            fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+        except FileNotFoundError:
+            continue
+        total += int(fields[11]) + int(fields[12])
+    return total / TICKS
+
+
+def cluster_pids(folder: Path | None) -> list[int]:
+    """The PostgreSQL cluster's postmaster and its children (backends, WAL writer...)."""
+    if folder is None:
+        return []
+    postmaster = int((folder / "data" / "postmaster.pid").read_text().split()[0])
+    pids = [postmaster]
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                status = (entry / "status").read_text()
+            except (FileNotFoundError, ProcessLookupError):
+                continue
+            if f"\nPPid:\t{postmaster}\n" in status:
+                pids.append(int(entry.name))
+    return pids
 
 
 def load(urls: list[str], clients: int, seconds: float, kind: str, shift: int = 0) -> int:
@@ -62,7 +92,14 @@ def load(urls: list[str], clients: int, seconds: float, kind: str, shift: int = 
         return sum(pool.map(client, range(clients)))
 
 
-def run_config(store: str | None, nodes: int, folder: Path, clients: int, seconds: float) -> dict:
+def run_config(
+    store: str | None,
+    nodes: int,
+    folder: Path,
+    clients: int,
+    seconds: float,
+    cluster: Path | None = None,
+) -> dict:
     servers = []
     folder.mkdir(parents=True, exist_ok=True)
     try:
@@ -71,7 +108,17 @@ def run_config(store: str | None, nodes: int, folder: Path, clients: int, second
             servers.append(CelldServer(PROJECT, folder / f"node{index}", args=args).start())
         urls = [s.url for s in servers]
         load(urls, clients, 1.0, "do")  # warm up; places each client's objects on its node
-        result = {"do": load(urls, clients, seconds, "do") / seconds}
+        celld = [s.process.pid for s in servers if s.process is not None]
+        database = cluster_pids(cluster)
+        before = cpu_seconds(celld), cpu_seconds(database)
+        calls = load(urls, clients, seconds, "do")
+        after = cpu_seconds(celld), cpu_seconds(database)
+        result = {
+            "do": calls / seconds,
+            # CPU ms per object call: the nodes' processes, and the database's
+            "celld_ms": (after[0] - before[0]) * 1000 / calls,
+            "pg_ms": (after[1] - before[1]) * 1000 / calls,
+        }
         if nodes > 1:
             result["forwarded"] = load(urls, clients, seconds, "do", shift=1) / seconds
         load(urls, clients, 1.0, "d1")
@@ -104,7 +151,7 @@ def main() -> None:
                 rows.append((
                     f"postgresql, {nodes} node{'s' if nodes > 1 else ''}",
                     run_config(dsn.rsplit("/", 1)[0] + "/" + database, nodes,
-                               root / f"pg{nodes}", args.clients, args.seconds),
+                               root / f"pg{nodes}", args.clients, args.seconds, folder),
                 ))  # fmt: skip
                 print(rows[-1], flush=True)
         finally:
@@ -118,13 +165,15 @@ def main() -> None:
         f"{args.clients} concurrent clients, {args.seconds:.0f} s per figure, on "
         f"{platform.node()} ({platform.machine()}, {os.cpu_count()} cores)",
         "",
-        "| store | object RPCs/s (caller's node owns) | object RPCs/s (forwarded) "
-        "| D1 inserts/s (one database) |",
-        "|---|---|---|---|",
+        "| store | object RPCs/s (caller's node owns) | CPU ms per call: nodes + database "
+        "| object RPCs/s (forwarded) | D1 inserts/s (one database) |",
+        "|---|---|---|---|---|",
         *(
-            f"| {name} | {r['do']:.0f} | {r['forwarded']:.0f} | {r['d1']:.0f} |"
+            f"| {name} | {r['do']:.0f} | {r['celld_ms']:.1f} + {r['pg_ms']:.1f} "
+            f"| {r['forwarded']:.0f} | {r['d1']:.0f} |"
             if "forwarded" in r
-            else f"| {name} | {r['do']:.0f} | - | {r['d1']:.0f} |"
+            else f"| {name} | {r['do']:.0f} | {r['celld_ms']:.1f} + {r['pg_ms']:.1f} | - "
+            f"| {r['d1']:.0f} |"
             for name, r in rows
         ),
         "",

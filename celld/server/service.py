@@ -163,11 +163,15 @@ class Service:
         if self.project.workflows or (shared and (bound.objects.bindings or bound.d1)):
             # On a shared store, objects and D1 databases are placed on one node at a time
             # by the store's node membership (celld/objects/placement.py).
+            placed = shared and bool(bound.objects.bindings or bound.d1)
             self.store = open_store(
-                self.options.store, self.options.persist_to, self.options.synchronous
+                self.options.store,
+                self.options.persist_to,
+                self.options.synchronous,
+                placement=placed,
             )
             await self.store.open()
-            if shared and (bound.objects.bindings or bound.d1):
+            if placed:
                 assert isinstance(self.store, PostgresStore)
                 placement = Placement(self.store)
                 self.bindings.place_d1(placement)

@@ -41,9 +41,20 @@ def check_store(spec: str | None, bindings: BindingsConfig) -> None:
         )
 
 
-def open_store(spec: str | None, persist_to: Path, synchronous: str) -> Store:
+#: Connections of a node's store when it also places objects and D1 databases: their page
+#: writes and forwarded calls share the pool with workflow commits.
+PLACEMENT_POOL_SIZE = 10
+
+
+def open_store(
+    spec: str | None, persist_to: Path, synchronous: str, *, placement: bool = False
+) -> Store:
     """The store `spec` names (not opened yet)."""
     if is_postgres(spec):
         assert spec is not None
-        return PostgresStore(spec, lease_ms=lease_from_environment())
+        return PostgresStore(
+            spec,
+            lease_ms=lease_from_environment(),
+            **({"pool_size": PLACEMENT_POOL_SIZE} if placement else {}),
+        )
     return SqliteStore(persist_to / "celld.sqlite3", synchronous=synchronous)

@@ -157,6 +157,7 @@ class NodeMembership:
         #: Object calls and D1 queries (celld/objects/placement.py); answered concurrently
         self.routes: dict[str, Callable[[dict[str, Any]], Awaitable[Any]]] = {}
         self._answering: set[asyncio.Task[None]] = set()
+        self._early_replies: set[int] = set()  # answers notified before their wait began
         #: what the node obeys itself: its cells consult it (celld/store/lease.py)
         self.lease = Lease(margin_s=lease_ms * MARGIN_SHARE / 1000)
         self._renewal: asyncpg.Connection | None = None  # the renewal's own session
@@ -378,9 +379,14 @@ class NodeMembership:
         elif payload == f"inbox:{self.token}":
             self._inbox_wanted.set()
         elif payload.startswith(f"reply:{self.token}:"):
-            waiter = self._replies.get(int(payload.rsplit(":", 1)[1]))
+            seq = int(payload.rsplit(":", 1)[1])
+            waiter = self._replies.get(seq)
             if waiter is not None:
                 waiter.set()
+            else:  # answered before the sender began to wait: it looks here first
+                if len(self._early_replies) > 10_000:  # (senders that gave up long ago)
+                    self._early_replies.clear()
+                self._early_replies.add(seq)
 
     # -- forwarded operations: the owner's side ----------------------------------------------
 
@@ -452,13 +458,14 @@ class NodeMembership:
             reply = {"moved": True}
         except Exception as error:  # noqa: BLE001 - the sender raises it to its caller
             reply = {"error": str(error), "name": getattr(error, "js_name", "Error")}
-        async with self.pool.acquire() as connection, connection.transaction():
-            await connection.execute(
-                "UPDATE celld_inbox SET reply = $2 WHERE seq = $1",
-                seq,
-                orjson.dumps(reply).decode(),
-            )
-            await connection.execute("SELECT pg_notify($1, $2)", CHANNEL, f"reply:{sender}:{seq}")
+        await self.pool.execute(  # one statement: the answer and its wake-up commit together
+            "WITH answered AS (UPDATE celld_inbox SET reply = $2 WHERE seq = $1) "
+            "SELECT pg_notify($3, $4)",
+            seq,
+            orjson.dumps(reply).decode(),
+            CHANNEL,
+            f"reply:{sender}:{seq}",
+        )
 
     # -- forwarded operations: the sender's side ---------------------------------------------
 
@@ -466,20 +473,24 @@ class NodeMembership:
         """Send `message` to node `owner` and wait for its reply ({"ok"} or {"error"});
         raises OwnerGone (withdrawn, not done), Moved, OutcomeUnknown or StoreUnavailable."""
         try:
-            async with self.pool.acquire() as connection, connection.transaction():
-                seq = await connection.fetchval(
-                    "INSERT INTO celld_inbox (target, sender, body) VALUES ($1, $2, $3) "
-                    "RETURNING seq",
-                    owner,
-                    self.token,
-                    orjson.dumps(message).decode(),
-                )
-                await connection.execute("SELECT pg_notify($1, $2)", CHANNEL, f"inbox:{owner}")
+            seq = await self.pool.fetchval(  # one statement: the operation and its wake-up
+                "WITH sent AS (INSERT INTO celld_inbox (target, sender, body) "
+                "VALUES ($1, $2, $3) RETURNING seq) "
+                "SELECT seq FROM sent, pg_notify($4, $5)",
+                owner,
+                self.token,
+                orjson.dumps(message).decode(),
+                CHANNEL,
+                f"inbox:{owner}",
+            )
         except UNREACHABLE as error:
             raise StoreUnavailable(
                 f"could not hand the operation to node {owner}: {error}"
             ) from error
         waiter = self._replies[seq] = asyncio.Event()
+        if seq in self._early_replies:
+            self._early_replies.discard(seq)
+            waiter.set()
         try:
             return await self._await_reply(seq, owner, waiter)
         except UNREACHABLE as error:
@@ -500,19 +511,28 @@ class NodeMembership:
                 await asyncio.wait_for(waiter.wait(), 0.5)
             waiter.clear()
             try:
-                row = await self.pool.fetchrow(
-                    "SELECT taken, reply, EXISTS (SELECT 1 FROM celld_nodes WHERE token = $2) "
-                    "AS alive FROM celld_inbox WHERE seq = $1",
+                # The answer, taken in one statement if it is there.
+                answer = await self.pool.fetchval(
+                    "DELETE FROM celld_inbox WHERE seq = $1 AND reply IS NOT NULL RETURNING reply",
                     seq,
-                    owner,
                 )
+                row = None
+                if answer is None:
+                    row = await self.pool.fetchrow(
+                        "SELECT taken, reply, EXISTS (SELECT 1 FROM celld_nodes WHERE token = $2) "
+                        "AS alive FROM celld_inbox WHERE seq = $1",
+                        seq,
+                        owner,
+                    )
             except UNREACHABLE:
                 if loop.time() < deadline:
                     continue  # the database is away: the answer waits there for us
                 raise
-            if row is not None and row["reply"] is not None:
+            if answer is None and row is not None and row["reply"] is not None:
+                answer = row["reply"]  # (answered between the two reads)
                 await self.pool.execute("DELETE FROM celld_inbox WHERE seq = $1", seq)
-                reply: dict[str, Any] = orjson.loads(row["reply"])
+            if answer is not None:
+                reply: dict[str, Any] = orjson.loads(answer)
                 if reply.get("moved"):
                     raise Moved()
                 return reply

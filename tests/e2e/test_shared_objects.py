@@ -1,6 +1,9 @@
 """Durable Objects and D1 on several `celld run` nodes sharing one PostgreSQL: one owner per
 object at a time, calls from every node, and an owner SIGKILLed (or SIGSTOPped past its
-lease) while calls are in flight.
+lease) while calls are in flight. The kill test is the short form of the cluster harness:
+a project binding every storage kind and a Workflow (tests/projects/shared-storage) on
+three nodes, with object calls, D1 inserts, KV and R2 puts and workflow creations in
+flight when one node dies.
 
 Each object turn records its sequence number and the node that ran it in the object's own
 SQL storage (tests/projects/shared-storage): two live owners would show up as two
@@ -79,16 +82,20 @@ def test_objects_and_d1_from_every_node(tmp_path: Path, postgres_dsn: str) -> No
 def test_an_owner_killed_mid_call_loses_nothing_acknowledged(
     tmp_path: Path, postgres_dsn: str
 ) -> None:
-    """Four clients increment three objects and insert D1 rows through random nodes of three;
-    once 40 calls are acknowledged the node owning c0 is SIGKILLed, and the clients go on
-    through the others until 40 more are. Every acknowledged turn and row is then there,
-    read through every survivor, and no object ever had two owners."""
+    """Four clients increment three objects, insert D1 rows, put KV values and R2 objects
+    and create workflow instances through random nodes of three; once 40 calls are
+    acknowledged the node owning c0 is SIGKILLed, and the clients go on through the others
+    until 40 more are. Every acknowledged turn, row, value and object is then there, read
+    through every survivor, no object ever had two owners, and every acknowledged
+    instance completes (its KV write and object call done)."""
     nodes = _nodes(tmp_path, postgres_dsn, 3)
     by_name = {f"node{i}": node for i, node in enumerate(nodes)}
     urls = [node.url for node in nodes]
     dead: set[str] = set()
     turns: dict[str, list[dict[str, Any]]] = {name: [] for name in OBJECTS}
     rows: list[str] = []
+    puts: list[str] = []  # KV keys and R2 keys, each holding its own name
+    instances: list[str] = []
     lock = threading.Lock()
     forty = threading.Event()
     after_kill = threading.Event()
@@ -104,9 +111,14 @@ def test_an_owner_killed_mid_call_loses_nothing_acknowledged(
                 n += 1
                 url = rng.choice([u for u in urls if u not in dead])
                 obj = rng.choice(OBJECTS)
-                path = f"/do/{obj}/inc" if n % 2 else f"/d1/w{seed}-{n}"
+                kind = ("do", "d1", "do", "kv", "do", "r2", "do", "wf")[n % 8]
+                name = f"w{seed}-{n}"
+                path = f"/do/{obj}/inc" if kind == "do" else f"/{kind}/{name}"
                 try:
-                    response = http.post(url + path) if n % 2 else http.put(url + path)
+                    if kind in ("do", "wf"):
+                        response = http.post(url + path)
+                    else:
+                        response = http.put(url + path, content=name.encode())
                 except httpx.TransportError:
                     continue  # cut off by the kill: not acknowledged
                 if response.status_code != 200:
@@ -116,10 +128,14 @@ def test_an_owner_killed_mid_call_loses_nothing_acknowledged(
                         failures.append(f"{path} via {url}: {response.status_code} {response.text}")
                     continue
                 with lock:
-                    if n % 2:
+                    if kind == "do":
                         turns[obj].append(response.json())
+                    elif kind == "d1":
+                        rows.append(name)
+                    elif kind == "wf":
+                        instances.append(name)
                     else:
-                        rows.append(f"w{seed}-{n}")
+                        puts.append(path)
                     counts["all"] += 1
                     if counts["all"] >= 40:
                         forty.set()
@@ -153,6 +169,20 @@ def test_an_owner_killed_mid_call_loses_nothing_acknowledged(
             present = {r["k"] for r in node.get("/d1-list").json()}
             missing = set(rows) - present
             assert not missing, f"acknowledged D1 rows lost: {sorted(missing)[:5]}"
+            for path in puts:
+                got = node.get(path)
+                assert got.status_code == 200 and got.text == path.split("/")[-1], path
+        assert instances, "no workflow instance was created"
+        deadline = time.monotonic() + 120
+        for name in instances:
+            while True:
+                status = survivors[0].get(f"/wf/{name}").json()
+                if status["status"] == "complete" or time.monotonic() > deadline:
+                    break
+                time.sleep(0.2)
+            assert status["status"] == "complete", (name, status)
+            assert status["output"]["id"] == name
+            assert survivors[1].get(f"/kv/wf/{name}").text == name
     finally:
         stop.set()
         for thread in threads:

@@ -3,9 +3,26 @@
 // /kv-list?prefix=P, /r2-list?prefix=P: every key under a prefix (all pages).
 // /do/NAME/inc: the object NAME adds one turn (seq = last + 1) recording the node that ran
 //   it, and answers {seq, node}; /do/NAME/turns: every turn it recorded, in order.
+// /wf/ID: POST creates the Tally instance ID, GET answers its status.
 // /d1/KEY: PUT inserts KEY (with the node that received it) into the D1 table `items`;
 //   /d1-list: every row.
-import { DurableObject } from "cloudflare:workers";
+import { DurableObject, WorkflowEntrypoint } from "cloudflare:workers";
+
+// Writes to KV, then calls an object: every storage kind a step may reach on any node.
+export class Tally extends WorkflowEntrypoint {
+  async run(event, step) {
+    const id = event.payload.id;
+    await step.do("kv", async () => {
+      await this.env.KV.put(`wf/${id}`, id);
+      return id;
+    });
+    const turn = await step.do("object", async () => {
+      const stub = this.env.COUNTER.get(this.env.COUNTER.idFromName(`wf-${id}`));
+      return (await stub.inc()).seq;
+    });
+    return { id, turn };
+  }
+}
 
 export class Counter extends DurableObject {
   constructor(ctx, env) {
@@ -64,6 +81,14 @@ export default {
       const [, , name, what] = url.pathname.split("/");
       const stub = env.COUNTER.get(env.COUNTER.idFromName(name));
       return json(what === "inc" ? await stub.inc() : await stub.turns());
+    }
+    if (url.pathname.startsWith("/wf/")) {
+      const id = url.pathname.slice(4);
+      if (request.method === "POST") {
+        await env.TALLY.create({ id, params: { id } });
+        return json({ id });
+      }
+      return json(await (await env.TALLY.get(id)).status());
     }
     if (url.pathname.startsWith("/d1/")) {
       const key = decodeURIComponent(url.pathname.slice(4));
