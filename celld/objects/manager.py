@@ -18,7 +18,8 @@ fires it again after a restart: at least once.
 On a store shared by several nodes (``placement``, celld/objects/placement.py) each object
 is owned by one node at a time: a call for an object another node owns is forwarded to it,
 each turn's commit reaches PostgreSQL before the turn ends, and the object's isolate obeys
-the node's lease (its fence). Alarms are not available there yet (setAlarm() says so).
+the node's lease (its fence). Alarms are columns of the object's row there
+(celld/objects/pgalarms.py): an alarm whose node died fires on the node that claims it.
 """
 
 from __future__ import annotations
@@ -40,12 +41,14 @@ from celld.isolate.program import Program
 from celld.isolate.threads import JsThreadPool
 from celld.isolate.websockets import End, Event, SocketHub
 from celld.objects.ids import ObjectRef, check_id
-from celld.objects.index import ObjectIndex
+from celld.objects.index import Alarm, ObjectIndex
 from celld.objects.live import LiveObject
 from celld.objects.migrations import class_folder
-from celld.objects.placement import Claim, Placement, SharedFile
+from celld.objects.pgalarms import PgAlarms
+from celld.objects.placement import Claim, NotOwner, Placement, SharedFile
 from celld.objects.storage import ObjectStorage, StorageError
 from celld.project.objects import DurableObjectsConfig
+from celld.store.base import StoreUnavailable
 
 log = logging.getLogger("celld.objects")
 
@@ -95,6 +98,10 @@ class ObjectManager:
         #: Host operations object isolates get (the service fills them in at start).
         self.ops: Mapping[str, OpHandler] = {}
         self.index = ObjectIndex(state / "objects" / "index.sqlite3", synchronous=synchronous)
+        #: where alarms live: the index, or the shared store's object rows
+        self.alarm_rows: ObjectIndex | PgAlarms = (
+            PgAlarms(placement, sorted(self.classes)) if placement is not None else self.index
+        )
         self.live: dict[ObjectRef, LiveObject] = {}
         self._starting: dict[ObjectRef, asyncio.Future[LiveObject]] = {}
         self.alarms = AlarmQueue(clock, self._fire_alarm)
@@ -103,6 +110,8 @@ class ObjectManager:
         self.activations = 0
         self.evictions = 0
         self.alarm_runs = 0
+        #: objects whose alarm() runs now (not armed again meanwhile)
+        self._alarm_running: set[ObjectRef] = set()
         #: WebSockets: hibernatable ones wake their object (`_socket_event`)
         self.sockets = sockets
         self._socket_queues: dict[ObjectRef, list[tuple[End, Event]]] = {}
@@ -121,8 +130,10 @@ class ObjectManager:
             self.placement.start()
             self.placement.lease.on_epoch(self._rejoined)
             self.placement.nodes.route("do", self.op_do)
-        for alarm in await asyncio.to_thread(self.index.alarms):
-            self.alarms.schedule(alarm.ref, alarm.at)
+            self.placement.nodes.tickers.append(self._claim_alarms)
+        if self.placement is None:
+            for alarm in await asyncio.to_thread(self.index.alarms):
+                self.alarms.schedule(alarm.ref, alarm.at)
         self.alarms.start()
 
     async def stop(self) -> None:
@@ -172,6 +183,21 @@ class ObjectManager:
         if message.get("forwarded"):  # the sender found this node the owner: no onward hop
             return await here(await self.placement.claim_here(key))
         return await self.placement.place(key, here, {**message, "to": "do"})  # type: ignore[no-any-return]
+
+    async def _claim_alarms(self) -> None:
+        """Each maintenance tick: objects with an alarm whose node died are taken over here,
+        and their alarms armed."""
+        assert isinstance(self.alarm_rows, PgAlarms)
+        claimed = await self.alarm_rows.claim_orphans()
+        for alarm in claimed:
+            self._arm(alarm)
+        if claimed:
+            log.warning("took over %d Durable Objects with alarms from a dead node", len(claimed))
+
+    def _arm(self, alarm: Alarm) -> None:
+        """Arm an alarm read from the shared store (unless it is the one running now)."""
+        if alarm.ref not in self._alarm_running and alarm.ref.cls in self.classes:
+            self.alarms.schedule(alarm.ref, alarm.at)
 
     def _rejoined(self, old: int, new: int) -> None:
         """The node was taken over and joined again under a new token: another node may own
@@ -224,6 +250,10 @@ class ObjectManager:
             fence = self.placement.fence()
             shared = SharedFile(self.placement, (ref.cls, ref.id), path)
             await shared.prepare(claim)
+            # Its alarm fires here now (it may have been set on the node that owned it).
+            alarm = await asyncio.to_thread(self.alarm_rows.get_alarm, ref)
+            if alarm is not None:
+                self._arm(alarm)
         storage = ObjectStorage(
             path,
             sqlite=self.classes[ref.cls],
@@ -337,17 +367,15 @@ class ObjectManager:
 
     def _alarm_op(self, ref: ObjectRef, op: str, message: dict[str, Any]) -> Any:
         """``alarm.get|set|delete`` from the object's JS thread (synchronous)."""
+        try:
+            return self._alarm_call(ref, op, message)
+        except StoreUnavailable as error:
+            raise StorageError(f"{op.replace('alarm.', '')}Alarm(): {error}") from None
+
+    def _alarm_call(self, ref: ObjectRef, op: str, message: dict[str, Any]) -> Any:
         obj = self.live.get(ref)
-        if self.placement is not None:
-            if op == "alarm.get":
-                return None
-            raise StorageError(
-                "celld: Durable Object alarms are not available yet with a store shared by "
-                "several nodes (--store postgresql://...); run on the default SQLite store to "
-                "use setAlarm()/deleteAlarm()"
-            )
         if op == "alarm.get":
-            alarm = self.index.get_alarm(ref)
+            alarm = self.alarm_rows.get_alarm(ref)
             if alarm is None or (obj is not None and obj.running_alarm == alarm.at):
                 return None
             return alarm.at
@@ -358,11 +386,11 @@ class ObjectManager:
                     "setAlarm() takes a Date or a number of milliseconds", "TypeError"
                 )
             at = int(at)
-            self.index.set_alarm(ref, obj.name if obj else None, at)
+            self.alarm_rows.set_alarm(ref, obj.name if obj else None, at)
             self._schedule_threadsafe(ref, at)
             return None
         if op == "alarm.delete":
-            self.index.delete_alarm(ref)
+            self.alarm_rows.delete_alarm(ref)
             self._schedule_threadsafe(ref, None)
             return None
         raise StorageError(f"celld: no alarm operation {op!r}")
@@ -378,14 +406,15 @@ class ObjectManager:
         self.tasks.spawn(self._run_alarm(ref, when), f"the alarm of {ref}")
 
     async def _run_alarm(self, ref: ObjectRef, when: int) -> None:
-        alarm = await asyncio.to_thread(self.index.get_alarm, ref)
+        alarm = await asyncio.to_thread(self.alarm_rows.get_alarm, ref)
         if alarm is None or alarm.at != when:
             return  # deleted or moved since it was scheduled
         if ref.cls not in self.classes:
-            await asyncio.to_thread(self.index.delete_alarm, ref, when)
+            await asyncio.to_thread(self.alarm_rows.delete_alarm, ref, when)
             return
         ok = False
         obj: LiveObject | None = None
+        self._alarm_running.add(ref)
         try:
             obj = await self.activate(ref, alarm.name)
             obj.running_alarm = when
@@ -397,23 +426,26 @@ class ObjectManager:
             if ok:
                 # Deleted while getAlarm() still reads null for it: no call in between
                 # sees the alarm that has just run.
-                await asyncio.to_thread(self.index.delete_alarm, ref, when)
+                await asyncio.to_thread(self.alarm_rows.delete_alarm, ref, when)
                 return
             log.warning("alarm() of Durable Object %s threw; it will be retried", ref)
-        except HostError as error:
+        except NotOwner:
+            return  # another node took the object (and its alarm) over
+        except (HostError, StoreUnavailable) as error:
             log.warning("alarm() of Durable Object %s failed: %s", ref, error)
         finally:
+            self._alarm_running.discard(ref)
             if obj is not None:
                 obj.running_alarm = None
         retries = alarm.retries + 1
         if retries > ALARM_RETRIES:
             log.error("alarm() of Durable Object %s failed %d times; giving up", ref, retries)
-            await asyncio.to_thread(self.index.delete_alarm, ref, when)
+            await asyncio.to_thread(self.alarm_rows.delete_alarm, ref, when)
             return
         at = self.clock.now() + ALARM_FIRST_BACKOFF_MS * 2 ** (retries - 1)
-        current = await asyncio.to_thread(self.index.get_alarm, ref)
+        current = await asyncio.to_thread(self.alarm_rows.get_alarm, ref)
         if current is not None and current.at == when:  # not moved by the handler
-            await asyncio.to_thread(self.index.set_alarm, ref, alarm.name, at, retries)
+            await asyncio.to_thread(self.alarm_rows.set_alarm, ref, alarm.name, at, retries)
             self.alarms.schedule(ref, at)
 
     # -- figures ---------------------------------------------------------------------

@@ -29,7 +29,7 @@ import asyncio
 import logging
 import sqlite3
 import threading
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Coroutine
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
@@ -215,16 +215,22 @@ class Placement:
     def ship_blocking(self, key: Key, token: int, version: int, changes: Changes) -> int:
         """`ship` from a thread other than the event loop's (an object's JS thread, whose
         turn must not end before its pages are written)."""
+        return self.blocking(self.ship(key, token, version, changes))
+
+    def blocking(self, work: Coroutine[Any, Any, T]) -> T:
+        """Run `work` on the event loop from another thread and wait for it."""
         loop = self.loop
         if loop is None:
+            work.close()
             raise StoreUnavailable("object placement is not started")
         try:
             running: asyncio.AbstractEventLoop | None = asyncio.get_running_loop()
         except RuntimeError:
             running = None  # (the usual case: a thread with no loop of its own)
         if running is loop:
-            raise RuntimeError("ship_blocking would wait on its own event loop")
-        future = asyncio.run_coroutine_threadsafe(self.ship(key, token, version, changes), loop)
+            work.close()
+            raise RuntimeError("a blocking store call would wait on its own event loop")
+        future = asyncio.run_coroutine_threadsafe(work, loop)
         return future.result(SHIP_TIMEOUT_S)
 
     # -- calls from any node ------------------------------------------------------------------

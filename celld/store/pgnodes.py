@@ -158,6 +158,8 @@ class NodeMembership:
         self.routes: dict[str, Callable[[dict[str, Any]], Awaitable[Any]]] = {}
         self._answering: set[asyncio.Task[None]] = set()
         self._early_replies: set[int] = set()  # answers notified before their wait began
+        #: run on each maintenance tick after reaping (objects' alarms are claimed there)
+        self.tickers: list[Callable[[], Awaitable[None]]] = []
         #: what the node obeys itself: its cells consult it (celld/store/lease.py)
         self.lease = Lease(margin_s=lease_ms * MARGIN_SHARE / 1000)
         self._renewal: asyncpg.Connection | None = None  # the renewal's own session
@@ -327,6 +329,8 @@ class NodeMembership:
         await self._reap()
         if self.events is not None:
             await self.claim_orphans()
+        for ticker in self.tickers:
+            await ticker()
         if self._inbox_task is not None:
             self._inbox_wanted.set()
 

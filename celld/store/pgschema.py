@@ -221,9 +221,14 @@ CREATE TABLE do_objects (
     version BIGINT NOT NULL DEFAULT 0,
     page_size INTEGER NOT NULL DEFAULT 0,
     page_count INTEGER NOT NULL DEFAULT 0,
+    -- the object's alarm (ms since the epoch), its retries so far and the object's name
+    alarm_at BIGINT,
+    alarm_retries INTEGER NOT NULL DEFAULT 0,
+    alarm_name TEXT,
     PRIMARY KEY (namespace, object)
 );
 CREATE INDEX do_objects_by_owner ON do_objects (owner);
+CREATE INDEX do_objects_alarms ON do_objects (alarm_at) WHERE alarm_at IS NOT NULL;
 CREATE TABLE do_pages (
     namespace TEXT NOT NULL,
     object TEXT NOT NULL,

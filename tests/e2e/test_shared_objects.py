@@ -241,3 +241,32 @@ def test_an_owner_stopped_past_its_lease_sends_nothing_late(
             os.killpg(old.process.pid, signal.SIGCONT)
         for node in nodes:
             node.stop()
+
+
+def _wait_for_alarm(node: CelldServer, name: str, count: int) -> list[dict[str, Any]]:
+    deadline = time.monotonic() + 90
+    while True:
+        turns = node.get(f"/do/{name}/turns").json()
+        if sum(t["kind"] == "alarm" for t in turns) >= count or time.monotonic() > deadline:
+            return list(turns)
+        time.sleep(0.2)
+
+
+def test_an_alarm_fires_on_the_node_that_takes_its_object_over(
+    tmp_path: Path, postgres_dsn: str
+) -> None:
+    """An alarm set on a shared store fires on the object's owner; when the owner is
+    SIGKILLed before its next alarm is due, a live node claims the object and fires it."""
+    nodes = _nodes(tmp_path, postgres_dsn, 2)
+    first, second = nodes
+    try:
+        assert first.post("/do/al/arm", params={"ms": 200}).json()["node"] == "node0"
+        turns = _wait_for_alarm(second, "al", 1)
+        assert [(t["kind"], t["node"]) for t in turns] == [("arm", "node0"), ("alarm", "node0")]
+        assert first.post("/do/al/arm", params={"ms": 1500}).json()["seq"] == 3
+        first.kill()
+        turns = _wait_for_alarm(second, "al", 2)
+        assert [(t["kind"], t["node"]) for t in turns][2:] == [("arm", "node0"), ("alarm", "node1")]
+    finally:
+        for node in nodes:
+            node.stop()

@@ -3,6 +3,7 @@
 // /kv-list?prefix=P, /r2-list?prefix=P: every key under a prefix (all pages).
 // /do/NAME/inc: the object NAME adds one turn (seq = last + 1) recording the node that ran
 //   it, and answers {seq, node}; /do/NAME/turns: every turn it recorded, in order.
+// /do/NAME/arm?ms=N: sets its alarm N ms ahead (its alarm() records an "alarm" turn).
 // /wf/ID: POST creates the Tally instance ID, GET answers its status.
 // /d1/KEY: PUT inserts KEY (with the node that received it) into the D1 table `items`;
 //   /d1-list: every row.
@@ -27,17 +28,28 @@ export class Tally extends WorkflowEntrypoint {
 export class Counter extends DurableObject {
   constructor(ctx, env) {
     super(ctx, env);
-    ctx.storage.sql.exec("CREATE TABLE IF NOT EXISTS turns (seq INTEGER PRIMARY KEY, node TEXT NOT NULL)");
+    ctx.storage.sql.exec(
+      "CREATE TABLE IF NOT EXISTS turns (seq INTEGER PRIMARY KEY, node TEXT NOT NULL, kind TEXT NOT NULL)",
+    );
   }
 
-  inc() {
+  inc(kind = "inc") {
     const last = this.ctx.storage.sql.exec("SELECT coalesce(max(seq), 0) AS n FROM turns").one().n;
-    this.ctx.storage.sql.exec("INSERT INTO turns (seq, node) VALUES (?, ?)", last + 1, this.env.NODE);
+    this.ctx.storage.sql.exec("INSERT INTO turns (seq, node, kind) VALUES (?, ?, ?)", last + 1, this.env.NODE, kind);
     return { seq: last + 1, node: this.env.NODE };
   }
 
+  async arm(ms) {
+    await this.ctx.storage.setAlarm(Date.now() + ms);
+    return this.inc("arm");
+  }
+
+  async alarm() {
+    this.inc("alarm");
+  }
+
   turns() {
-    return this.ctx.storage.sql.exec("SELECT seq, node FROM turns ORDER BY seq").toArray();
+    return this.ctx.storage.sql.exec("SELECT seq, node, kind FROM turns ORDER BY seq").toArray();
   }
 }
 
@@ -80,6 +92,7 @@ export default {
     if (url.pathname.startsWith("/do/")) {
       const [, , name, what] = url.pathname.split("/");
       const stub = env.COUNTER.get(env.COUNTER.idFromName(name));
+      if (what === "arm") return json(await stub.arm(Number(url.searchParams.get("ms"))));
       return json(what === "inc" ? await stub.inc() : await stub.turns());
     }
     if (url.pathname.startsWith("/wf/")) {
