@@ -17,15 +17,11 @@ machine with fsync on (tests/pgcluster.py, durable).
 
 from __future__ import annotations
 
-import argparse
-import concurrent.futures
 import os
-import platform
-import shutil
 import sys
-import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
 import httpx
 
@@ -33,12 +29,10 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent))
 sys.path.insert(0, str(HERE))
 
-from shared_storage import pgcluster_create  # noqa: E402
+from shared_storage import bench_main, in_parallel  # noqa: E402
 
-from tests import pgcluster  # noqa: E402
 from tests.celld_server import CelldServer  # noqa: E402
 
-PROJECT = HERE.parent / "tests" / "projects" / "shared-storage"
 TICKS = os.sysconf("SC_CLK_TCK")
 
 
@@ -88,101 +82,50 @@ def load(urls: list[str], clients: int, seconds: float, kind: str, shift: int = 
                 done += 1
         return done
 
-    with concurrent.futures.ThreadPoolExecutor(clients) as pool:
-        return sum(pool.map(client, range(clients)))
+    return in_parallel(clients, client)
 
 
-def run_config(
-    store: str | None,
-    nodes: int,
-    folder: Path,
-    clients: int,
-    seconds: float,
-    cluster: Path | None = None,
-) -> dict:
-    servers = []
-    folder.mkdir(parents=True, exist_ok=True)
-    try:
-        for index in range(nodes):
-            args = ("--store", store, "--var", f"NODE:n{index}") if store else ()
-            servers.append(CelldServer(PROJECT, folder / f"node{index}", args=args).start())
-        urls = [s.url for s in servers]
-        load(urls, clients, 1.0, "do")  # warm up; places each client's objects on its node
-        celld = [s.process.pid for s in servers if s.process is not None]
-        database = cluster_pids(cluster)
-        before = cpu_seconds(celld), cpu_seconds(database)
-        calls = load(urls, clients, seconds, "do")
-        after = cpu_seconds(celld), cpu_seconds(database)
-        result = {
-            "do": calls / seconds,
-            # CPU ms per object call: the nodes' processes, and the database's
-            "celld_ms": (after[0] - before[0]) * 1000 / calls,
-            "pg_ms": (after[1] - before[1]) * 1000 / calls,
-        }
-        if nodes > 1:
-            result["forwarded"] = load(urls, clients, seconds, "do", shift=1) / seconds
-        load(urls, clients, 1.0, "d1")
-        result["d1"] = load(urls, clients, seconds, "d1", shift=2) / seconds
-        return result
-    finally:
-        for server in servers:
-            server.stop()
+def measure(servers: list[CelldServer], clients: int, seconds: float, cluster: Any) -> dict:
+    urls = [s.url for s in servers]
+    load(urls, clients, 1.0, "do")  # warm up; places each client's objects on its node
+    celld = [s.process.pid for s in servers if s.process is not None]
+    database = cluster_pids(cluster)
+    before = cpu_seconds(celld), cpu_seconds(database)
+    calls = load(urls, clients, seconds, "do")
+    after = cpu_seconds(celld), cpu_seconds(database)
+    result = {
+        "do": calls / seconds,
+        # CPU ms per object call: the nodes' processes, and the database's
+        "celld_ms": (after[0] - before[0]) * 1000 / calls,
+        "pg_ms": (after[1] - before[1]) * 1000 / calls,
+    }
+    if len(servers) > 1:
+        result["forwarded"] = load(urls, clients, seconds, "do", shift=1) / seconds
+    load(urls, clients, 1.0, "d1")
+    result["d1"] = load(urls, clients, seconds, "d1", shift=2) / seconds
+    return result
+
+
+def _row(name: str, r: dict) -> str:
+    forwarded = f"{r['forwarded']:.0f}" if "forwarded" in r else "-"
+    return (
+        f"| {name} | {r['do']:.0f} | {r['celld_ms']:.1f} + {r['pg_ms']:.1f} | {forwarded} "
+        f"| {r['d1']:.0f} |"
+    )
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--clients", type=int, default=8)
-    parser.add_argument("--seconds", type=float, default=10.0)
-    parser.add_argument("--out", type=Path)
-    args = parser.parse_args()
-    before = os.getloadavg()[0]
-    rows = []
-    root = Path(tempfile.mkdtemp(prefix="celld-bench-objects-"))
-    try:
-        rows.append(("sqlite, 1 node", run_config(None, 1, root / "sqlite", args.clients,
-                                                  args.seconds)))  # fmt: skip
-        print(rows[-1], flush=True)
-        folder = pgcluster.new_folder()
-        dsn = pgcluster.start(folder, durable=True)
-        try:
-            for nodes in (1, 2):
-                database = f"objects{nodes}"
-                pgcluster_create(dsn, database)
-                rows.append((
-                    f"postgresql, {nodes} node{'s' if nodes > 1 else ''}",
-                    run_config(dsn.rsplit("/", 1)[0] + "/" + database, nodes,
-                               root / f"pg{nodes}", args.clients, args.seconds, folder),
-                ))  # fmt: skip
-                print(rows[-1], flush=True)
-        finally:
-            pgcluster.stop(folder)
-            shutil.rmtree(folder, ignore_errors=True)
-    finally:
-        shutil.rmtree(root, ignore_errors=True)
-    after = os.getloadavg()[0]
-    lines = [
-        f"Load average before: {before:.1f}, after: {after:.1f} (the machine is shared). "
-        f"{args.clients} concurrent clients, {args.seconds:.0f} s per figure, on "
-        f"{platform.node()} ({platform.machine()}, {os.cpu_count()} cores)",
-        "",
-        "| store | object RPCs/s (caller's node owns) | CPU ms per call: nodes + database "
-        "| object RPCs/s (forwarded) | D1 inserts/s (one database) |",
-        "|---|---|---|---|---|",
-        *(
-            f"| {name} | {r['do']:.0f} | {r['celld_ms']:.1f} + {r['pg_ms']:.1f} "
-            f"| {r['forwarded']:.0f} | {r['d1']:.0f} |"
-            if "forwarded" in r
-            else f"| {name} | {r['do']:.0f} | {r['celld_ms']:.1f} + {r['pg_ms']:.1f} | - "
-            f"| {r['d1']:.0f} |"
-            for name, r in rows
-        ),
-        "",
-    ]
-    text = "\n".join(lines)
-    print(text)
-    if args.out:
-        with args.out.open("a") as handle:
-            handle.write("\n" + text)
+    bench_main(
+        __doc__,
+        measure,
+        "objects",
+        [
+            "| store | object RPCs/s (caller's node owns) | CPU ms per call: nodes + database "
+            "| object RPCs/s (forwarded) | D1 inserts/s (one database) |",
+            "|---|---|---|---|---|",
+        ],
+        _row,
+    )
 
 
 if __name__ == "__main__":

@@ -23,7 +23,9 @@ import shutil
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import httpx
 
@@ -58,66 +60,76 @@ def load(urls: list[str], clients: int, seconds: float, kind: str) -> int:
                 done += 1
         return done
 
+    return in_parallel(clients, client)
+
+
+def in_parallel(clients: int, client: Callable[[int], int]) -> int:
+    """Run client(0..clients-1) at once; the sum of what they counted."""
     with concurrent.futures.ThreadPoolExecutor(clients) as pool:
         return sum(pool.map(client, range(clients)))
 
 
-def run_config(store: str | None, nodes: int, folder: Path, clients: int, seconds: float) -> dict:
-    servers = []
+def start_nodes(store: str | None, nodes: int, folder: Path) -> list[CelldServer]:
+    """`nodes` celld servers of the shared-storage project (node i with NODE=n<i>)."""
     folder.mkdir(parents=True, exist_ok=True)
+    servers: list[CelldServer] = []
     try:
         for index in range(nodes):
-            args = ("--store", store) if store else ()
+            args = ("--store", store, "--var", f"NODE:n{index}") if store else ()
             servers.append(CelldServer(PROJECT, folder / f"node{index}", args=args).start())
-        urls = [s.url for s in servers]
-        load(urls, clients, 1.0, "kv")  # warm up isolates and connections
-        kv = load(urls, clients, seconds, "kv")
-        r2 = load(urls, clients, seconds, "r2")
-        return {"kv": kv / seconds, "r2": r2 * R2_BYTES / seconds / 1e6}
-    finally:
+    except BaseException:
         for server in servers:
             server.stop()
+        raise
+    return servers
+
+
+def measure(servers: list[CelldServer], clients: int, seconds: float, cluster: Any) -> dict:
+    urls = [s.url for s in servers]
+    load(urls, clients, 1.0, "kv")  # warm up isolates and connections
+    kv = load(urls, clients, seconds, "kv")
+    r2 = load(urls, clients, seconds, "r2")
+    return {"kv": kv / seconds, "r2": r2 * R2_BYTES / seconds / 1e6}
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    bench_main(
+        __doc__,
+        measure,
+        "bench",
+        [
+            "| store | KV writes/s (100 B) | R2 put MB/s (4 MB streamed bodies) |",
+            "|---|---|---|",
+        ],
+        lambda name, r: f"| {name} | {r['kv']:.0f} | {r['r2']:.1f} |",
+    )
+
+
+def bench_main(
+    doc: str,
+    run: Callable[..., dict],  # measure(servers, clients, seconds, cluster)
+    name: str,
+    table: list[str],
+    row: Callable[[str, dict], str],
+) -> None:
+    """Parse --clients/--seconds/--out, run `run` on every store (`run_stores`), print the
+    table (`table` head lines, then `row(label, figures)` each) with the load average, and
+    append it to --out."""
+    parser = argparse.ArgumentParser(description=doc.split("\n")[0])
     parser.add_argument("--clients", type=int, default=8)
     parser.add_argument("--seconds", type=float, default=10.0)
     parser.add_argument("--out", type=Path)
     args = parser.parse_args()
     before = os.getloadavg()[0]
-    rows = []
-    root = Path(tempfile.mkdtemp(prefix="celld-bench-shared-"))
-    try:
-        rows.append(("sqlite, 1 node", run_config(None, 1, root / "sqlite", args.clients,
-                                                  args.seconds)))  # fmt: skip
-        print(rows[-1], flush=True)
-        folder = pgcluster.new_folder()  # (its owner may not be this user: see pgcluster)
-        dsn = pgcluster.start(folder, durable=True)
-        try:
-            for nodes in (1, 2):
-                database = f"bench{nodes}"
-                pgcluster_create(dsn, database)
-                rows.append((
-                    f"postgresql, {nodes} node{'s' if nodes > 1 else ''}",
-                    run_config(dsn.rsplit("/", 1)[0] + "/" + database, nodes,
-                               root / f"pg{nodes}", args.clients, args.seconds),
-                ))  # fmt: skip
-                print(rows[-1], flush=True)
-        finally:
-            pgcluster.stop(folder)
-            shutil.rmtree(folder, ignore_errors=True)
-    finally:
-        shutil.rmtree(root, ignore_errors=True)
+    rows = run_stores(run, name, args.clients, args.seconds)
     after = os.getloadavg()[0]
     lines = [
         f"Load average before: {before:.1f}, after: {after:.1f} (the machine is shared). "
         f"{args.clients} concurrent clients, {args.seconds:.0f} s per figure, on "
         f"{platform.node()} ({platform.machine()}, {os.cpu_count()} cores)",
         "",
-        "| store | KV writes/s (100 B) | R2 put MB/s (4 MB streamed bodies) |",
-        "|---|---|---|",
-        *(f"| {name} | {r['kv']:.0f} | {r['r2']:.1f} |" for name, r in rows),
+        *table,
+        *(row(label, figures) for label, figures in rows),
         "",
     ]
     text = "\n".join(lines)
@@ -125,6 +137,46 @@ def main() -> None:
     if args.out:
         with args.out.open("a") as handle:
             handle.write("\n" + text)
+
+
+def _on_nodes(
+    run: Callable[..., dict], store: str | None, nodes: int, folder: Path, *figures: Any
+) -> dict:
+    servers = start_nodes(store, nodes, folder)
+    try:
+        return run(servers, *figures)
+    finally:
+        for server in servers:
+            server.stop()
+
+
+def run_stores(run: Callable[..., dict], name: str, clients: int, seconds: float) -> list:
+    """`run(servers, clients, seconds, cluster folder or None)` on SQLite (one node), then
+    on one and two nodes of a throwaway durable PostgreSQL cluster: [(label, figures)]."""
+    rows = []
+    root = Path(tempfile.mkdtemp(prefix=f"celld-{name}-"))
+    try:
+        rows.append(("sqlite, 1 node",
+                     _on_nodes(run, None, 1, root / "sqlite", clients, seconds, None)))  # fmt: skip
+        print(rows[-1], flush=True)
+        folder = pgcluster.new_folder()  # (its owner may not be this user: see pgcluster)
+        dsn = pgcluster.start(folder, durable=True)
+        try:
+            for nodes in (1, 2):
+                database = f"{name}{nodes}"
+                pgcluster_create(dsn, database)
+                rows.append((
+                    f"postgresql, {nodes} node{'s' if nodes > 1 else ''}",
+                    _on_nodes(run, dsn.rsplit("/", 1)[0] + "/" + database, nodes,
+                              root / f"pg{nodes}", clients, seconds, folder),
+                ))  # fmt: skip
+                print(rows[-1], flush=True)
+        finally:
+            pgcluster.stop(folder)
+            shutil.rmtree(folder, ignore_errors=True)
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
+    return rows
 
 
 def pgcluster_create(dsn: str, database: str) -> None:

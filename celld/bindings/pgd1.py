@@ -60,9 +60,12 @@ class SharedD1Database:
         async def here(claim: Claim) -> Any:
             return await self._here(claim, message)
 
-        if message.get("forwarded"):
-            return await here(await self.placement.claim_here(self.key))
-        return await self.placement.place(self.key, here, {**message, "to": "d1"})
+        try:
+            if message.get("forwarded"):
+                return await here(await self.placement.claim_here(self.key))
+            return await self.placement.place(self.key, here, {**message, "to": "d1"})
+        except StoreUnavailable as error:  # (its file could not be rebuilt from the store)
+            raise HostError(f"D1_ERROR: the shared store is unavailable: {error}") from None
 
     async def _here(self, claim: Claim | None, message: dict[str, Any]) -> Any:
         async with self._lock:

@@ -180,9 +180,12 @@ class ObjectManager:
             return await self._call(await self.activate(ref, name, claim), call)
 
         key = (ref.cls, ref.id)
-        if message.get("forwarded"):  # the sender found this node the owner: no onward hop
-            return await here(await self.placement.claim_here(key))
-        return await self.placement.place(key, here, {**message, "to": "do"})  # type: ignore[no-any-return]
+        try:
+            if message.get("forwarded"):  # the sender found this node the owner: no onward hop
+                return await here(await self.placement.claim_here(key))
+            return await self.placement.place(key, here, {**message, "to": "do"})  # type: ignore[no-any-return]
+        except StoreUnavailable as error:  # (its file could not be rebuilt from the store)
+            raise HostError(f"Durable Object {ref.cls}/{ref.id}: {error}") from None
 
     async def _claim_alarms(self) -> None:
         """Each maintenance tick: objects with an alarm whose node died are taken over here,

@@ -235,9 +235,18 @@ class Placement:
 
     # -- calls from any node ------------------------------------------------------------------
 
+    async def _claim_for_call(self, key: Key) -> Claim:
+        """`claim`, with the store's failure as the caller's error."""
+        try:
+            return await self.claim(key)
+        except StoreUnavailable as error:
+            raise HostError(
+                f"{key[0]}/{key[1]}: the shared store is unavailable: {error}"
+            ) from None
+
     async def claim_here(self, key: Key) -> Claim:
         """For a call forwarded to this node: claim `key`, NotOwner if another node has it."""
-        claim = await self.claim(key)
+        claim = await self._claim_for_call(key)
         if claim.owner != self.token:
             raise NotOwner(key, claim.owner)
         return claim
@@ -251,11 +260,21 @@ class Placement:
         """Run `local(claim)` if this node owns `key` (claiming it if it is free), or have its
         owner run `message` (celld_inbox) and return the owner's answer."""
         for _ in range(PLACEMENT_TRIES):
-            claim = await self.claim(key)
+            claim = await self._claim_for_call(key)
             if claim.owner == self.token:
                 return await local(claim)
             try:
                 reply = await self.nodes.forward(claim.owner, {**message, "forwarded": True})
+            except TypeError as error:  # a value the database's JSON cannot carry
+                raise HostError(
+                    f"celld: this call to {key[0]}/{key[1]} cannot be forwarded to node "
+                    f"{claim.owner}, which owns it: {error}",
+                    "TypeError",
+                ) from None
+            except StoreUnavailable as error:
+                raise HostError(
+                    f"{key[0]}/{key[1]}: could not reach node {claim.owner}: {error}"
+                ) from None
             except NotDone:
                 continue  # the owner died before taking it, or moved it: place it again
             except OutcomeUnknown as error:

@@ -42,6 +42,11 @@ def _nodes(tmp_path: Path, dsn: str, count: int) -> list[CelldServer]:
     return nodes
 
 
+def _chunks(data: bytes, size: int = 64 * 1024):  # type: ignore[no-untyped-def]
+    for start in range(0, len(data), size):
+        yield data[start : start + size]
+
+
 def _check_turns(turns: list[dict[str, Any]], acknowledged: list[dict[str, Any]]) -> None:
     """Numbered 1..n without a gap; every acknowledged turn there with the node that
     answered it, no number acknowledged twice; each node's turns one unbroken run."""
@@ -94,7 +99,7 @@ def test_an_owner_killed_mid_call_loses_nothing_acknowledged(
     dead: set[str] = set()
     turns: dict[str, list[dict[str, Any]]] = {name: [] for name in OBJECTS}
     rows: list[str] = []
-    puts: list[str] = []  # KV keys and R2 keys, each holding its own name
+    puts: dict[str, bytes] = {}  # KV and R2 paths and what was put there
     instances: list[str] = []
     lock = threading.Lock()
     forty = threading.Event()
@@ -102,6 +107,21 @@ def test_an_owner_killed_mid_call_loses_nothing_acknowledged(
     stop = threading.Event()
     counts = {"all": 0, "after": 0}
     failures: list[str] = []
+    kinds = ("do", "d1", "do", "kv", "do", "r2", "do", "wf")
+
+    def call(http: httpx.Client, url: str, kind: str, name: str, rng: random.Random) -> Any:
+        """One call; what to record once it is acknowledged."""
+        if kind == "do":
+            obj = rng.choice(OBJECTS)
+            return http.post(f"{url}/do/{obj}/inc"), lambda r: turns[obj].append(r.json())
+        if kind == "wf":
+            return http.post(f"{url}/wf/{name}"), lambda r: instances.append(name)
+        if kind == "d1":
+            return http.put(f"{url}/d1/{name}"), lambda r: rows.append(name)
+        body = name.encode() if kind == "kv" else rng.randbytes(rng.choice([1_000, 300_000]))
+        content = body if kind == "kv" else _chunks(body)  # R2: streamed in
+        response = http.put(f"{url}/{kind}/{name}", content=content)
+        return response, lambda r: puts.__setitem__(f"/{kind}/{name}", body)
 
     def client(seed: int) -> None:
         rng = random.Random(seed)
@@ -110,39 +130,24 @@ def test_an_owner_killed_mid_call_loses_nothing_acknowledged(
             while not stop.is_set():
                 n += 1
                 url = rng.choice([u for u in urls if u not in dead])
-                obj = rng.choice(OBJECTS)
-                kind = ("do", "d1", "do", "kv", "do", "r2", "do", "wf")[n % 8]
-                name = f"w{seed}-{n}"
-                path = f"/do/{obj}/inc" if kind == "do" else f"/{kind}/{name}"
                 try:
-                    if kind in ("do", "wf"):
-                        response = http.post(url + path)
-                    else:
-                        response = http.put(url + path, content=name.encode())
+                    response, record = call(http, url, kinds[n % 8], f"w{seed}-{n}", rng)
                 except httpx.TransportError:
                     continue  # cut off by the kill: not acknowledged
                 if response.status_code != 200:
                     # Calls in flight to the dead owner may fail (outcome unknown); none
-                    # through a live node may once the dead one's lease ran out.
+                    # may before the kill.
                     if not dead:
-                        failures.append(f"{path} via {url}: {response.status_code} {response.text}")
+                        failures.append(f"{kinds[n % 8]} via {url}: {response.text}")
                     continue
                 with lock:
-                    if kind == "do":
-                        turns[obj].append(response.json())
-                    elif kind == "d1":
-                        rows.append(name)
-                    elif kind == "wf":
-                        instances.append(name)
-                    else:
-                        puts.append(path)
+                    record(response)
                     counts["all"] += 1
-                    if counts["all"] >= 40:
-                        forty.set()
-                    if dead:
-                        counts["after"] += 1
-                        if counts["after"] >= 40:
-                            after_kill.set()
+                    counts["after"] += 1 if dead else 0
+                if counts["all"] >= 40:
+                    forty.set()
+                if counts["after"] >= 40:
+                    after_kill.set()
 
     threads = [threading.Thread(target=client, args=(seed,)) for seed in range(4)]
     try:
@@ -169,9 +174,9 @@ def test_an_owner_killed_mid_call_loses_nothing_acknowledged(
             present = {r["k"] for r in node.get("/d1-list").json()}
             missing = set(rows) - present
             assert not missing, f"acknowledged D1 rows lost: {sorted(missing)[:5]}"
-            for path in puts:
+            for path, body in puts.items():
                 got = node.get(path)
-                assert got.status_code == 200 and got.text == path.split("/")[-1], path
+                assert got.status_code == 200 and got.content == body, path
         assert instances, "no workflow instance was created"
         deadline = time.monotonic() + 120
         for name in instances:
