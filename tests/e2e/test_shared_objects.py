@@ -89,8 +89,8 @@ def test_an_owner_killed_mid_call_loses_nothing_acknowledged(
 ) -> None:
     """Four clients increment three objects, insert D1 rows, put KV values and R2 objects
     and create workflow instances through random nodes of three; once 40 calls are
-    acknowledged the node owning c0 is SIGKILLed, and the clients go on through the others
-    until 40 more are. Every acknowledged turn, row, value and object is then there, read
+    acknowledged the node owning c0 and the D1 database is SIGKILLed, and the clients go
+    on through the others until 40 more are. Every acknowledged turn, row, value and object is then there, read
     through every survivor, no object ever had two owners, and every acknowledged
     instance completes (its KV write and object call done)."""
     nodes = _nodes(tmp_path, postgres_dsn, 3)
@@ -149,13 +149,17 @@ def test_an_owner_killed_mid_call_loses_nothing_acknowledged(
                 if counts["after"] >= 40:
                     after_kill.set()
 
+    # Placed first: c0 and the D1 database on node0 (the victim), c1 and c2 elsewhere.
+    for index, name in enumerate(OBJECTS):
+        turns[name].append(nodes[index].post(f"/do/{name}/inc").json())
+    nodes[0].client.put("/d1/first").raise_for_status()  # type: ignore[union-attr]
+    rows.append("first")
     threads = [threading.Thread(target=client, args=(seed,)) for seed in range(4)]
     try:
         for thread in threads:
             thread.start()
         assert forty.wait(120), f"calls stalled: {failures}"
-        with lock:
-            owner = turns["c0"][-1]["node"] if turns["c0"] else "node0"
+        owner = "node0"
         victim = by_name[owner]
         dead.add(victim.url)
         victim.kill()
