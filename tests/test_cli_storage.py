@@ -9,6 +9,7 @@ from pathlib import Path
 from click.testing import CliRunner
 
 from celld.cli.main import cli
+from tests.celld_server import CelldServer
 
 PROJECT = Path(__file__).resolve().parent / "projects" / "storage"
 
@@ -86,3 +87,42 @@ def test_r2_objects(tmp_path: Path) -> None:
     assert code == 1 and "does not exist" in out
     code, out = run(tmp_path, "r2", "object", "get", "nobucket/x")
     assert code == 1 and "no R2 bucket 'nobucket'" in out
+
+
+def test_d1_commands_on_a_shared_store(tmp_path: Path, postgres_dsn: str) -> None:
+    """With --store, the commands reach the database's pages in PostgreSQL: done by the
+    command itself while no node owns the database, and forwarded to the node that owns
+    it once one does (its own file under --persist-to is never read)."""
+    shared = ("--store", postgres_dsn)
+    assert run(tmp_path / "cli", "d1", "migrations", "list", "DB", *shared) == (
+        0,
+        "0001_notes.sql\n",
+    )
+    assert run(tmp_path / "cli", "d1", "migrations", "apply", "DB", *shared) == (
+        0,
+        "applied 0001_notes.sql\n",
+    )
+    node = CelldServer(PROJECT, tmp_path / "node", args=shared).start()
+    try:
+        # The node takes the database (rebuilt from the pages the command wrote) ...
+        assert node.post("/api/d1/query", content="SELECT count(*) AS n FROM notes").json()[
+            "results"
+        ] == [{"n": 0}]
+        # ... and the next commands run there, forwarded.
+        assert run(tmp_path / "cli2", "d1", "migrations", "apply", "DB", *shared) == (
+            0,
+            "No migrations to apply.\n",
+        )
+        code, out = run(
+            tmp_path / "cli2", "d1", "execute", "DB", "--json", *shared,
+            "--command", "INSERT INTO notes (body) VALUES ('a'); SELECT id, body FROM notes",
+        )  # fmt: skip
+        assert code == 0, out
+        assert [r["results"] for r in json.loads(out)] == [[], [{"id": 1, "body": "a"}]]
+        assert not (tmp_path / "cli2" / "d1" / "test-db-id.sqlite3").exists()
+        rows = node.post("/api/d1/query", content="SELECT body FROM notes").json()["results"]
+        assert rows == [{"body": "a"}]
+    finally:
+        node.stop()
+    code, out = run(tmp_path, "d1", "execute", "DB", "--store", "mysql://x", "--command", "x")
+    assert code == 2 and "--store must be a postgresql://" in out

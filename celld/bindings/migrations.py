@@ -65,15 +65,21 @@ def pending(conn: sqlite3.Connection, folder: Path, table: str) -> list[Migratio
 
 
 def apply(conn: sqlite3.Connection, migration: Migration, table: str) -> None:
-    statements = split_statements(migration.path.read_text(encoding="utf-8"))
+    apply_text(conn, migration.name, migration.path.read_text(encoding="utf-8"), table)
+
+
+def apply_text(conn: sqlite3.Connection, name: str, text: str, table: str) -> None:
+    """Apply one migration given as its SQL (a migration read elsewhere: a node that owns
+    the database on a shared store), recorded under `name`, in one transaction."""
+    statements = split_statements(text)
 
     def run(c: sqlite3.Connection) -> None:
         for sql in statements:
             try:
                 run_statement(c, sql, []).fetchall()
             except StatementError as error:
-                raise MigrationError(f"{migration.name}: {error.text}") from None
+                raise MigrationError(f"{name}: {error.text}") from None
         with trusted(c):
-            c.execute(f"INSERT INTO {_table(table)} (name) VALUES (?)", (migration.name,))
+            c.execute(f"INSERT INTO {_table(table)} (name) VALUES (?)", (name,))
 
     transaction(conn, run)

@@ -14,15 +14,44 @@ write): a query never reads what a commit not yet written to the store left in t
 from __future__ import annotations
 
 import asyncio
+import sqlite3
 from pathlib import Path
 from typing import Any
 
+from celld.bindings import migrations
 from celld.bindings.d1 import D1Database
 from celld.isolate.host import HostError
 from celld.objects.placement import Claim, Placement, SharedFile
 from celld.store.base import StoreUnavailable
 
 NAMESPACE = "d1"
+
+
+def _pending(conn: sqlite3.Connection, message: dict[str, Any]) -> list[str]:
+    """Of the migration names given, those not applied yet, in order."""
+    done = set(migrations.applied(conn, message["table"]))
+    return [name for name in message["names"] if name not in done]
+
+
+def _migrate(conn: sqlite3.Connection, message: dict[str, Any]) -> list[str]:
+    """Apply the given migrations not applied yet, in order; the names applied (an error
+    names the migration that failed; those before it stay applied)."""
+    done = set(migrations.applied(conn, message["table"]))
+    applied = []
+    for name, text in message["migrations"]:
+        if name not in done:
+            try:
+                migrations.apply_text(conn, name, text, message["table"])
+            except migrations.MigrationError as error:
+                raise HostError(
+                    f"migration failed: {error} (applied before it: {applied})"
+                ) from None
+            applied.append(name)
+    return applied
+
+
+#: Operator methods (route "d1admin"): never reachable from a Worker's `d1` operation.
+ADMIN = {"pending": _pending, "migrate": _migrate}
 
 
 class SharedD1Database:
@@ -51,8 +80,11 @@ class SharedD1Database:
         if local is not None:
             await local.close()
 
-    async def call(self, message: dict[str, Any]) -> Any:
-        """A `d1` operation (query or exec) from a Worker here or forwarded by another node."""
+    async def call(self, message: dict[str, Any], route: str = "d1") -> Any:
+        """A `d1` operation (query or exec) from a Worker here or forwarded by another node;
+        with `route` "d1admin", an operator's (the pending migrations, or applying them:
+        `celld d1 migrations` on a shared store), never a Worker's."""
+        message = {**message, "to": route}  # (what may run here depends on the route)
         lease = self.placement.lease
         if self.local is not None and self.epoch == lease.epoch and lease.allows_effects():
             return await self._here(None, message)  # open here: this node owns it
@@ -63,7 +95,7 @@ class SharedD1Database:
         try:
             if message.get("forwarded"):
                 return await here(await self.placement.claim_here(self.key))
-            return await self.placement.place(self.key, here, {**message, "to": "d1"})
+            return await self.placement.place(self.key, here, message)
         except StoreUnavailable as error:  # (its file could not be rebuilt from the store)
             raise HostError(f"D1_ERROR: the shared store is unavailable: {error}") from None
 
@@ -81,13 +113,11 @@ class SharedD1Database:
             local = self.local
             if local is None:  # dropped meanwhile (the node rejoined): place it again
                 raise HostError("D1_ERROR: the database moved to another node; retry the query")
-            method = message.get("method")
-            if method == "query":
-                result = await local.query(
-                    message.get("statements") or [], batch=bool(message.get("batch"))
-                )
-            else:
-                result = await local.exec(message.get("sql"))  # type: ignore[arg-type]
+            failed: HostError | None = None
+            try:
+                result = await self._run_method(local, message)
+            except HostError as error:  # what committed before it (migrations) still ships
+                failed = error
             changes = await local.file.run(self.shared.changes)
             if changes is not None:
                 try:
@@ -99,4 +129,19 @@ class SharedD1Database:
                         f"store, so they are not kept: {error}"
                     ) from None
                 await local.file.run(self.shared.shipped)
+            if failed is not None:
+                raise failed
             return result
+
+    @staticmethod
+    async def _run_method(local: D1Database, message: dict[str, Any]) -> Any:
+        method = message.get("method")
+        if method == "query":
+            return await local.query(
+                message.get("statements") or [], batch=bool(message.get("batch"))
+            )
+        if method == "exec":
+            return await local.exec(message.get("sql"))  # type: ignore[arg-type]
+        if message.get("to") == "d1admin" and method in ADMIN:
+            return await local.file.run(ADMIN[method], message)
+        raise HostError(f"celld: D1 has no method {method!r}")

@@ -106,6 +106,12 @@ class Bindings:
         if self.d1:
             placement.start()
             placement.nodes.route("d1", self.op_d1)
+            placement.nodes.route("d1admin", self._op_d1_admin)
+
+    async def _op_d1_admin(self, message: dict[str, Any]) -> Any:
+        """`celld d1 migrations` of an operator on another node (the inbox: never a Worker)."""
+        db = self._pick(self.d1, message, "D1")
+        return await db.call(message, route="d1admin")
 
     async def open(self) -> None:
         for store in [*self.kv.values(), *self.d1.values(), *self.r2.values()]:

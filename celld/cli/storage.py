@@ -87,6 +87,49 @@ def _options(function: Callable[..., Any]) -> Callable[..., Any]:
 # -- d1 ----------------------------------------------------------------------------------------
 
 
+def _store_option(function: Callable[..., Any]) -> Callable[..., Any]:
+    return click.option(
+        "--store",
+        envvar="CELLD_STORE",
+        help="A postgresql://... store shared by several nodes: the database there, run on "
+        "the node that owns it (default: the file under --persist-to).",
+    )(function)
+
+
+def _shared_d1(ctx: Context, db_config: Any, spec: str, message: dict[str, Any]) -> Any:
+    """Run a D1 operation on a shared store: forwarded to the node that owns the database,
+    or done here (this command joining as a node for as long as it runs)."""
+    from celld.bindings.pgd1 import SharedD1Database
+    from celld.bindings.registry import d1_path
+    from celld.objects.placement import Placement
+    from celld.store.base import StoreUnavailable
+    from celld.store.choice import is_postgres
+    from celld.store.postgres import PostgresStore, redact
+
+    if not is_postgres(spec):
+        raise click.UsageError(f"--store must be a postgresql://... URL, not {spec!r}")
+
+    async def work() -> Any:
+        store = PostgresStore(spec)
+        try:
+            await store.open()
+        except StoreUnavailable as error:
+            raise HostError(f"cannot open the shared store at {redact(spec)}: {error}") from None
+        try:
+            placement = Placement(store)
+            placement.start()
+            db = SharedD1Database(placement, db_config.id, d1_path(ctx.state, db_config.id))
+            try:
+                route = "d1" if message["method"] == "query" else "d1admin"
+                return await db.call({"id": db_config.id, **message}, route=route)
+            finally:
+                await db.close()
+        finally:
+            await store.close()
+
+    return _run(work)
+
+
 @click.group()
 def d1() -> None:
     """Local D1 databases."""
@@ -97,12 +140,14 @@ def d1() -> None:
 @click.option("--command", "sql", help="SQL to run.")
 @click.option("--file", "sql_file", type=click.Path(exists=True, dir_okay=False, path_type=Path))
 @click.option("--json", "as_json", is_flag=True, help="Print the results as JSON.")
+@_store_option
 @_options
 def d1_execute(
     database: str,
     sql: str | None,
     sql_file: Path | None,
     as_json: bool,
+    store: str | None,
     project: Path,
     config_file: Path | None,
     persist_to: Path | None,
@@ -127,7 +172,11 @@ def d1_execute(
         finally:
             await db.close()
 
-    results = _run(work)
+    if store and store != "sqlite":
+        message = {"method": "query", "statements": statements, "batch": True}
+        results = _shared_d1(ctx, db_config, store, message)
+    else:
+        results = _run(work)
     if as_json:
         shaped = [
             {
@@ -155,9 +204,14 @@ def d1_migrations() -> None:
 
 @d1_migrations.command("list")
 @click.argument("database")
+@_store_option
 @_options
 def d1_migrations_list(
-    database: str, project: Path, config_file: Path | None, persist_to: Path | None
+    database: str,
+    store: str | None,
+    project: Path,
+    config_file: Path | None,
+    persist_to: Path | None,
 ) -> None:
     """List the migrations not yet applied to DATABASE."""
     from celld.bindings import migrations
@@ -166,22 +220,33 @@ def d1_migrations_list(
 
     ctx = Context(project, config_file, persist_to)
     db = ctx.d1(database)
-    conn = open_file(d1_path(ctx.state, db.id)).open_sync()
-    try:
-        todo = migrations.pending(conn, db.migrations_dir, db.migrations_table)
-    finally:
-        conn.close()
+    if store and store != "sqlite":
+        names = [m.name for m in migrations.found(db.migrations_dir)]
+        message = {"method": "pending", "names": names, "table": db.migrations_table}
+        todo = list(_shared_d1(ctx, db, store, message))
+    else:
+        conn = open_file(d1_path(ctx.state, db.id)).open_sync()
+        try:
+            pending = migrations.pending(conn, db.migrations_dir, db.migrations_table)
+            todo = [m.name for m in pending]
+        finally:
+            conn.close()
     if not todo:
         click.echo("No migrations to apply.")
-    for migration in todo:
-        click.echo(migration.name)
+    for name in todo:
+        click.echo(name)
 
 
 @d1_migrations.command("apply")
 @click.argument("database")
+@_store_option
 @_options
 def d1_migrations_apply(
-    database: str, project: Path, config_file: Path | None, persist_to: Path | None
+    database: str,
+    store: str | None,
+    project: Path,
+    config_file: Path | None,
+    persist_to: Path | None,
 ) -> None:
     """Apply DATABASE's pending migrations in order, each in its own transaction."""
     from celld.bindings import migrations
@@ -192,6 +257,18 @@ def d1_migrations_apply(
     db = ctx.d1(database)
     if not db.migrations_dir.is_dir():
         raise click.ClickException(f"no migrations folder at {db.migrations_dir}")
+    if store and store != "sqlite":
+        found = [
+            [m.name, m.path.read_text(encoding="utf-8")]
+            for m in migrations.found(db.migrations_dir)
+        ]
+        message = {"method": "migrate", "migrations": found, "table": db.migrations_table}
+        applied = _shared_d1(ctx, db, store, message)
+        if not applied:
+            click.echo("No migrations to apply.")
+        for name in applied:
+            click.echo(f"applied {name}")
+        return
     conn = open_file(d1_path(ctx.state, db.id)).open_sync()
     try:
         todo = migrations.pending(conn, db.migrations_dir, db.migrations_table)
