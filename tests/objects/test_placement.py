@@ -17,8 +17,10 @@ import pytest
 from celld.bindings.registry import Bindings
 from celld.cells.clock import ManualClock
 from celld.isolate.host import HostError
-from celld.objects.pages import WalReader
+from celld.objects.pages import Changes, WalReader
 from celld.objects.placement import Placement
+from celld.store.base import Fenced
+from celld.store.lease import Fence
 from celld.store.postgres import PostgresStore
 from tests.bindings.harness import START_MS, storage_config
 
@@ -60,8 +62,10 @@ async def test_queries_reach_one_owner_and_survive_it(postgres_dsn: str, tmp_pat
     try:
         await a.sql("CREATE TABLE t (id INTEGER PRIMARY KEY, body TEXT)")
         blob = base64.b64encode(os.urandom(3000)).decode()
-        for n in range(300):  # several MB of log: checkpointed along the way
-            await (a if n % 2 else b).sql("INSERT INTO t (body) VALUES (?)", blob * 5)
+        for n in range(120):  # several MB of log: checkpointed along the way
+            await (a if n % 2 else b).sql("INSERT INTO t (body) VALUES (?)", blob * 10)
+        wal = tmp_path / "a" / "state" / "d1" / "db-id.sqlite3-wal"
+        assert wal.stat().st_size < 4_000_000  # ~5 MB were written: folded in on the way
         await b.sql("UPDATE t SET body = 'short' WHERE id % 3 = 0")
         assert a.placement.ships > 0 and b.placement.ships == 0  # b forwarded to a
         assert not (tmp_path / "b" / "state" / "d1" / "db-id.sqlite3").exists()
@@ -111,3 +115,31 @@ def test_the_log_reader_returns_each_commit_once(tmp_path: Path) -> None:
     third = reader.read()  # a log restarted after the checkpoint
     assert third is not None and third.page_count == second.page_count
     conn.close()
+
+
+async def test_a_node_taken_over_cannot_write_pages(postgres_dsn: str, tmp_path: Path) -> None:
+    """The database fences page writes: once another node took the object over (the old
+    owner's row reaped), the old owner's write of a commit is refused and changes nothing,
+    and it learns its lease is gone."""
+    a = await Node(postgres_dsn, tmp_path / "a").start()
+    b = await Node(postgres_dsn, tmp_path / "b").start()
+    try:
+        await a.sql("CREATE TABLE t (x)")
+        key = ("d1", "db-id")
+        assert (await b.placement.claim(key)).owner == a.store.node  # a is alive: a's
+        stale = a.bindings.d1["db-id"].shared
+        old_token, old_version = stale.token, stale.version
+        assert a.store.pool is not None
+        await a.store.pool.execute("DELETE FROM celld_nodes WHERE token = $1", old_token)
+        taken = await b.placement.claim(key)
+        assert taken.owner == b.store.node and taken.version == old_version
+        changes = Changes({1: b"\0" * 4096}, 1, 4096)
+        with pytest.raises(Fenced):
+            await a.placement.ship(key, old_token, old_version, changes)
+        # it stops acting at once: nothing loaded under the old token may act again
+        assert not Fence(a.placement.lease, old_token).allows_effects()
+        assert key not in a.placement.known or a.placement.known[key] == old_version
+        assert await b.sql("SELECT count(*) FROM t") == [[0]]  # b rebuilt it, unharmed
+    finally:
+        await a.close()
+        await b.close()
