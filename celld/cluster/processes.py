@@ -71,7 +71,9 @@ def supervise(
     announce: Callable[[], None],
     options: ServiceOptions,
 ) -> int:
-    supervisor = Supervisor(sock, workers, backlog, grace, announce, env={})
+    # One operator token for every process (each would otherwise make up its own).
+    token = {"CELLD_ADMIN_TOKEN": options.operator_token} if options.operator_token else {}
+    supervisor = Supervisor(sock, workers, backlog, grace, announce, env=token)
     if isinstance(options.clock, ManualClock):
         (supervisor.folder / CLOCK_FILE).write_text(str(options.clock.now()))
     return supervisor.run()

@@ -147,3 +147,31 @@ def test_changing_the_number_of_a_sharded_folder_is_refused(tmp_path: Path):
         assert status["status"] == "complete", status
     finally:
         assert plain.stop() == 0, plain.log()
+
+
+def test_the_manual_clock_moves_in_every_process(tmp_path: Path):
+    state = tmp_path / "state"
+    env = {"CELLD_TEST_CLOCK": "manual"}
+    run = CelldRun(DURABLE, state, "--port", "0", "--workers", "2", env=env)
+    ids = [f"t{n}" for n in range(8)]
+    try:
+        url = run.ready(timeout=120)
+        with httpx.Client(base_url=url, timeout=60) as client:
+            for instance_id in ids:
+                params = {"steps": 2, "sleepEvery": 1, "nap": "1 hour"}
+                client.post(f"/create?wf=LONG&id={instance_id}", json=params).raise_for_status()
+            deadline = time.monotonic() + 120
+            while True:
+                # one process takes each advance; every process's sleepers must wake
+                client.post("/cdn-cgi/celld/clock?advance=3600000").raise_for_status()
+                statuses = client.post("/statuses?wf=LONG", json=ids).json()
+                if all(s["status"] == "complete" for s in statuses.values()):
+                    break
+                assert time.monotonic() < deadline, statuses
+                time.sleep(0.2)
+    finally:
+        assert run.stop() == 0, run.log()
+    # both processes held some of them
+    assert instances_in(state / "celld.sqlite3") and instances_in(
+        state / "workers" / "1" / "celld.sqlite3"
+    )
