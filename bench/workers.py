@@ -96,6 +96,7 @@ def main() -> None:
         for round_ in range(1, args.rounds + 1):
             for workers in (1, 2):
                 work = Path(tmp) / f"r{round_}"
+                work.mkdir(exist_ok=True)
                 load = os.getloadavg()[0]
                 s = steps(workers, work, n, k, c)
                 h = http(workers, work)
