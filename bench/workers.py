@@ -15,7 +15,6 @@ on both alike; the load average is printed before each round.
 from __future__ import annotations
 
 import argparse
-import concurrent.futures
 import os
 import sys
 import tempfile
@@ -26,43 +25,15 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent))
 
 from bench.http_hello import measure_wrk  # noqa: E402
-from bench.run import PROJECT, Api, group_cpu_seconds, now_ms, pct  # noqa: E402
+from bench.nodes import run_config, workload_arguments  # noqa: E402
 from tests.celld_server import CelldServer  # noqa: E402
 
 HELLO = HERE.parent / "examples" / "hello"
 
 
 def steps(workers: int, work: Path, n: int, k: int, c: int) -> dict[str, Any]:
-    args = ("--log-level", "warning", "--workers", str(workers))
-    server = CelldServer(PROJECT, work / f"steps-{workers}", args=args).start(timeout=120)
-    api = Api(server.url)
-    try:
-        ids = [f"b{i}" for i in range(n)]
-        sent: dict[str, float] = {}
-        group = server.process.pid if server.process else 0
-        cpu0 = group_cpu_seconds(group)
-        first = now_ms()
-
-        def create(instance_id: str) -> None:
-            sent[instance_id] = now_ms()
-            api.create("BENCH", instance_id, {"steps": k})
-
-        with concurrent.futures.ThreadPoolExecutor(c) as pool:
-            list(pool.map(create, ids))
-        done = api.wait_all("BENCH", ids, lambda s: s.get("status") == "complete", 600)
-        cpu = group_cpu_seconds(group) - cpu0
-        finished = {i: done[i]["output"]["finished_at"] for i in ids}
-        span = (max(finished.values()) - first) / 1000
-        latencies = [(finished[i] - sent[i]) / 1000 for i in ids]
-        return {
-            "steps_s": n * k / span,
-            "p50_s": pct(latencies, 50),
-            "p99_s": pct(latencies, 99),
-            "ms_step": cpu * 1000 / (n * k),
-        }
-    finally:
-        api.close()
-        server.stop()
+    name = f"steps-{workers}"
+    return run_config(name, 1, None, work, n, k, c, 0, extra=("--workers", str(workers)))
 
 
 def http(workers: int, work: Path) -> dict[str, float]:
@@ -76,12 +47,8 @@ def http(workers: int, work: Path) -> dict[str, float]:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__)
+    parser = workload_arguments(argparse.ArgumentParser(description=__doc__))
     parser.add_argument("--rounds", type=int, default=3)
-    parser.add_argument("--instances", type=int, default=300)
-    parser.add_argument("--steps", type=int, default=10)
-    parser.add_argument("--clients", type=int, default=20)
-    parser.add_argument("--out", type=Path)
     args = parser.parse_args()
     n, k, c = args.instances, args.steps, args.clients
     lines = [
@@ -102,15 +69,14 @@ def main() -> None:
                 h = http(workers, work)
                 line = (
                     f"| {round_} | {load:.1f} | {workers} | {s['steps_s']:.0f} | "
-                    f"{s['p50_s']:.2f} | {s['p99_s']:.2f} | {s['ms_step']:.2f} | "
+                    f"{s['p50_s']:.2f} | {s['p99_s']:.2f} | {s['node_ms_step']:.2f} | "
                     f"{h['rps']:.0f} | {h['p99_ms']:.1f} |"
                 )
                 print(line, flush=True)
                 lines.append(line)
-    text = "\n".join(lines)
-    print(text)
-    if args.out:
-        args.out.write_text(text + "\n")
+    print("\n".join(lines))
+    if args.out is not None:
+        args.out.write_text("".join(f"{line}\n" for line in lines))
 
 
 if __name__ == "__main__":

@@ -21,6 +21,7 @@ concerns this process only.
 from __future__ import annotations
 
 import uuid
+from dataclasses import dataclass
 from collections.abc import Awaitable, Callable
 from typing import Any
 
@@ -34,7 +35,7 @@ API = "/cdn-cgi/celld/api/workflows/"
 VIEW = "/cdn-cgi/celld/workflows/"
 CLOCK = "/cdn-cgi/celld/clock"
 
-#: (method, path, query, headers, body, client) -> (status, headers, body)
+#: (owner, request head, body) -> (status, headers, body)
 Forward = Callable[
     [int, dict[str, Any], bytes], Awaitable[tuple[int, list[tuple[str, str]], bytes]]
 ]
@@ -97,22 +98,15 @@ def _refusal(size: int, what: str) -> bytes:
     )
 
 
+@dataclass
 class ClusterRoutes:
     """ASGI middleware sending instance routes to their owner (see the module doc)."""
 
-    def __init__(
-        self,
-        app: ASGIApp,
-        index: int,
-        size: int,
-        forward: Forward,
-        clock_moved: Callable[[bytes], Awaitable[None]],
-    ) -> None:
-        self.app = app
-        self.index = index
-        self.size = size
-        self.forward = forward
-        self.clock_moved = clock_moved
+    app: ASGIApp
+    index: int
+    size: int
+    forward: Forward
+    clock_moved: Callable[[bytes], Awaitable[None]]
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         path = scope.get("path", "")

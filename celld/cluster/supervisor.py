@@ -22,7 +22,7 @@ import sys
 import tempfile
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from types import FrameType
 
@@ -50,27 +50,20 @@ class Child:
     failed_starts: int = 0
 
 
+@dataclass
 class Supervisor:
-    def __init__(
-        self,
-        sock: socket.socket,
-        size: int,
-        backlog: int,
-        grace: float,
-        announce: Callable[[], None],
-        env: dict[str, str],
-    ) -> None:
-        self.sock = sock
-        self.size = size
-        self.backlog = backlog
-        self.grace = grace
-        self.announce = announce
-        self.env = env
-        self.folder = Path(tempfile.mkdtemp(prefix="celld-cluster-"))  # mode 0700
-        self.children: dict[int, Child] = {}
-        self.selector = selectors.DefaultSelector()
-        self.stopping: str | None = None
-        self.announced = False
+    sock: socket.socket
+    size: int
+    backlog: int
+    grace: float
+    announce: Callable[[], None]
+    #: set in every child's environment besides the cluster's own variables
+    env: dict[str, str]
+    folder: Path = field(default_factory=lambda: Path(tempfile.mkdtemp(prefix="celld-cluster-")))
+    children: dict[int, Child] = field(default_factory=dict)
+    selector: selectors.BaseSelector = field(default_factory=selectors.DefaultSelector)
+    stopping: str | None = None
+    announced: bool = False
 
     def run(self) -> int:
         """Serve until a signal stops celld; the exit status."""
