@@ -21,8 +21,8 @@ concerns this process only.
 from __future__ import annotations
 
 import uuid
-from dataclasses import dataclass
 from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
 from typing import Any
 
 import orjson
