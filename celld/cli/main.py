@@ -96,6 +96,12 @@ def cli() -> None:
 )
 @click.option("--threads", type=click.IntRange(1, 256), help="JS threads (default: one per core).")
 @click.option(
+    "--workers",
+    type=click.IntRange(1, 256),
+    help="Processes sharing the port and the work, workflow instances sharded over them "
+    "(default: the number the state folder was last run with, else 1).",
+)
+@click.option(
     "--max-connections",
     default=1024,
     show_default=True,
@@ -155,6 +161,7 @@ def run(
     store: str | None,
     var_options: tuple[str, ...],
     threads: int | None,
+    workers: int | None,
     max_connections: int,
     max_idle_connections: int,
     header_timeout: float,
@@ -166,6 +173,7 @@ def run(
     from celld.cells.clock import ManualClock
     from celld.cli import devsettings
     from celld.cli.serve import DevServer, PortUnavailable, bind, bound_port
+    from celld.cluster import processes
     from celld.isolate.modules import ModuleError
     from celld.isolate.watchdog import NoCpuLimit
     from celld.isolate.websockets import MAX_MESSAGE_BYTES
@@ -191,7 +199,8 @@ def run(
     try:
         config_path = find_config(project, config_file)
         build = read_build(config_path)
-        if build is not None:
+        member = processes.member()
+        if build is not None and member is None:  # a cluster's parent builds, once
             run_build(build)
         overrides = dict(parse_var_option(option) for option in var_options)
         config = load_config(config_path, var_overrides=overrides)
@@ -227,13 +236,14 @@ def run(
             # Tests drive time over HTTP (POST /cdn-cgi/celld/clock?advance=MS);
             # "manual:<epoch ms>" starts it at a given time (a restart resuming a test).
             _, _, start = test_clock.partition(":")
-            options.clock = ManualClock(int(start) if start else None)
+            options.clock = ManualClock(processes.clock_start(member, start))
         options.operator_token, printed = operator_token(
             dev.ip, os.environ.get("CELLD_ADMIN_TOKEN")
         )
+        workers = processes.settle(member, options, workers, config.bindings)
         # The port is taken before anything starts: a port in use stops celld here, with
-        # nothing else begun.
-        sock = bind(dev.ip, dev.port)
+        # nothing else begun (a cluster's children accept on their parent's socket).
+        sock = bind(dev.ip, dev.port) if member is None else processes.inherited_socket(member)
         service = Service(config, options)
         tls: dict[str, str] = {}
         made_cert: Path | None = None  # a certificate celld made (clients must trust it)
@@ -258,6 +268,9 @@ def run(
     url = f"{dev.local_protocol}://{shown_host}:{bound_port(sock)}"
 
     def ready() -> None:
+        if member is not None:
+            member.ready()  # the parent says it once every process listens
+            return
         log.info("celld %s: serving %s on %s", __version__, config.name, url)
         log.info("operator page on %s/cdn-cgi/celld/", url)
         if dev.local_protocol == "https" and not tls["ssl_certfile"].startswith(
@@ -269,6 +282,8 @@ def run(
             )
         if test_scheduled:
             log.info("fire the Worker's scheduled() handler: %s/__scheduled?cron=*+*+*+*+*", url)
+        if workers > 1:
+            log.info("%d processes share the port and the workflow instances", workers)
         if printed:
             log.warning(
                 "listening beyond loopback; operator token (set CELLD_ADMIN_TOKEN to "
@@ -278,8 +293,10 @@ def run(
 
     sys.setswitchinterval(switch_interval_s(os.environ.get("CELLD_SWITCH_INTERVAL_MS")))
     max_open, backlog = connection_budget(raise_open_files_limit())
+    if workers > 1 and member is None:
+        sys.exit(processes.supervise(sock, workers, backlog, grace, ready, options))
     server_config = uvicorn.Config(
-        RequestCap(service.app(), max_connections),
+        RequestCap(processes.wrap(member, service.app()), max_connections),
         backlog=backlog,  # the pre-bound socket listens with it (uvicorn's startup)
         log_config=None,
         log_level=None,

@@ -16,6 +16,7 @@ from celld.bindings.registry import Bindings
 from celld.bindings.unconnected import not_found_message, warn_unconnected
 from celld.cells.clock import Clock, ManualClock, SystemClock
 from celld.cells.manager import CellManager, CellSettings, WorkflowSpec
+from celld.cluster.member import Member
 from celld.isolate.isolate import Limits
 from celld.isolate.layout import verdict
 from celld.isolate.ops import isolate_ops
@@ -63,6 +64,8 @@ class ServiceOptions:
     test_scheduled: bool = False
     #: ([dev] upstream_protocol, [dev] host): what the Worker's request.url says instead
     url_rewrite: tuple[str | None, str | None] | None = None
+    #: this process's place in a `celld run --workers N` cluster (celld.cluster)
+    cluster: Member | None = None
 
 
 @dataclass
@@ -172,8 +175,11 @@ class Service:
             # Before the cells take their copy: workflow steps may call objects too.
             ops["do"] = self.objects.op_do
         if self.project.workflows:
+            cluster = self.options.cluster
             self.store = open_store(
-                self.options.store, self.options.persist_to, self.options.synchronous
+                self.options.store,
+                cluster.store_dir(self.options.persist_to) if cluster else self.options.persist_to,
+                self.options.synchronous,
             )
             await self.store.open()
             if lifecycle_log.enabled():
@@ -184,7 +190,7 @@ class Service:
                     w.binding,
                     w.class_name,
                     self.step_limit_overrides.get(w.name, w.step_limit),
-                    w.schedules,
+                    w.schedules if cluster is None or cluster.runs_schedules else (),
                 )
                 for w in self.project.workflows
             }
@@ -202,6 +208,8 @@ class Service:
                 limits=limits,
                 settings=self.options.cells,
             )
+            if cluster is not None:
+                cluster.route(self.cells)
             ops = self.cells.ops
         self.pool = WorkerPool(
             self.program,
@@ -218,6 +226,8 @@ class Service:
             await self.objects.start()
         if self.cells is not None:
             await self.cells.start()
+        if self.options.cluster is not None:
+            await self.options.cluster.start(self)
 
     def stopping(self) -> None:
         """celld was told to stop: the WebSockets the shutdown closes wake no object."""
@@ -226,6 +236,8 @@ class Service:
     async def stop(self) -> None:
         self.stopping()
         await self.sockets.close_all(1012, "service restart")
+        if self.options.cluster is not None:
+            await self.options.cluster.stop()
         if self.pool is not None:
             await self.pool.close()
         if self.cells is not None:
