@@ -1,4 +1,4 @@
-import { DurableObject, WorkflowEntrypoint } from "cloudflare:workers";
+import { DurableObject, WorkflowEntrypoint, exports } from "cloudflare:workers";
 
 /** Which build of the object answers: a wake from hibernation builds a new one. */
 let constructed = null;
@@ -165,6 +165,11 @@ export default {
     if (url.pathname === "/outbound") return outbound(url.searchParams.get("url"), false);
     if (url.pathname === "/outbound-fetch") return outbound(url.searchParams.get("url"), true);
     if (url.pathname === "/log") return Response.json(await env.LOG.getByName("log").lines());
+    if (url.pathname === "/exports") {
+      // the Worker's own Durable Object classes, by class name (the Agents SDK looks here)
+      const lines = await exports.Log.getByName("log").lines();
+      return Response.json({ names: Object.keys(exports).sort(), same: exports.WorkflowStatus === env.STATUS, lines: Array.isArray(lines) });
+    }
     if (url.pathname === "/errors") {
       const out = [];
       try {
