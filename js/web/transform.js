@@ -141,45 +141,24 @@
       if (this.#stream === null) throw new TypeError("The writer has been released");
       return own(this.#stream);
     }
-    write(chunk) {
+    /** `fn(state)` as a promise: a released writer rejects instead of throwing. */
+    #settle(fn) {
       try {
-        return writeChunk(this.#s(), chunk);
+        return fn(this.#s());
       } catch (error) {
         return Promise.reject(error);
       }
     }
-    close() {
-      try {
-        return closeStream(this.#s());
-      } catch (error) {
-        return Promise.reject(error);
-      }
-    }
-    abort(reason) {
-      try {
-        return abortStream(this.#s(), reason);
-      } catch (error) {
-        return Promise.reject(error);
-      }
-    }
+    write(chunk) { return this.#settle((s) => writeChunk(s, chunk)); }
+    close() { return this.#settle(closeStream); }
+    abort(reason) { return this.#settle((s) => abortStream(s, reason)); }
     releaseLock() {
       if (this.#stream !== null) own(this.#stream).locked = false;
       this.#stream = null;
     }
-    get closed() {
-      try {
-        return this.#s().settle.closed.promise;
-      } catch (error) {
-        return Promise.reject(error);
-      }
-    }
+    get closed() { return this.#settle((s) => s.settle.closed.promise); }
     get ready() {
-      try {
-        const s = this.#s();
-        return s.state === "errored" ? Promise.reject(s.error) : Promise.resolve(undefined);
-      } catch (error) {
-        return Promise.reject(error);
-      }
+      return this.#settle((s) => (s.state === "errored" ? Promise.reject(s.error) : Promise.resolve(undefined)));
     }
     get desiredSize() {
       const s = this.#s();
