@@ -179,6 +179,7 @@ def run(
     from celld.isolate.websockets import MAX_MESSAGE_BYTES
     from celld.project.build import BuildFailed, read_build, run_build
     from celld.project.config import ConfigError, find_config, load_config, parse_var_option
+    from celld.project.files import redirected_config, state_home
     from celld.server.admission import RequestCap
     from celld.server.connections import connection_budget, raise_open_files_limit
     from celld.server.local_cert import local_certificate
@@ -198,6 +199,8 @@ def run(
     log = logging.getLogger("celld")
     try:
         config_path = find_config(project, config_file)
+        if config_file is None and redirected_config(project) is not None:
+            log.info("using %s, the configuration the build generated", config_path)
         build = read_build(config_path)
         member = processes.member()
         if build is not None and member is None:  # a cluster's parent builds, once
@@ -217,7 +220,9 @@ def run(
             https_cert_path=https_cert_path,
         )
         options = ServiceOptions(
-            persist_to=(persist_to or config.root / ".celld").resolve(),
+            persist_to=(
+                persist_to or state_home(project, config_file, config.root) / ".celld"
+            ).resolve(),
             js_threads=threads,
             synchronous=os.environ.get("CELLD_SQLITE_SYNC", "FULL"),
             store=store,

@@ -33,6 +33,7 @@ WEB_FILES: tuple[str, ...] = (
     "web/headers.js",
     "web/streams.js",
     "web/hoststreams.js",
+    "web/transform.js",
     "web/blob.js",
     "web/body.js",
     "web/websocket.js",

@@ -94,8 +94,13 @@ NOT_ACTED_ON: Mapping[str, str] = {
     "(or /__scheduled with `celld run --test-scheduled`)",
 }
 
-# Keys that are no setting at all: never warned about.
-SILENT: frozenset[str] = frozenset({"$schema"})  # an editor's JSON schema reference
+# Keys that are no setting at all: never warned about. Besides an editor's JSON schema
+# reference, the bookkeeping wrangler writes into a config it generates for a build (the one
+# `.wrangler/deploy/config.json` redirects to: celld/project/files.py).
+GENERATED_MARKS: frozenset[str] = frozenset(
+    {"configPath", "userConfigPath", "topLevelName", "definedEnvironments"}
+)
+SILENT: frozenset[str] = frozenset({"$schema"}) | GENERATED_MARKS
 
 IGNORED: frozenset[str] = frozenset(NOT_ACTED_ON) | SILENT
 
@@ -171,7 +176,11 @@ def classify_top_level(
     supported: dict[str, Any] = {}
     issues: list[Issue] = []
     warnings: list[Issue] = []
+    # wrangler writes every binding kind into a config it generates, most of them empty
+    generated = "topLevelName" in raw and "configPath" in raw
     for key, value in raw.items():
+        if generated and _generated_default(key, value, raw):
+            continue
         if key in SUPPORTED:
             supported[key] = value
         elif key in IGNORED:
@@ -190,6 +199,26 @@ def classify_top_level(
         else:
             issues.append(Issue(key, unknown_key_message(key, KNOWN)))
     return supported, issues, warnings
+
+
+def _generated_default(key: str, value: Any, raw: Mapping[str, Any]) -> bool:
+    """A refused key of a generated config that asks for nothing: an empty binding list or
+    table (`"queues": {"producers": [], "consumers": []}`), or the Python module rules of a
+    Worker whose `main` is not Python."""
+    if key not in UNSUPPORTED_BINDINGS and key not in UNSUPPORTED_FEATURES:
+        return False
+    if key == "python_modules":
+        return not str(raw.get("main", "")).endswith(".py")
+    return declares_nothing(value)
+
+
+def declares_nothing(value: Any) -> bool:
+    """An empty list or table, or one of only empty ones."""
+    if isinstance(value, list):
+        return not value
+    if isinstance(value, dict):
+        return all(declares_nothing(inner) for inner in value.values())
+    return False
 
 
 def _has_crons(value: Any) -> bool:

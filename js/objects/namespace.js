@@ -188,6 +188,8 @@
   globalThis.__celld_cloudflare.onEnv((message, env) => {
     for (const b of message.durable_objects || []) {
       env[b.binding] = new DurableObjectNamespace(b.cls, b.key, b.missing);
+      // this Worker's own class: also in `exports` from cloudflare:workers, as in workerd
+      if (!b.missing) globalThis.__celld_cloudflare.exports[b.cls] = env[b.binding];
     }
   });
   // Shared with the object side (js/objects/storage.js, object.js); hidden from user code.
