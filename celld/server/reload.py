@@ -117,7 +117,15 @@ class Reloader:
         self.service.on_stop.append(self.stop)
 
     async def start(self) -> None:
-        self._task = asyncio.get_running_loop().create_task(self._run(), name="celld-watch")
+        """Start watching; returns once the first watches are in place (so "ready" is
+        never printed before a change would be seen)."""
+        armed = asyncio.Event()
+        self._task = asyncio.get_running_loop().create_task(self._run(armed), name="celld-watch")
+        waiting = asyncio.ensure_future(armed.wait())
+        await asyncio.wait([waiting, self._task], return_when=asyncio.FIRST_COMPLETED)
+        waiting.cancel()
+        if self._task.done():
+            self._task.result()  # the watch could not start: say why
 
     async def stop(self) -> None:
         if self._task is not None:
@@ -135,7 +143,7 @@ class Reloader:
         except ConfigError:
             return None  # the reload prints the config's error
 
-    async def _run(self) -> None:
+    async def _run(self, armed: asyncio.Event) -> None:
         changes: asyncio.Queue[set[Path]] = asyncio.Queue()
         targets: Targets | None = None
         watchers: list[asyncio.Task[None]] = []
@@ -149,6 +157,10 @@ class Reloader:
                     await asyncio.gather(*watchers, return_exceptions=True)
                     targets = wanted
                     watchers = self._watch(targets, changes)
+                    # Each watcher's first step sets up its watches (watchfiles creates its
+                    # notifier before it first waits), and they run before this goes on.
+                    await asyncio.sleep(0)
+                    armed.set()
                 changed = await changes.get()
                 while not changes.empty():
                     changed |= changes.get_nowait()
@@ -169,6 +181,8 @@ class Reloader:
             watchers.append(loop.create_task(self._feed(folders, False, targets, changes)))
         if trees:
             watchers.append(loop.create_task(self._feed(trees, True, targets, changes)))
+        for task in watchers:
+            task.add_done_callback(_report_failure)
         log.debug("watching %d folders and %d trees for changes", len(folders), len(trees))
         return watchers
 
@@ -216,6 +230,11 @@ class Reloader:
             log.info("No change to the Worker, its config or its vars")
             return
         log.info("Local server updated and ready")
+
+
+def _report_failure(task: asyncio.Task[None]) -> None:
+    if not task.cancelled() and task.exception() is not None:
+        log.error("watching for changes failed; reload on change is off", exc_info=task.exception())
 
 
 def _shown(path: Path, root: Path) -> str:
