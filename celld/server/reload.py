@@ -216,6 +216,8 @@ class Reloader:
         except (ConfigError, ValueError) as error:
             log.error("%s\n(the previous version keeps serving)", error)
             return
+        if project.dev != self.service.project.dev:
+            log.warning("[dev] settings changed: they take effect when `celld run` starts again")
         for issue in project.warnings:
             if issue not in self.service.project.warnings:
                 log.warning("%s: %s: %s", project.path.name, issue.key, issue.message)

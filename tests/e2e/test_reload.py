@@ -215,15 +215,21 @@ def test_a_new_binding_in_the_config_takes_effect(tmp_path: Path) -> None:
         assert "(wrangler.json changed)" in run.log()
 
 
+def waiting_instance(url: str) -> Callable[[], dict[str, Any]]:
+    """Create instance "i" and wait until it waits for its event; returns its status()."""
+    httpx.post(url + "/create?id=i", timeout=30).raise_for_status()
+
+    def status() -> dict[str, Any]:
+        return dict(httpx.get(url + "/status?id=i", timeout=30).json())
+
+    until(lambda: status()["status"] == "waiting")
+    return status
+
+
 def test_a_workflow_instance_goes_on_across_a_reload_on_the_new_code(tmp_path: Path) -> None:
     project = make_project(tmp_path / "p")
     with celld(project, tmp_path / "state") as run:
-        httpx.post(run.url + "/create?id=i", timeout=30).raise_for_status()
-
-        def status() -> dict[str, Any]:
-            return dict(httpx.get(run.url + "/status?id=i", timeout=30).json())
-
-        until(lambda: status()["status"] == "waiting")
+        status = waiting_instance(run.url)
         # a new step after the recorded ones: the version check lets it run, as after a
         # restart
         (project / "src" / "index.js").write_text(
@@ -239,12 +245,7 @@ def test_a_workflow_instance_goes_on_across_a_reload_on_the_new_code(tmp_path: P
 def test_a_changed_history_fails_the_instance_as_after_a_restart(tmp_path: Path) -> None:
     project = make_project(tmp_path / "p")
     with celld(project, tmp_path / "state") as run:
-        httpx.post(run.url + "/create?id=i", timeout=30).raise_for_status()
-
-        def status() -> dict[str, Any]:
-            return dict(httpx.get(run.url + "/status?id=i", timeout=30).json())
-
-        until(lambda: status()["status"] == "waiting")
+        status = waiting_instance(run.url)
         # a step inserted before the recorded waitForEvent: two histories would mix
         changed = (WORKER % "    const more = [];").replace(
             '    const go = await step.waitForEvent("go", { type: "go" });',
