@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import re
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -20,7 +21,7 @@ from celld.cells.clock import Clock, ManualClock, SystemClock
 from celld.cells.manager import CellManager, CellSettings, WorkflowSpec
 from celld.cells.tasks import TaskOwner
 from celld.isolate.host import HostError, OpHandler
-from celld.isolate.isolate import Limits
+from celld.isolate.isolate import Limits, ScriptError
 from celld.isolate.layout import verdict
 from celld.isolate.ops import isolate_ops
 from celld.isolate.program import Program, build_program
@@ -46,6 +47,14 @@ from celld.store.base import Store, StoreUnavailable
 from celld.store.choice import check_store, open_store
 
 log = logging.getLogger("celld")
+#: the first position of a stack ("(src/index.js:3:9)")
+_FIRST_POSITION = re.compile(r"\(([^()\s]+:\d+:\d+)\)")
+
+
+class WorkerLoadError(Exception):
+    """The Worker's code threw as it was evaluated (top-level code)."""
+
+
 ALL = ["GET", "HEAD", "POST", "PUT", "DELETE", "PATCH", "OPTIONS"]
 
 
@@ -222,6 +231,14 @@ class Service:
         )
         try:
             await pool.start()
+        except ScriptError as error:
+            await pool.close()
+            # The Worker threw as it loaded: say where in its own files (file:line:col).
+            detail = program.lines.rewrite(error.detail)
+            where = _FIRST_POSITION.search(detail)
+            raise WorkerLoadError(
+                f"{where.group(1) + ': ' if where else ''}the Worker threw while loading: {detail}"
+            ) from None
         except BaseException:
             await pool.close()
             raise

@@ -167,7 +167,7 @@ def test_an_edit_reloads_and_requests_in_flight_finish_on_the_old_worker(tmp_pat
         assert text(run.url) == "v2 -"
 
 
-def test_a_syntax_error_keeps_the_old_worker_and_says_where_then_a_fix_loads(
+def test_a_load_error_keeps_the_old_worker_and_says_where_then_a_fix_loads(
     tmp_path: Path,
 ) -> None:
     project = make_project(tmp_path / "p")
@@ -181,6 +181,14 @@ def test_a_syntax_error_keeps_the_old_worker_and_says_where_then_a_fix_loads(
         assert text(run.url) == "v1 -"  # the old Worker still serves
         set_version(project, "v3")
         until(lambda: text(run.url) == "v3 -")
+        # top-level code that throws as the Worker loads: the same
+        (project / "src" / "version.js").write_text(
+            'throw new Error("boom");\nexport const VERSION = "v9";\n'
+        )
+        run.wait_for(r"src/version\.js:1:\d+: the Worker threw while loading: Error: boom")
+        assert text(run.url) == "v3 -"
+        set_version(project, "v4")
+        until(lambda: text(run.url) == "v4 -")
 
 
 def test_a_dev_vars_change_updates_env(tmp_path: Path) -> None:
