@@ -164,7 +164,10 @@ class Reloader:
                 changed = await changes.get()
                 while not changes.empty():
                     changed |= changes.get_nowait()
-                await self._changed(changed, targets, build)
+                try:
+                    await self._changed(changed, targets, build)
+                except Exception:  # a bug in the reload itself: said, and the watch goes on
+                    log.exception("reloading failed; the previous version keeps serving")
         finally:
             for task in watchers:
                 task.cancel()
