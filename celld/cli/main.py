@@ -176,6 +176,7 @@ def run(
     from celld.cli.serve import DevServer, PortUnavailable, bind, bound_port
     from celld.isolate.modules import ModuleError
     from celld.isolate.watchdog import NoCpuLimit
+    from celld.isolate.websockets import MAX_MESSAGE_BYTES
     from celld.project.build import BuildFailed, read_build, run_build
     from celld.project.config import ConfigError, find_config, load_config, parse_var_option
     from celld.server.admission import RequestCap
@@ -298,10 +299,15 @@ def run(
         access_log=False,
         lifespan="on",
         http=guarded_protocol(header_timeout, max_idle_connections, max_open),
+        # WebSocket upgrades (celld/server/websocket.py): the `websockets` library's sans-I/O
+        # protocol, with workerd's 1 MiB limit on a received message; uvicorn's shutdown
+        # closes them with 1012 (service restart).
+        ws="websockets-sansio",
+        ws_max_size=MAX_MESSAGE_BYTES,
         timeout_graceful_shutdown=grace,
         **tls,  # type: ignore[arg-type]
     )
-    DevServer(server_config, ready).run(sockets=[sock])
+    DevServer(server_config, ready, on_stopping=service.stopping).run(sockets=[sock])
 
 
 #: How long a thread may keep the GIL while another waits for it. The event loop keeps it

@@ -72,9 +72,15 @@ def bound_port(sock: socket.socket) -> int:
 class DevServer(uvicorn.Server):
     """uvicorn's server, telling when it is ready and when it stops."""
 
-    def __init__(self, config: uvicorn.Config, on_ready: Callable[[], None]) -> None:
+    def __init__(
+        self,
+        config: uvicorn.Config,
+        on_ready: Callable[[], None],
+        on_stopping: Callable[[], None] | None = None,
+    ) -> None:
         super().__init__(config)
         self._on_ready = on_ready
+        self._on_stopping = on_stopping
         self._stop_said = False
 
     async def startup(self, sockets: list[socket.socket] | None = None) -> None:
@@ -85,6 +91,8 @@ class DevServer(uvicorn.Server):
     def handle_exit(self, sig: int, frame: FrameType | None) -> None:
         if not self._stop_said:
             self._stop_said = True
+            if self._on_stopping is not None:
+                self._on_stopping()
             try:
                 name = signal.Signals(sig).name
             except ValueError:

@@ -37,6 +37,7 @@ from celld.isolate.isolate import CPU_LIMIT_REASON, Isolate, IsolateFault, Limit
 from celld.isolate.program import Program
 from celld.isolate.streams import STREAMS, StreamAborted
 from celld.isolate.threads import JsThread, JsThreadPool
+from celld.isolate.websockets import End, IsolateSink, SocketHub
 
 log = logging.getLogger("celld.worker")
 
@@ -64,6 +65,9 @@ class WireResponse:
     #: Called once the HTTP exchange is over: None when all of the body was sent, else why
     #: it stopped (the client went away). It frees what the request still holds.
     release: Callable[[str | None], None] = lambda _: None
+    #: A 101 answer's WebSocket: the host id of the end the client's connection gets
+    #: (celld/isolate/websockets.py).
+    web_socket: str | None = None
 
 
 @dataclass
@@ -98,6 +102,8 @@ class _Slot:
     #: Responses whose body JS is still streaming: request id -> pipe id.
     streams: dict[int, str] = field(default_factory=dict)
     spare: bool = False
+    #: the sockets this isolate accepted
+    sockets: IsolateSink | None = None
 
     def stalled(self, now: float) -> bool:
         queued = self.isolate.turn_queued_at
@@ -136,6 +142,7 @@ class WorkerPool:
         size: int | None = None,
         limits: Limits | None = None,
         on_setup: Callable[[IsolateHost], None] | None = None,
+        sockets: SocketHub | None = None,
     ) -> None:
         self.program = program
         self.threads = threads
@@ -143,6 +150,7 @@ class WorkerPool:
         self.env_message = env_message
         self.size = size or len(threads.threads)
         self.limits = limits or Limits()
+        self.sockets = sockets
         self._slots: list[_Slot] = []
         self._slot_ready = asyncio.Event()
         self._next_id = 0
@@ -167,9 +175,13 @@ class WorkerPool:
             ops["log"] = self._locating_log(ops["log"])
         ops["done"] = lambda message: self._on_done(slot, message)
         ops["fault"] = lambda message: self._on_js_fault(message)
+        sink: IsolateSink | None = None
+        if self.sockets is not None:
+            sink = IsolateSink(lambda: slot.host, lambda end, event: self._socket_event(slot, end))
+            ops.update(self.sockets.ops(lambda: sink))  # type: ignore[arg-type, return-value]
         host = IsolateHost(isolate, ops, on_fault=lambda fault: self._on_fault(slot, fault))
         host.prompt = True  # a client waits on every turn (see IsolateHost.prompt)
-        slot = _Slot(isolate, host, spare=thread is not None)
+        slot = _Slot(isolate, host, spare=thread is not None, sockets=sink)
         host.post({"k": "env", **self.env_message})
         host.idle_callback = lambda: self._check_hung(slot)
         host.cpu_callback = lambda ms: self._charge(slot, ms)
@@ -342,6 +354,12 @@ class WorkerPool:
 
     # -- answers from JS -------------------------------------------------------------
 
+    def _socket_event(self, slot: _Slot, end: End) -> None:
+        """A WebSocket event for a request: its CPU limit counts afresh, as workerd's does
+        for each message."""
+        if end.request in slot.live:
+            slot.live[end.request] = 0.0
+
     def _on_done(self, slot: _Slot, message: dict[str, Any]) -> None:
         """JS finished a request: its response is out and its waitUntil work settled."""
         slot.live.pop(message.get("id"), None)  # type: ignore[arg-type]
@@ -380,6 +398,7 @@ class WorkerPool:
             status=int(wire["status"]),
             headers=[(str(k), str(v)) for k, v in wire["headers"]],
             body=base64.b64decode(wire["body"]) if wire.get("body") else b"",
+            web_socket=str(wire["webSocket"]) if wire.get("webSocket") else None,
         )
         try:
             if "pipe" in wire or "source" in wire:
@@ -442,6 +461,8 @@ class WorkerPool:
         slot.pending.clear()
         slot.live.clear()
         slot.streams.clear()
+        if slot.sockets is not None and self.sockets is not None:
+            self.sockets.isolate_gone(slot.sockets)
         if slot.spare:
             # Spares exist for a burst of stuck isolates; one that fails is not replaced.
             self._in_background(slot.host.close(), "closing a failed spare isolate")
@@ -471,6 +492,8 @@ class WorkerPool:
         pending, waiting for its response or for more of a response body it streams."""
         if not (slot.pending or slot.streams) or slot.host.busy or slot.isolate.runnable:
             return
+        if slot.sockets is not None and any(not end.closed_in for end in slot.sockets.ends):
+            return  # a WebSocket it accepted may still bring an event, as in workerd
         for request_id, future in slot.pending.items():
             if not future.done():
                 future.set_exception(WorkerError("Error", HUNG_MESSAGE))
@@ -508,8 +531,15 @@ class WorkerPool:
 
     @property
     def busy(self) -> bool:
-        """A request is in flight: its answer, its streamed body or its waitUntil work."""
-        return any(slot.pending or slot.live or slot.streams for slot in self._slots)
+        """A request is in flight: its answer, its streamed body, its waitUntil work or a
+        WebSocket it accepted."""
+        return any(
+            slot.pending
+            or slot.live
+            or slot.streams
+            or (slot.sockets is not None and any(not end.closed_in for end in slot.sockets.ends))
+            for slot in self._slots
+        )
 
     async def drained(self, timeout: float) -> bool:
         """Wait up to `timeout` seconds for the requests in flight to finish (a replaced

@@ -18,6 +18,7 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 from celld.cells.manager import CellManager
+from celld.engine.lifecycle import allowed_actions
 from celld.isolate.host import HostError
 from celld.project.cron import parse_scheduled_id
 from celld.server.attempts import attempts_of, logged_attempts
@@ -31,6 +32,7 @@ STATUSES = (
 FINAL = frozenset({"errored", "terminated", "complete"})
 ACTIONS = ("pause", "resume", "terminate", "restart")
 MAX_PER_PAGE = 100
+MAX_SEARCH = 100  # an instance id is at most 100 characters
 MAX_WAIT_MS = 300_000
 POLL_S = 0.025
 
@@ -146,15 +148,20 @@ class Operator:
         status: str | None = None,
         date_start: str | None = None,
         date_end: str | None = None,
+        search: str | None = None,
     ) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+        """One page of instances, newest first, with their allowed `actions`; `search`
+        keeps those whose id contains it (ignoring case)."""
         self.require_workflow(name)
-        _, store = self._parts()
+        cells, store = self._parts()
         if page < 1:
             raise OperatorError(400, "page must be a whole number >= 1")
         if not 1 <= per_page <= MAX_PER_PAGE:
             raise OperatorError(400, f"per_page must be between 1 and {MAX_PER_PAGE}")
         if status is not None and status not in STATUSES:
             raise OperatorError(400, f"status must be one of {', '.join(STATUSES)}")
+        if search is not None and len(search) > MAX_SEARCH:
+            raise OperatorError(400, f"search must be at most {MAX_SEARCH} characters")
         try:
             start = parse_iso(date_start) if date_start else None
             end = parse_iso(date_end) if date_end else None
@@ -173,8 +180,11 @@ class Operator:
             status=status,
             created_from=start,
             created_to=end,
+            id_contains=search,
         )
-        total = await store.count_instances(name, status=status, created_from=start, created_to=end)
+        total = await store.count_instances(
+            name, status=status, created_from=start, created_to=end, id_contains=search
+        )
         items = [
             {
                 "id": r.id,
@@ -182,6 +192,7 @@ class Operator:
                 "created_on": iso(r.created_at),
                 "started_on": iso(r.started_at),
                 "ended_on": iso(r.finished_at),
+                "actions": actions_for(r.status),
             }
             for r in rows
         ]
@@ -190,6 +201,7 @@ class Operator:
             "per_page": per_page,
             "total_count": total,
             "total_pages": max(1, -(-total // per_page)),
+            "now": iso(cells.clock.now()),  # the engine's clock: an unfinished one's duration
         }
         return items, info
 
@@ -241,9 +253,20 @@ class Operator:
             fields["from"] = restart_from
         if action == "terminate":
             fields["rollback"] = rollback
+        before = await self._call(name, "status", id=instance_id)
         await self._call(name, action, **fields)
         view = await self._call(name, "status", id=instance_id)
-        return {"status": view["status"], "timestamp": iso(time.time() * 1000)}
+        # Cloudflare answers a pause or resume that changes nothing (a resume of a complete
+        # instance) as a success; `applied` (for celld's tools) says whether the lifecycle
+        # allowed the action from the status found just before, so they report no success
+        # for it. (A status read does not tell a rollback in progress, which reads
+        # `running`: a pause then counts as applied though the machine ignores it.)
+        applied = action in allowed_actions(before["status"])
+        return {
+            "status": view["status"],
+            "timestamp": iso(time.time() * 1000),
+            "applied": applied,
+        }
 
     async def delete(self, name: str, instance_id: str) -> None:
         await self._call(name, "delete", id=instance_id)
@@ -336,6 +359,10 @@ class Operator:
                 for e in found["events"]
             ],
             "rollback": _rollback(found.get("rollback")),
+            "actions": actions_for(
+                found["status"],
+                rolling_back=(found.get("rollback") or {}).get("state") == "rolling_back",
+            ),
         }
 
     # -- test helpers --------------------------------------------------------------------
@@ -413,6 +440,12 @@ class Operator:
             if time.monotonic() >= deadline:
                 raise OperatorError(408, f"step {step!r} has no result after {timeout_ms} ms")
             await asyncio.sleep(POLL_S)
+
+
+def actions_for(status: str, *, rolling_back: bool = False) -> list[str]:
+    """What an operator may do to an instance in `status`: the lifecycle's allowed actions
+    (celld.engine.lifecycle decides), and delete, which any status allows."""
+    return [*allowed_actions(status, rolling_back=rolling_back), "delete"]
 
 
 def _rollback(progress: dict[str, Any] | None) -> dict[str, Any] | None:

@@ -29,6 +29,7 @@ from celld.isolate.runtime import object_scripts
 from celld.isolate.threads import JsThreadPool
 from celld.isolate.watchdog import WATCHDOG
 from celld.isolate.webops import close_fetch_client
+from celld.isolate.websockets import SocketHub
 from celld.isolate.worker_pool import WorkerPool
 from celld.objects.manager import ObjectManager
 from celld.objects.migrations import migrate_state
@@ -94,6 +95,8 @@ class Service:
     store: Store | None = field(default=None, init=False)
     cells: CellManager | None = field(default=None, init=False)
     objects: ObjectManager | None = field(default=None, init=False)
+    #: every WebSocket of the process (celld/isolate/websockets.py)
+    sockets: SocketHub = field(default_factory=SocketHub, init=False)
     #: Per-workflow step limits beyond the config's cap (benchmarks of very long runs).
     step_limit_overrides: dict[str, int] = field(default_factory=dict, init=False)
     bindings: Bindings = field(init=False)
@@ -228,6 +231,7 @@ class Service:
             self.env_message(project, bindings),
             size=self.options.worker_isolates,
             limits=self._limits(project),
+            sockets=self.sockets,
         )
         try:
             await pool.start()
@@ -259,6 +263,7 @@ class Service:
                 self.env_message(),
                 limits=limits,
                 synchronous=self.options.synchronous,
+                sockets=self.sockets,
             )
             self.objects.ops = ops  # objects may call objects and drive workflows
         if self.project.workflows:
@@ -366,7 +371,13 @@ class Service:
             await pool.close()
         await bindings.close()
 
+    def stopping(self) -> None:
+        """celld was told to stop: the WebSockets the shutdown closes wake no object."""
+        self.sockets.stopping = True
+
     async def stop(self) -> None:
+        self.stopping()
+        await self.sockets.close_all(1012, "service restart")
         for hook in self.on_stop:
             await hook()
         await self._retired.close()
@@ -401,6 +412,7 @@ class Service:
                 test_scheduled_routes(get_pool, now) if self.options.test_scheduled else None
             ),
             url_rewrite=self.options.url_rewrite,
+            sockets=lambda: self.sockets,
             internal_routes=[
                 *scheduled_routes(get_pool, now),
                 *self._clock_routes(),

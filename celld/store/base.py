@@ -253,8 +253,10 @@ class Store(Protocol):
         status: str | None = None,
         created_from: int | None = None,
         created_to: int | None = None,
+        id_contains: str | None = None,
     ) -> list[InstanceSummary]:
-        """One page of a workflow's instances, newest first."""
+        """One page of a workflow's instances, newest first; `id_contains` keeps those
+        whose id contains it, ignoring case."""
         ...
 
     async def count_instances(
@@ -264,5 +266,6 @@ class Store(Protocol):
         status: str | None = None,
         created_from: int | None = None,
         created_to: int | None = None,
+        id_contains: str | None = None,
     ) -> int: ...
     async def workflow_counts(self, workflow: str) -> dict[str, int]: ...

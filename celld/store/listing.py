@@ -27,18 +27,25 @@ class SharedReads:
         raise NotImplementedError
 
     def _listing_filter(
-        self, workflow: str, status: str | None, created_from: int | None, created_to: int | None
+        self,
+        workflow: str,
+        status: str | None,
+        created_from: int | None,
+        created_to: int | None,
+        id_contains: str | None = None,
     ) -> tuple[str, list[Any]]:
         where = [f"workflow = {self._mark(1)}"]
         params: list[Any] = [workflow]
-        for clause, value in (
-            ("status = ", status),
-            ("created_at >= ", created_from),
-            ("created_at <= ", created_to),
+        for clause, value, tail in (
+            ("status = ", status, ""),
+            ("created_at >= ", created_from, ""),
+            ("created_at <= ", created_to, ""),
+            # case-insensitive on both backends (SQLite's LIKE is, PostgreSQL's is not)
+            ("LOWER(id) LIKE ", _like_pattern(id_contains), " ESCAPE '\\'"),
         ):
             if value is not None:
                 params.append(value)
-                where.append(clause + self._mark(len(params)))
+                where.append(clause + self._mark(len(params)) + tail)
         return " AND ".join(where), params
 
     async def peek(self, ref: InstanceRef) -> Loaded | None:
@@ -118,9 +125,12 @@ class SharedReads:
         status: str | None = None,
         created_from: int | None = None,
         created_to: int | None = None,
+        id_contains: str | None = None,
     ) -> list[InstanceSummary]:
         """One page of a workflow's instances, newest first (ties broken by id)."""
-        where, params = self._listing_filter(workflow, status, created_from, created_to)
+        where, params = self._listing_filter(
+            workflow, status, created_from, created_to, id_contains
+        )
         n = len(params)
         rows = await self._fetch(
             "SELECT id, status, created_at, started_at, finished_at FROM instances "
@@ -142,9 +152,12 @@ class SharedReads:
         status: str | None = None,
         created_from: int | None = None,
         created_to: int | None = None,
+        id_contains: str | None = None,
     ) -> int:
         """How many instances `list_instances` with these filters pages through."""
-        where, params = self._listing_filter(workflow, status, created_from, created_to)
+        where, params = self._listing_filter(
+            workflow, status, created_from, created_to, id_contains
+        )
         rows = await self._fetch(
             f"SELECT COUNT(*) AS n FROM instances WHERE {where}", tuple(params)
         )
@@ -158,3 +171,12 @@ class SharedReads:
             (workflow,),
         )
         return {row["status"]: row["n"] for row in rows}
+
+
+def _like_pattern(text: str | None) -> str | None:
+    """A LIKE pattern matching ids that contain `text` (lowercased), its `%`, `_` and `\\`
+    taken literally."""
+    if text is None:
+        return None
+    escaped = text.lower().replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
+    return f"%{escaped}%"

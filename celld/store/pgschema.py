@@ -126,6 +126,18 @@ CREATE TABLE schedule_ticks (
 );
 """,
     ),
+    (
+        4,
+        """
+-- Serialized values as bytes: step values, event payloads and params hold either UTF-8
+-- JSON text or, for a value with binary data, a NUL, its JSON, a NUL and its bytes
+-- (celld/engine/binary.py), so ArrayBuffers are stored as themselves, not as base64.
+-- The rows already there are text, kept as its UTF-8 (the tables are rewritten once).
+ALTER TABLE steps ALTER COLUMN value TYPE BYTEA USING convert_to(value, 'UTF8');
+ALTER TABLE events ALTER COLUMN payload TYPE BYTEA USING convert_to(payload, 'UTF8');
+ALTER TABLE instances ALTER COLUMN params TYPE BYTEA USING convert_to(params, 'UTF8');
+""",
+    ),
 ]
 
 LATEST = MIGRATIONS[-1][0]

@@ -37,6 +37,7 @@ from typing import Any
 
 import aiosqlite
 
+from celld.engine.binary import join_texts
 from celld.engine.decisions import JournalText
 from celld.store.base import (
     InstanceRef,
@@ -50,6 +51,7 @@ from celld.store.lease import NO_LEASE, Lease
 from celld.store.listing import SharedReads
 from celld.store.rows import (
     ADDED_INSTANCE_COLUMNS,
+    BINARY_JOURNAL_SQL,
     INSERT_INSTANCE,
     JOURNAL_SQL,
     SCHEMA,
@@ -60,6 +62,7 @@ from celld.store.rows import (
     event_from_row,
     instance_from_row,
     instance_row,
+    journal_text,
     step_from_row,
 )
 
@@ -395,7 +398,17 @@ class SqliteStore(GroupCommitWrites, SharedReads):
         """Built by SQLite in one statement: no row becomes a Python object."""
         rows = await self._fetch(JOURNAL_SQL, (ref.workflow, ref.id))
         sections = {row[0]: row[1] or "" for row in rows}
-        return JournalText(sections.get(0, ""), sections.get(1, ""))
+        text = JournalText(sections.get(0, ""), sections.get(1, ""))
+        binary = await self._fetch(BINARY_JOURNAL_SQL, (ref.workflow, ref.id))
+        if not binary:
+            return text
+        extra = journal_text(step_from_row(row) for row in binary)
+        return JournalText(
+            *(
+                join_texts(",", [part for part in pair if part])
+                for pair in zip(text, extra, strict=True)
+            )
+        )
 
     async def serve(self, events: NodeEvents) -> None:
         """Nothing to do: no other node shares this file."""

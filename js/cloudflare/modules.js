@@ -55,7 +55,7 @@
     WorkflowEntrypoint,
     RpcTarget,
     DurableObject,
-    WebSocketPair: unsupportedClass("WebSocketPair"),
+    WebSocketPair: globalThis.__celld_web.WebSocketPair,
     env,
     waitUntil(promise) {
       if (!currentWaitUntil) throw new TypeError("waitUntil() called outside a request");

@@ -64,6 +64,7 @@
 
   function maybeFinish(owner) {
     if (!owner.responded || owner.finished) return;
+    if (owner.sockets > 0) return; // a WebSocket it accepted is open: the request lives on
     if (owner.waits === 0) {
       finish(owner);
       return;
@@ -203,7 +204,16 @@
   }
 
   host.on("fetch", (message) => {
-    const owner = { id: message.id, waits: 0, responded: false, finished: false, cap: null };
+    const owner = {
+      id: message.id, waits: 0, responded: false, finished: false, cap: null, sockets: 0,
+      socketOpened() {
+        owner.sockets++;
+      },
+      socketClosed() {
+        owner.sockets--;
+        maybeFinish(owner);
+      },
+    };
     live.set(message.id, owner);
     const keepGoing = tracker(owner);
     const ctx = new ExecutionContext(keepGoing);

@@ -90,6 +90,7 @@
           headers: wire.headers,
           bytes: request.method === "HEAD" ? null : web.base64ToBytes(wire.body),
           guard: "immutable",
+          webSocket: wire.webSocket === undefined ? null : web.adoptSocket(wire.webSocket),
         });
       },
       connect() {

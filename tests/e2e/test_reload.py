@@ -48,7 +48,8 @@ export default {
     if (url.pathname === "/slow") {
       // holds until the test's server answers: the request is in flight meanwhile
       const held = await fetch(url.searchParams.get("hold"));
-      return new Response(`${VERSION} ${await held.text()}`);
+      const counted = await env.COUNTER.getByName("slow").inc();
+      return new Response(`${VERSION} ${await held.text()} ${counted.version}`);
     }
     if (url.pathname === "/do") {
       return Response.json(await env.COUNTER.getByName("one").inc());
@@ -163,7 +164,9 @@ def test_an_edit_reloads_and_requests_in_flight_finish_on_the_old_worker(tmp_pat
             hold.released.set()
             thread.join(60)
             hold.close()
-        assert slow["answer"] == "v1 ok"  # began on v1, ended on v1
+        # It began and ended on v1; the Durable Object it called after the reload runs
+        # the new code (calls go to the objects running at the time of the call).
+        assert slow["answer"] == "v1 ok v2"
         assert text(run.url) == "v2 -"
 
 

@@ -382,3 +382,18 @@ async def test_a_peek_gives_the_status_a_full_load_gives(store: AnyStore) -> Non
     assert peeked_machines["done"].status_view() == {"status": "complete", "output": '{"out":2}'}
     assert peeked_machines["rolling"].rolling_back  # its phase row came along
     assert await store.peek(InstanceRef("wf", "nope")) is None
+
+
+async def test_listing_searches_ids_ignoring_case_with_wildcards_taken_literally(
+    store: AnyStore,
+) -> None:
+    for n, instance_id in enumerate(("Order_1", "order-2", "orderX3", "other")):
+        await store.write(write_of(new(instance_id, T0 + n)))
+    found = await store.list_instances("wf", id_contains="ORDER")
+    assert [s.id for s in found] == ["orderX3", "order-2", "Order_1"]  # newest first
+    assert await store.count_instances("wf", id_contains="ORDER") == 3
+    # `_` and `%` are characters here, not LIKE's wildcards
+    assert [s.id for s in await store.list_instances("wf", id_contains="r_")] == ["Order_1"]
+    assert await store.count_instances("wf", id_contains="%") == 0
+    page = await store.list_instances("wf", id_contains="o", limit=1, offset=1)
+    assert [s.id for s in page] == ["orderX3"]
