@@ -3,9 +3,9 @@
 What is watched: every file of the Worker's module graph (the files the module loader
 read), the config file, `tsconfig.json` and `package.json` beside it, and the vars files
 there (`.dev.vars`, `.dev.vars.<env>`, `.env`, `.env.<...>`). Files under `node_modules`
-are left out, as wrangler's own watcher treats them: packages change by `npm install`,
-which is a restart's business, and watching them would take an inotify watch for each
-of their folders. With a `[build] command`, everything under its `watch_dir` (default
+are left out, where wrangler's esbuild watches them too: packages change by `npm install`,
+after which `celld run` is started again, and watching them would take an inotify watch
+for each of their folders (thousands in a project with a few dependencies). With a `[build] command`, everything under its `watch_dir` (default
 `src`, relative to the config file) is watched too, and a change there runs the command
 again first; its failure is printed and the running Worker kept.
 
