@@ -5,9 +5,10 @@ read), the config file, `tsconfig.json` and `package.json` beside it, and the va
 there (`.dev.vars`, `.dev.vars.<env>`, `.env`, `.env.<...>`). Files under `node_modules`
 are left out, where wrangler's esbuild watches them too: packages change by `npm install`,
 after which `celld run` is started again, and watching them would take an inotify watch
-for each of their folders (thousands in a project with a few dependencies). With a `[build] command`, everything under its `watch_dir` (default
-`src`, relative to the config file) is watched too, and a change there runs the command
-again first; its failure is printed and the running Worker kept.
+for each of their folders (thousands in a project with a few dependencies). With a
+`[build] command`, everything under its `watch_dir` (default `src`, relative to the
+config file) is watched too, and a change there runs the command again first; its
+failure is printed and the running Worker kept.
 
 On a change (a burst of writes is taken as one: watchfiles waits for a quiet moment),
 the project is loaded again through the callback `celld run` gives (config, vars, code)
@@ -161,6 +162,12 @@ class Reloader:
                     # notifier before it first waits), and they run before this goes on.
                     await asyncio.sleep(0)
                     armed.set()
+                    log.debug(
+                        "watching %d files in %d folders, and %d trees, for changes",
+                        len(targets.files),
+                        len(targets.folders),
+                        len(targets.trees),
+                    )
                 changed = await changes.get()
                 while not changes.empty():
                     changed |= changes.get_nowait()
@@ -186,7 +193,6 @@ class Reloader:
             watchers.append(loop.create_task(self._feed(trees, True, targets, changes)))
         for task in watchers:
             task.add_done_callback(_report_failure)
-        log.debug("watching %d folders and %d trees for changes", len(folders), len(trees))
         return watchers
 
     @staticmethod

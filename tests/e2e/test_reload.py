@@ -326,3 +326,38 @@ def test_no_watch_does_not_reload(tmp_path: Path) -> None:
         until(lambda: text(watching.url) == "v2 hello")
         assert text(fixed.url) == "v1 -"
         assert "Reloading" not in fixed.log()
+
+
+def test_a_file_in_a_new_folder_is_watched_once_imported_even_while_broken(
+    tmp_path: Path,
+) -> None:
+    project = tmp_path / "p"
+    (project / "src").mkdir(parents=True)
+    set_version(project, "v1")
+    (project / "src" / "index.js").write_text(
+        'import { VERSION } from "./version.js";\n'
+        "export default { fetch() { return new Response(VERSION); } };\n"
+    )
+    (project / "wrangler.json").write_text(
+        json.dumps({"name": "grow", "main": "src/index.js", "compatibility_date": "2026-11-01"})
+    )
+    watching = re.compile(r"watching \d+ files in (\d+) folders")
+    with celld(project, tmp_path / "state", "--log-level", "debug") as run:
+        assert text(run.url) == "v1"
+        assert watching.findall(run.log()) == ["2"]  # the project's folder and src/
+        (project / "src" / "lib").mkdir()
+        (project / "src" / "lib" / "extra.js").write_text("export const EXTRA = ;\n")
+        (project / "src" / "index.js").write_text(
+            'import { VERSION } from "./version.js";\n'
+            'import { EXTRA } from "./lib/extra.js";\n'
+            "export default { fetch() { return new Response(`${VERSION} ${EXTRA}`); } };\n"
+        )
+        run.wait_for(r"src/lib/extra\.js:1:\d+: ")
+        assert text(run.url) == "v1"
+        # the broken file, in a folder nothing watched before, is watched until it loads
+        until(lambda: watching.findall(run.log()) == ["2", "3"])
+        (project / "src" / "lib" / "extra.js").write_text('export const EXTRA = "x1";\n')
+        until(lambda: text(run.url) == "v1 x1")
+        # and now it is part of the module graph
+        (project / "src" / "lib" / "extra.js").write_text('export const EXTRA = "x2";\n')
+        until(lambda: text(run.url) == "v1 x2")
