@@ -45,7 +45,7 @@ from celld.server.shape import RequestShape
 from celld.server.testing import testing_routes
 from celld.server.ui import ui_routes
 from celld.store.base import Store, StoreUnavailable
-from celld.store.choice import check_store, open_store
+from celld.store.choice import check_store, is_postgres, open_store
 
 log = logging.getLogger("celld")
 #: the first position of a stack ("(src/index.js:3:9)")
@@ -155,6 +155,7 @@ class Service:
             self.options.persist_to,
             self.options.clock.now,
             synchronous=self.options.synchronous,
+            shared=self.options.store if is_postgres(self.options.store) else None,
         )
 
     def env_message(

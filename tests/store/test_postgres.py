@@ -11,7 +11,7 @@ import asyncpg
 import pytest
 
 from celld.engine import Machine, Status
-from celld.project.bindings import BindingsConfig, KvNamespaceConfig
+from celld.project.bindings import BindingsConfig, D1DatabaseConfig, KvNamespaceConfig
 from celld.project.objects import DurableObjectBinding, DurableObjectsConfig
 from celld.store.base import InstanceRef, StoreUnavailable, Write
 from celld.store.choice import check_store
@@ -124,9 +124,14 @@ async def test_a_database_crash_is_unavailable_until_it_is_back(own_cluster: Pat
         await store.close()
 
 
-def test_storage_bindings_are_refused_with_a_shared_database() -> None:
-    bindings = BindingsConfig(kv=(KvNamespaceConfig(binding="CACHE", id="c"),))
-    with pytest.raises(ValueError, match=r"KV \(CACHE\).*default SQLite store"):
+def test_d1_bindings_are_refused_with_a_shared_database_and_kv_is_not() -> None:
+    kv = (KvNamespaceConfig(binding="CACHE", id="c"),)
+    check_store("postgresql://celld@db:5432/celld", BindingsConfig(kv=kv))
+    bindings = BindingsConfig(
+        kv=kv,
+        d1=(D1DatabaseConfig("DB", "db", "db-id", Path("m"), "d1_migrations"),),
+    )
+    with pytest.raises(ValueError, match=r"with D1 \(DB\) bindings yet.*default SQLite store"):
         check_store("postgresql://celld@db:5432/celld", bindings)
     check_store(None, bindings)  # one node on SQLite keeps its storage bindings
     check_store("postgresql://celld@db:5432/celld", BindingsConfig())
