@@ -77,6 +77,13 @@ def cli() -> None:
     "wrangler dev --test-scheduled does.",
 )
 @click.option(
+    "--watch/--no-watch",
+    default=True,
+    show_default=True,
+    help="Reload when the Worker's files, its config or its vars files change (and run "
+    "[build] command again when files under its watch_dir do), as wrangler dev does.",
+)
+@click.option(
     "--persist-to",
     type=click.Path(file_okay=False, path_type=Path),
     help="Folder for durable state (default: PROJECT/.celld).",
@@ -157,6 +164,7 @@ def run(
     upstream_protocol: str | None,
     host: str | None,
     test_scheduled: bool,
+    watch: bool,
     persist_to: Path | None,
     store: str | None,
     var_options: tuple[str, ...],
@@ -250,6 +258,11 @@ def run(
         # nothing else begun (a cluster's children accept on their parent's socket).
         sock = bind(dev.ip, dev.port) if member is None else processes.inherited_socket(member)
         service = Service(config, options)
+        if watch:
+            from celld.server.reload import Reloader
+
+            reload = lambda: load_config(config_path, var_overrides=overrides)  # noqa: E731
+            Reloader(service, config_path, reload).attach()
         tls: dict[str, str] = {}
         made_cert: Path | None = None  # a certificate celld made (clients must trust it)
         if dev.local_protocol == "https":

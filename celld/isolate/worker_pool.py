@@ -529,6 +529,28 @@ class WorkerPool:
         self._slot_ready.set()
         await slot.host.close()
 
+    @property
+    def busy(self) -> bool:
+        """A request is in flight: its answer, its streamed body, its waitUntil work or a
+        WebSocket it accepted."""
+        return any(
+            slot.pending
+            or slot.live
+            or slot.streams
+            or (slot.sockets is not None and any(not end.closed_in for end in slot.sockets.ends))
+            for slot in self._slots
+        )
+
+    async def drained(self, timeout: float) -> bool:
+        """Wait up to `timeout` seconds for the requests in flight to finish (a replaced
+        Worker's, before it is closed); False if some were still going."""
+        deadline = asyncio.get_running_loop().time() + timeout
+        while self.busy:
+            if asyncio.get_running_loop().time() >= deadline:
+                return False
+            await asyncio.sleep(0.02)
+        return True
+
     async def close(self) -> None:
         self._closed = True
         if self._watchdog is not None:

@@ -6,8 +6,9 @@ serves anything. ``cwd`` is taken relative to the config file's folder (its defa
 wrangler takes it relative to the folder it was started in, which is the same folder
 when it is started in the project, as it usually is.
 
-The build runs once, before serving: ``watch_dir`` is accepted, and a warning says that
-celld does not rebuild when files change (restart ``celld run`` to rebuild).
+The build runs before serving and, unless ``celld run --no-watch``, again whenever a file
+under ``watch_dir`` changes (default ``src``; a folder or a list of them, relative to the
+config file's folder), before the Worker is reloaded (celld/server/reload.py).
 
 The section is read here on its own, before the rest of the config is checked, because
 the build may be what creates ``main``.
@@ -42,6 +43,8 @@ class _BuildSection(BaseModel):
 class BuildStep:
     command: str
     cwd: Path
+    #: folders whose changes run the command again (reload on change)
+    watch_dirs: tuple[Path, ...] = ()
 
 
 def read_build(path: Path) -> BuildStep | None:
@@ -59,7 +62,9 @@ def read_build(path: Path) -> BuildStep | None:
     cwd = (root / model.cwd).resolve() if model.cwd else root
     if not cwd.is_dir():
         raise ConfigError(path, "build.cwd", f"not a folder: {model.cwd!r} (resolved to {cwd})")
-    return BuildStep(model.command.strip(), cwd)
+    given = model.watch_dir if model.watch_dir is not None else "src"
+    folders = [given] if isinstance(given, str) else given
+    return BuildStep(model.command.strip(), cwd, tuple((root / f).resolve() for f in folders))
 
 
 class BuildFailed(Exception):

@@ -4,8 +4,11 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import re
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from starlette.applications import Starlette
 from starlette.requests import Request
@@ -16,8 +19,10 @@ from celld.bindings.registry import Bindings
 from celld.bindings.unconnected import not_found_message, warn_unconnected
 from celld.cells.clock import Clock, ManualClock, SystemClock
 from celld.cells.manager import CellManager, CellSettings, WorkflowSpec
+from celld.cells.tasks import TaskOwner
 from celld.cluster.member import Member
-from celld.isolate.isolate import Limits
+from celld.isolate.host import HostError, OpHandler
+from celld.isolate.isolate import Limits, ScriptError
 from celld.isolate.layout import verdict
 from celld.isolate.ops import isolate_ops
 from celld.isolate.program import Program, build_program
@@ -44,6 +49,14 @@ from celld.store.base import Store, StoreUnavailable
 from celld.store.choice import check_store, is_postgres, open_store
 
 log = logging.getLogger("celld")
+#: the first position of a stack ("(src/index.js:3:9)")
+_FIRST_POSITION = re.compile(r"\(([^()\s]+:\d+:\d+)\)")
+
+
+class WorkerLoadError(Exception):
+    """The Worker's code threw as it was evaluated (top-level code)."""
+
+
 ALL = ["GET", "HEAD", "POST", "PUT", "DELETE", "PATCH", "OPTIONS"]
 
 
@@ -66,6 +79,8 @@ class ServiceOptions:
     url_rewrite: tuple[str | None, str | None] | None = None
     #: this process's place in a `celld run --workers N` cluster (celld.cluster)
     cluster: Member | None = None
+    #: seconds a replaced Worker's requests get to finish before it is closed
+    reload_grace_s: float = 30.0
 
 
 @dataclass
@@ -88,78 +103,162 @@ class Service:
     #: Per-workflow step limits beyond the config's cap (benchmarks of very long runs).
     step_limit_overrides: dict[str, int] = field(default_factory=dict, init=False)
     bindings: Bindings = field(init=False)
+    #: run once the service has started / before it stops (the reload on change)
+    on_start: list[Callable[[], Awaitable[None]]] = field(default_factory=list, init=False)
+    on_stop: list[Callable[[], Awaitable[None]]] = field(default_factory=list, init=False)
+    #: set except while a new version's objects and workflows are being started
+    _ready: asyncio.Event = field(default_factory=asyncio.Event, init=False)
+    #: previous versions of the Worker finishing their requests
+    _retired: TaskOwner = field(default_factory=lambda: TaskOwner("reload"), init=False)
+    #: the operator surface's list of workflows (kept in step with the config)
+    operator_workflows: list[dict[str, str]] = field(default_factory=list, init=False)
 
     def __post_init__(self) -> None:
         # Bundling happens before the server listens, so a broken project fails
         # `celld run` at once with the file and line at fault; so does a store that
         # cannot serve this project's bindings.
-        check_store(self.options.store, self.project.bindings)
-        objects = self.project.bindings.objects
+        self.program = self._prepare(self.project)
+        self._apply_migrations(self.project)
+        self.bindings = self._bindings(self.project)
+        self._ready.set()
+
+    def _prepare(self, project: ProjectConfig) -> Program:
+        """Check what `project` needs of this machine and bundle its Worker (raises
+        ModuleError, ConfigError, NoCpuLimit with the reason)."""
+        check_store(self.options.store, project.bindings)
+        objects = project.bindings.objects
         # The direct calls into QuickJS are checked here, at start (a mismatch is said once
         # in the log); Durable Objects that could not be given a CPU limit are refused.
         verdict()
         if objects.bindings:
             classes = ", ".join(sorted({b.class_name for b in objects.bindings}))
             WATCHDOG.require(f"this project's Durable Objects ({classes}) cannot run")
-        warn_unconnected(self.project)
-        self.program = build_program(
-            self.project.main,
+        warn_unconnected(project)
+        return build_program(
+            project.main,
             object_scripts() if objects.bindings or objects.unconnected else (),
-            root=self.project.root,
-            compatibility_flags=self.project.compatibility_flags,
+            root=project.root,
+            compatibility_flags=project.compatibility_flags,
             cache_dir=self.options.persist_to / "module-cache",
-            tsconfig=self.project.tsconfig,
-            jsx_factory=self.project.jsx_factory,
-            jsx_fragment=self.project.jsx_fragment,
+            tsconfig=project.tsconfig,
+            jsx_factory=project.jsx_factory,
+            jsx_fragment=project.jsx_fragment,
         )
+
+    def _apply_migrations(self, project: ProjectConfig) -> None:
+        objects = project.bindings.objects
         if objects.bindings or objects.migrations:
             applied = migrate_state(objects, self.options.persist_to, self.options.clock.now())
             if applied:
                 log.info("applied Durable Object migrations: %s", ", ".join(applied))
-        self.bindings = Bindings(
-            self.project.bindings,
+
+    def _bindings(self, project: ProjectConfig) -> Bindings:
+        return Bindings(
+            project.bindings,
             self.options.persist_to,
             self.options.clock.now,
             synchronous=self.options.synchronous,
             shared=self.options.store if is_postgres(self.options.store) else None,
         )
 
-    def env_message(self) -> dict[str, object]:
+    def env_message(
+        self, project: ProjectConfig | None = None, bindings: Bindings | None = None
+    ) -> dict[str, object]:
+        """What js/ needs to build `env` (of `project` and `bindings`, else the running ones)."""
+        project = project or self.project
+        bindings = bindings or self.bindings
         workflows = [
             {"binding": w.binding, "name": w.name}
             | ({"missing": not_found_message(w.unconnected)} if w.unconnected else {})
-            for w in self.project.workflows
+            for w in project.workflows
         ]
         # A namespace's ids are keyed by "<worker>-<class>", as under `wrangler dev`.
         objects = [
             {
                 "binding": b.binding,
                 "cls": b.class_name,
-                "key": f"{b.script_name or self.project.name}-{b.class_name}",
+                "key": f"{b.script_name or project.name}-{b.class_name}",
             }
             | ({"missing": not_found_message(b.script_name)} if b.script_name else {})
             for b in (
-                *self.project.bindings.objects.bindings,
-                *self.project.bindings.objects.unconnected,
+                *project.bindings.objects.bindings,
+                *project.bindings.objects.unconnected,
             )
         ]
         return {
-            "vars": dict(self.project.vars),
+            "vars": dict(project.vars),
             "workflows": workflows,
             "durable_objects": objects,
-            **self.bindings.env_message(),
+            **bindings.env_message(),
         }
 
     async def start(self) -> None:
         self.options.persist_to.mkdir(parents=True, exist_ok=True)
         self.threads = JsThreadPool(self.options.js_threads)
-        limits = Limits(
-            cpu_ms=self.project.cpu_ms or Limits().cpu_ms,
-            memory_bytes=self.options.memory_bytes,
-        )
-        ops = isolate_ops()
         await self.bindings.open()
-        ops.update(self.bindings.ops())
+        ops = self._ops(self.project, self.bindings)
+        pool = await self._start_pool(self.project, self.program, self.bindings, ops)
+        await self._start_parts(ops)
+        self.pool = pool
+        if self.options.cluster is not None:
+            await self.options.cluster.start(self)
+        for hook in self.on_start:
+            await hook()
+
+    def _limits(self, project: ProjectConfig) -> Limits:
+        return Limits(
+            cpu_ms=project.cpu_ms or Limits().cpu_ms, memory_bytes=self.options.memory_bytes
+        )
+
+    def _ops(self, project: ProjectConfig, bindings: Bindings) -> dict[str, OpHandler]:
+        """The host operations of every isolate. Calls into Durable Objects and workflows
+        go through the service to the ones running at the time of the call, so a request
+        that began on the previous version of the Worker reaches the new ones."""
+        ops = isolate_ops()
+        ops.update(bindings.ops())
+        if project.bindings.objects.bindings:
+            ops["do"] = self._op_do
+        if project.workflows:
+            ops["wf.binding"] = self._op_workflows
+        return ops
+
+    async def _start_pool(
+        self,
+        project: ProjectConfig,
+        program: Program,
+        bindings: Bindings,
+        ops: dict[str, OpHandler],
+    ) -> WorkerPool:
+        """The Worker's isolates, loaded (a Worker that throws as it loads raises here)."""
+        pool = WorkerPool(
+            program,
+            self.threads,
+            ops,
+            self.env_message(project, bindings),
+            size=self.options.worker_isolates,
+            limits=self._limits(project),
+            sockets=self.sockets,
+        )
+        try:
+            await pool.start()
+        except ScriptError as error:
+            await pool.close()
+            # The Worker threw as it loaded: say where in its own files (file:line:col).
+            detail = program.lines.rewrite(error.detail)
+            where = _FIRST_POSITION.search(detail)
+            raise WorkerLoadError(
+                f"{where.group(1) + ': ' if where else ''}the Worker threw while loading: {detail}"
+            ) from None
+        except BaseException:
+            await pool.close()
+            raise
+        return pool
+
+    async def _start_parts(self, ops: dict[str, OpHandler]) -> None:
+        """Start the Durable Objects and workflows of `self.program` (at start, and again
+        for each new version of the Worker, see `replace`)."""
+        limits = self._limits(self.project)
+        self.objects = self.cells = None
         if self.project.bindings.objects.bindings:
             self.objects = ObjectManager(
                 self.project.bindings.objects,
@@ -172,18 +271,20 @@ class Service:
                 synchronous=self.options.synchronous,
                 sockets=self.sockets,
             )
-            # Before the cells take their copy: workflow steps may call objects too.
-            ops["do"] = self.objects.op_do
+            self.objects.ops = ops  # objects may call objects and drive workflows
         if self.project.workflows:
             cluster = self.options.cluster
-            self.store = open_store(
-                self.options.store,
-                cluster.store_dir(self.options.persist_to) if cluster else self.options.persist_to,
-                self.options.synchronous,
-            )
-            await self.store.open()
-            if lifecycle_log.enabled():
-                self.store.on_committed = lifecycle_log.observe
+            if self.store is None:
+                self.store = open_store(
+                    self.options.store,
+                    cluster.store_dir(self.options.persist_to)
+                    if cluster
+                    else self.options.persist_to,
+                    self.options.synchronous,
+                )
+                await self.store.open()
+                if lifecycle_log.enabled():
+                    self.store.on_committed = lifecycle_log.observe
             specs = {
                 w.name: WorkflowSpec(
                     w.name,
@@ -196,7 +297,9 @@ class Service:
             }
             cell_threads = self.threads
             if self.options.cells.inline_turns:
-                self.workflow_threads = cell_threads = JsThreadPool(1, name="celld-wf")
+                if self.workflow_threads is None:
+                    self.workflow_threads = JsThreadPool(1, name="celld-wf")
+                cell_threads = self.workflow_threads
             self.cells = CellManager(
                 specs,
                 self.store,
@@ -209,25 +312,77 @@ class Service:
                 settings=self.options.cells,
             )
             if cluster is not None:
-                cluster.route(self.cells)
-            ops = self.cells.ops
-        self.pool = WorkerPool(
-            self.program,
-            self.threads,
-            ops,
-            self.env_message(),
-            size=self.options.worker_isolates,
-            limits=limits,
-            sockets=self.sockets,
-        )
-        await self.pool.start()
+                cluster.route(self.cells)  # binding calls reach their instance's owner
         if self.objects is not None:
-            self.objects.ops = ops  # objects may call objects and drive workflows
             await self.objects.start()
         if self.cells is not None:
             await self.cells.start()
-        if self.options.cluster is not None:
-            await self.options.cluster.start(self)
+
+    async def _op_do(self, message: dict[str, Any]) -> dict[str, Any]:
+        await self._ready.wait()  # while objects are replaced, calls wait for the new ones
+        if self.objects is None:
+            raise HostError(
+                "celld: this version of the Worker binds no Durable Objects", "TypeError"
+            )
+        return await self.objects.op_do(message)
+
+    async def _op_workflows(self, message: dict[str, Any]) -> Any:
+        await self._ready.wait()
+        if self.cells is None:
+            raise HostError("celld: this version of the Worker binds no Workflows", "TypeError")
+        return await self.cells.ops["wf.binding"](message)
+
+    async def replace(self, project: ProjectConfig) -> bool:
+        """Serve a new version of the project (its config, vars and code) in place of the
+        one running, as a restart would but without one. The new Worker is bundled and
+        loaded first: an error raises here, with the old version serving on. Then Durable
+        Objects and workflows stop and start again on the new code: objects keep their
+        storage; unfinished instances go on from the store, checked against the version
+        they started on, as after a restart. Requests in flight finish on the old Worker,
+        which answers new ones until the new one is ready. False (and nothing replaced)
+        when the project and its bundle are those running."""
+        program = await asyncio.to_thread(self._prepare, project)
+        if project == self.project and program.version == self.program.version:
+            return False
+        bindings = self._bindings(project)
+        await bindings.open()
+        ops = self._ops(project, bindings)
+        try:
+            pool = await self._start_pool(project, program, bindings, ops)
+        except BaseException:
+            await bindings.close()
+            raise
+        old = (self.project, self.program, self.bindings, self.pool, self.cells, self.objects)
+        self._ready.clear()
+        try:
+            if self.cells is not None:
+                await self.cells.stop()
+            if self.objects is not None:
+                await self.objects.stop()
+            try:
+                self._apply_migrations(project)
+                self.project, self.program, self.bindings = project, program, bindings
+                await self._start_parts(ops)
+            except BaseException:
+                # The old version's objects and workflows come back (they were stopped,
+                # not closed); its Worker never stopped serving.
+                self.project, self.program, self.bindings = old[:3]
+                await self._start_parts(self._ops(self.project, self.bindings))
+                self._retired.spawn(self._retire(pool, bindings), "closing the new Worker")
+                raise
+        finally:
+            self._ready.set()
+        self.pool = pool
+        self.operator_workflows[:] = self._workflow_list()
+        self._retired.spawn(self._retire(old[3], old[2]), "closing the previous Worker")
+        return True
+
+    async def _retire(self, pool: WorkerPool | None, bindings: Bindings) -> None:
+        """Close a replaced Worker once its requests are done (or after the grace)."""
+        if pool is not None:
+            await pool.drained(self.options.reload_grace_s)
+            await pool.close()
+        await bindings.close()
 
     def stopping(self) -> None:
         """celld was told to stop: the WebSockets the shutdown closes wake no object."""
@@ -238,6 +393,9 @@ class Service:
         await self.sockets.close_all(1012, "service restart")
         if self.options.cluster is not None:
             await self.options.cluster.stop()
+        for hook in self.on_stop:
+            await hook()
+        await self._retired.close()
         if self.pool is not None:
             await self.pool.close()
         if self.cells is not None:
@@ -264,7 +422,7 @@ class Service:
             startup=self.start,
             shutdown=self.stop,
             metrics=lambda: render_metrics(self),
-            assets=self.bindings.assets,
+            assets=lambda: self.bindings.assets,
             before_worker=(
                 test_scheduled_routes(get_pool, now) if self.options.test_scheduled else None
             ),
@@ -292,7 +450,11 @@ class Service:
 
     def operator(self) -> Operator:
         """The operator surface's view of this service (its parts appear at start)."""
-        workflows = [
+        self.operator_workflows[:] = self._workflow_list()
+        return Operator(lambda: (self.cells, self.store), self.operator_workflows)
+
+    def _workflow_list(self) -> list[dict[str, str]]:
+        return [
             {
                 "name": w.name,
                 "binding": w.binding,
@@ -301,7 +463,6 @@ class Service:
             }
             for w in self.project.workflows
         ]
-        return Operator(lambda: (self.cells, self.store), workflows)
 
     def _instance_routes(self) -> list[Route]:
         """GET /cdn-cgi/celld/workflows/{workflow}/instances/{id}: one instance's steps."""

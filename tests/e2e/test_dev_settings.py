@@ -231,7 +231,7 @@ def test_keys_celld_does_not_act_on_are_warned_about_once_each(tmp_path: Path) -
         "build.watch_dir", "kv_namespaces[0].preview_id",
     ]), warnings  # fmt: skip
     text = "\n".join(warnings)
-    assert "restart `celld run` to rebuild" in text
+    assert "there is no build.command to run again when files change" in text
     assert "/cdn-cgi/handler/scheduled" in text
     assert "--env" in text
 
