@@ -13,6 +13,7 @@ from typing import Any
 
 from celld.engine import rollback
 from celld.store.base import InstanceRef, InstanceSummary, Loaded, LogRow
+from celld.store.logpack import unpack
 from celld.store.rows import instance_from_row, step_from_row
 
 
@@ -84,7 +85,14 @@ class SharedReads:
             f"LIMIT {m(4)}",
             (ref.workflow, ref.id, after, limit),
         )
-        return [LogRow(r["event_id"], r["timestamp"], r["type"], r["body"]) for r in rows]
+        events: list[LogRow] = []
+        for r in rows:  # a row may hold several events (celld.store.logpack)
+            events.extend(
+                e
+                for e in unpack(r["event_id"], r["timestamp"], r["type"], r["body"])
+                if e.event_id > after
+            )
+        return events
 
     async def log_ended(self, ref: InstanceRef, upto: int) -> bool:
         """Whether a final event (completed, errored, terminated) is logged at or before

@@ -72,8 +72,15 @@ _WIPE_STEPS = "DELETE FROM steps WHERE workflow = ? AND instance_id = ?"
 _WIPE_EVENTS = "DELETE FROM events WHERE workflow = ? AND instance_id = ?"
 _DELETE_INSTANCE = "DELETE FROM instances WHERE workflow = ? AND id = ?"
 _DELETE_LOG = "DELETE FROM instance_log WHERE workflow = ? AND instance_id = ?"
+#: one row per write, with the id of its last event (celld.store.logpack)
 _INSERT_LOG = (
-    "INSERT INTO instance_log (workflow, instance_id, timestamp, type, body) VALUES (?, ?, ?, ?, ?)"
+    "INSERT INTO instance_log (event_id, workflow, instance_id, timestamp, type, body) "
+    "VALUES (?, ?, ?, ?, ?, ?)"
+)
+#: the last event id ever used: AUTOINCREMENT's record, or a row written without it
+_LAST_LOG_ID = (
+    "SELECT max(coalesce((SELECT seq FROM sqlite_sequence WHERE name = 'instance_log'), 0), "
+    "coalesce((SELECT max(event_id) FROM instance_log), 0))"
 )
 _DELETE_STEP = (
     "DELETE FROM steps WHERE workflow = ? AND instance_id = ? AND type = ? AND name = ? "
@@ -126,6 +133,8 @@ class SqliteStore(GroupCommitWrites, SharedReads):
         self.rows_written = 0
         self.claims = 0  # instances loaded to run or change (for benchmarks and tests)
         self.writer_restarts = 0
+        #: the last event log id handed out (the writer thread numbers the log's events)
+        self._log_id = 0
 
     async def open(self) -> None:
         self.path.parent.mkdir(parents=True, exist_ok=True)
@@ -191,6 +200,7 @@ class SqliteStore(GroupCommitWrites, SharedReads):
             if column not in have:  # a state folder from an older celld
                 connection.execute(f"ALTER TABLE instances ADD COLUMN {column} {kind}")
         connection.commit()
+        self._log_id = connection.execute(_LAST_LOG_ID).fetchone()[0]
         return connection
 
     def _writer_main(self, ready: Future[None], jobs: queue.SimpleQueue[Pending | None]) -> None:
@@ -311,7 +321,7 @@ class SqliteStore(GroupCommitWrites, SharedReads):
             self.fault()
         skipped: dict[int, set[InstanceRef]] = {}
         created_here: set[InstanceRef] = set()
-        rows = Gathered()
+        rows = Gathered(pack_log=True)
         for index, pending in enumerate(batch):
             if pending.probe:
                 connection.execute(_PROBE)
@@ -337,12 +347,26 @@ class SqliteStore(GroupCommitWrites, SharedReads):
                     row = instance_row(changes.instance, write.next_wake, write.runnable)
                     (rows.created if changes.created else rows.instances).append(row)
                 rows.add_history(write)
+        if rows.log:
+            rows.log = self._number_log(rows.log)
         for sql, values in rows.in_order(_STATEMENTS):
             connection.executemany(sql, values)
         connection.commit()
         self.commits += 1
         self.rows_written += rows.rows_written
         return skipped
+
+    def _number_log(self, packed: list[tuple[Any, ...]]) -> list[tuple[Any, ...]]:
+        """Give each packed log row the id of its last event: it owns the ids of its
+        events (celld.store.logpack). Ids of a batch that fails to commit are skipped,
+        never reused: they only need to increase."""
+        numbered = []
+        last = self._log_id
+        for workflow, instance_id, timestamp, kind, body, events in packed:
+            last += events
+            numbered.append((last, workflow, instance_id, timestamp, kind, body))
+        self._log_id = last
+        return numbered
 
     # -- reads -----------------------------------------------------------------------
 
