@@ -583,6 +583,17 @@ class CellManager:
             for ref, when in page:
                 if ref.workflow not in self.specs or residency.waking(ref):
                     continue  # (a wake-up already under way commits its next deadline)
+                cell = residency.get(ref)
+                if cell is not None:
+                    # In memory, the cell's deadline is the truth: the row may still hold
+                    # one a resident wake-up settled without a commit of its own, and an
+                    # alarm for it would fire again for nothing.
+                    wake = cell.machine.next_wake()
+                    if wake is not None and wake <= horizon:
+                        self.alarms.schedule(ref, wake)
+                    continue
+                if residency.launching(ref):
+                    continue  # its run is starting: the start reads the deadline anew
                 self.alarms.schedule(ref, when)
                 if preload and when > now and residency.get(ref) is None:
                     preload -= 1
