@@ -169,10 +169,6 @@ class Residency:
         """A run of `ref` is queued as a wake-up (its start reads the deadline anew)."""
         return self.queue.priority(ref) is Priority.WAKE
 
-    def launching(self, ref: InstanceRef) -> bool:
-        """A run of `ref` was dispatched and its start (load included) is under way."""
-        return self._young.get(ref) == _LAUNCHING
-
     def busy(self, ref: InstanceRef) -> bool:
         """`ref` is being created or loaded: its cell is about to be in memory."""
         return ref in self._creating or ref in self._loading
