@@ -190,6 +190,7 @@ class CellManager:
         self.residency.warm_idle = self.isolates.warm.__len__
         self.alarms = AlarmQueue(clock, self._on_alarm)
         self._refill = asyncio.Event()
+        self._refilling = False  # a refill pass is paging runnable instances in
         self._recovering: set[InstanceRef] = set()
         #: every deadline before this was read by a horizon scan (None: scan them all)
         self._scanned_to: int | None = None
@@ -497,7 +498,10 @@ class CellManager:
     # -- paging runnable instances in ----------------------------------------------------------
 
     def _refill_wanted(self) -> None:
-        self._refill.set()
+        """The run queue has room: wake the refill, if it has anything to do (every
+        dispatch with room calls this; waking an idle refill cost each run a task step)."""
+        if self.residency.queue.overflowed or self._refilling:
+            self._refill.set()
 
     async def _refill_loop(self) -> None:
         """Whenever the run queue overflowed and has room again, page through the store's
@@ -519,6 +523,13 @@ class CellManager:
                 self._refill.set()
 
     async def _refill_pass(self) -> None:
+        self._refilling = True
+        try:
+            await self._refill_page_in()
+        finally:
+            self._refilling = False
+
+    async def _refill_page_in(self) -> None:
         queue = self.residency.queue
         after: InstanceRef | None = None
         while True:
