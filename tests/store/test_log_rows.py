@@ -5,11 +5,9 @@ cursor, on every backend; and a state file written one row per event reads on.""
 from __future__ import annotations
 
 import sqlite3
-from collections.abc import AsyncIterator
 from pathlib import Path
 
 import orjson
-import pytest
 
 from celld.cells.instance_log import InstanceLog
 from celld.engine import ErrorInfo, Machine, Status
@@ -17,30 +15,10 @@ from celld.store.base import InstanceRef, LogRow, Write
 from celld.store.logpack import expand_entries
 from celld.store.postgres import PostgresStore
 from celld.store.sqlite import SqliteStore
-from tests.postgres_fixtures import create_database, drop_database
 
 T0 = 1_700_000_000_000
 RETRY = {"retries": {"limit": 2, "delay": 0, "backoff": "constant"}}
 AnyStore = SqliteStore | PostgresStore
-
-
-@pytest.fixture(params=["sqlite", "postgresql"])
-async def store(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[AnyStore]:
-    opened: AnyStore
-    server = dsn = None
-    if request.param == "sqlite":
-        opened = SqliteStore(tmp_path / "state.sqlite3")
-    else:
-        server = request.getfixturevalue("postgres_server")
-        dsn = await create_database(server)
-        opened = PostgresStore(dsn)
-    await opened.open()
-    try:
-        yield opened
-    finally:
-        await opened.close()
-        if server and dsn:
-            await drop_database(server, dsn)
 
 
 class Logged:
