@@ -25,17 +25,25 @@ def cli() -> None:
 
 @cli.command()
 @click.argument(
-    "project",
-    required=False,
-    default=".",
+    "projects",
+    nargs=-1,
     type=click.Path(exists=True, file_okay=False, path_type=Path),
 )
 @click.option(
     "--config",
     "-c",
-    "config_file",
+    "config_files",
+    multiple=True,
     type=click.Path(exists=True, dir_okay=False, path_type=Path),
-    help="wrangler.toml / wrangler.json(c) to use instead of the one in PROJECT.",
+    help="wrangler.toml / wrangler.json(c) to use instead of the one in PROJECT; repeat it "
+    "to run several Workers (the first is served on the port).",
+)
+@click.option(
+    "--env",
+    "-e",
+    "env_name",
+    help="Run the named environment [env.NAME] of each config (default: CLOUDFLARE_ENV, "
+    "else the top level).",
 )
 @click.option(
     "--port",
@@ -141,8 +149,9 @@ def cli() -> None:
     help="pretty: wrangler dev's lines (in colour on a terminal); json: one object a line.",
 )
 def run(
-    project: Path,
-    config_file: Path | None,
+    projects: tuple[Path, ...],
+    config_files: tuple[Path, ...],
+    env_name: str | None,
     port: int | None,
     ip: str | None,
     local_protocol: str | None,
@@ -162,19 +171,31 @@ def run(
     log_level: str,
     log_format: str,
 ) -> None:
-    """Serve the Worker project in PROJECT (default: the current folder)."""
+    """Serve the Worker project in PROJECT (default: the current folder).
+
+    Several PROJECT folders (or -c files) run several Workers in one session, bound to one
+    another by service bindings and `script_name`; the first is served on the port."""
     from celld.cells.clock import ManualClock
     from celld.cli import devsettings
-    from celld.cli.serve import DevServer, PortUnavailable, bind, bound_port
+    from celld.cli.serve import (
+        DevServer,
+        PortUnavailable,
+        WorkerArgs,
+        bind,
+        bound_port,
+        load_workers,
+    )
     from celld.isolate.modules import ModuleError
     from celld.isolate.watchdog import NoCpuLimit
-    from celld.project.build import BuildFailed, read_build, run_build
-    from celld.project.config import ConfigError, find_config, load_config, parse_var_option
+    from celld.project.build import BuildFailed
+    from celld.project.config import ConfigError, parse_var_option
+    from celld.project.environments import requested_env
     from celld.server.admission import RequestCap
     from celld.server.connections import connection_budget, raise_open_files_limit
     from celld.server.local_cert import local_certificate
     from celld.server.logformat import configure_logging
-    from celld.server.service import Service, ServiceOptions
+    from celld.server.service import ServiceOptions
+    from celld.server.session import Session, state_folder
 
     try:
         from celld.server.protocol import guarded_protocol
@@ -188,14 +209,19 @@ def run(
     configure_logging(level, log_format)
     log = logging.getLogger("celld")
     try:
-        config_path = find_config(project, config_file)
-        build = read_build(config_path)
-        if build is not None:
-            run_build(build)
-        overrides = dict(parse_var_option(option) for option in var_options)
-        config = load_config(config_path, var_overrides=overrides)
-        for issue in config.warnings:
-            log.warning("%s: %s: %s", config.path.name, issue.key, issue.message)
+        worker_args = WorkerArgs(
+            projects=projects or (Path("."),),
+            config_files=config_files,
+            env=requested_env(env_name),
+            var_overrides=dict(parse_var_option(option) for option in var_options),
+        )
+        workers = load_workers(worker_args)
+        config = workers[0]
+        for worker in workers:
+            for issue in worker.warnings:
+                log.warning("%s: %s: %s", worker.path.name, issue.key, issue.message)
+            for used in worker.vars_files:
+                log.info("%s: using secrets defined in %s", worker.name, used.name)
         dev = devsettings.resolve(
             config.dev,
             ip=ip,
@@ -207,7 +233,7 @@ def run(
             https_cert_path=https_cert_path,
         )
         options = ServiceOptions(
-            persist_to=(persist_to or config.root / ".celld").resolve(),
+            persist_to=state_folder(config, 0, persist_to),
             js_threads=threads,
             synchronous=os.environ.get("CELLD_SQLITE_SYNC", "FULL"),
             store=store,
@@ -233,7 +259,7 @@ def run(
         # The port is taken before anything starts: a port in use stops celld here, with
         # nothing else begun.
         sock = bind(dev.ip, dev.port)
-        service = Service(config, options)
+        session = Session.create(workers, options, persist_to)
         tls: dict[str, str] = {}
         made_cert: Path | None = None  # a certificate celld made (clients must trust it)
         if dev.local_protocol == "https":
@@ -258,6 +284,8 @@ def run(
 
     def ready() -> None:
         log.info("celld %s: serving %s on %s", __version__, config.name, url)
+        for other in workers[1:]:
+            log.info("also running Worker %s (reached through bindings)", other.name)
         log.info("operator page on %s/cdn-cgi/celld/", url)
         if dev.local_protocol == "https" and not tls["ssl_certfile"].startswith(
             str(dev.https_cert_path or "\0")
@@ -278,7 +306,7 @@ def run(
     sys.setswitchinterval(switch_interval_s(os.environ.get("CELLD_SWITCH_INTERVAL_MS")))
     max_open, backlog = connection_budget(raise_open_files_limit())
     server_config = uvicorn.Config(
-        RequestCap(service.app(), max_connections),
+        RequestCap(session.app(), max_connections),
         backlog=backlog,  # the pre-bound socket listens with it (uvicorn's startup)
         log_config=None,
         log_level=None,

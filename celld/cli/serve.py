@@ -13,12 +13,57 @@ import errno
 import logging
 import signal
 import socket
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
 from types import FrameType
 
 import uvicorn
 
+from celld.project.build import read_build, run_build
+from celld.project.config import ConfigError, ProjectConfig, find_config, load_config
+
 log = logging.getLogger("celld")
+
+
+@dataclass(frozen=True)
+class WorkerArgs:
+    """What `celld run` was told about its Workers: project folders, `-c` config files
+    (either names the Workers, in order; the first is served on the port), `--env`, and
+    the `--var` overrides (for the first Worker, the one served)."""
+
+    projects: tuple[Path, ...] = (Path("."),)
+    config_files: tuple[Path, ...] = ()
+    env: str | None = None
+    var_overrides: Mapping[str, str] = field(default_factory=dict)
+
+
+def config_paths(args: WorkerArgs) -> list[Path]:
+    """The config file of each Worker, in order. `-c` files name the Workers when given
+    (as `wrangler dev -c a -c b`); with a single PROJECT folder beside them, they are taken
+    as given, as before. Several folders and `-c` files together are refused."""
+    if args.config_files:
+        if len(args.projects) > 1:
+            raise ConfigError(
+                args.projects[1],
+                message="give the Workers either as PROJECT folders or as -c config files, "
+                "not both",
+            )
+        return [find_config(args.projects[0], file) for file in args.config_files]
+    return [find_config(project) for project in args.projects]
+
+
+def load_workers(args: WorkerArgs) -> list[ProjectConfig]:
+    """Build (``[build] command``) and load each Worker of the session from the CLI's
+    arguments; called again to reload. Raises ConfigError or BuildFailed, naming the file."""
+    configs = []
+    for index, path in enumerate(config_paths(args)):
+        build = read_build(path)
+        if build is not None:
+            run_build(build)
+        overrides = args.var_overrides if index == 0 else None
+        configs.append(load_config(path, var_overrides=overrides, env=args.env))
+    return configs
 
 
 class PortUnavailable(Exception):

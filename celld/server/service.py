@@ -1,11 +1,19 @@
-"""Assembles a running celld: config, JS threads, the Worker pool and the workflows."""
+"""Assembles a running Worker: config, JS threads, the Worker pool and the workflows.
+
+Several Workers can run in one session (celld.server.session); each is one Service with its
+own isolates, modules, vars and storage, and `peers` names them all. A binding to another
+Worker of the session is connected here: Durable Object calls go to that Worker's objects,
+workflow calls to its workflows, service calls to its isolates (`op_service`).
+"""
 
 from __future__ import annotations
 
 import asyncio
 import logging
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from starlette.applications import Starlette
 from starlette.requests import Request
@@ -16,6 +24,7 @@ from celld.bindings.registry import Bindings
 from celld.bindings.unconnected import not_found_message, warn_unconnected
 from celld.cells.clock import Clock, ManualClock, SystemClock
 from celld.cells.manager import CellManager, CellSettings, WorkflowSpec
+from celld.isolate.host import HostError
 from celld.isolate.isolate import Limits
 from celld.isolate.layout import verdict
 from celld.isolate.ops import isolate_ops
@@ -27,7 +36,7 @@ from celld.isolate.webops import close_fetch_client
 from celld.isolate.worker_pool import WorkerPool
 from celld.objects.manager import ObjectManager
 from celld.objects.migrations import migrate_state
-from celld.project.config import ProjectConfig
+from celld.project.config import ProjectConfig, WorkflowConfig
 from celld.server import lifecycle_log
 from celld.server.app import INTERNAL_PREFIX, build_app
 from celld.server.explorer import explorer_routes
@@ -82,6 +91,32 @@ class Service:
     #: Per-workflow step limits beyond the config's cap (benchmarks of very long runs).
     step_limit_overrides: dict[str, int] = field(default_factory=dict, init=False)
     bindings: Bindings = field(init=False)
+    _own_workflow_op: Any = field(default=None, init=False)
+    #: The names of the session's Workers (this one included); empty when it runs alone.
+    workers: frozenset[str] = frozenset()
+    #: The session's Workers by name, filled once all of them are made.
+    peers: dict[str, Service] = field(default_factory=dict)
+
+    def running(self, worker: str | None) -> bool:
+        """Whether `worker` (None: this one) runs in this session."""
+        return worker is None or worker == self.project.name or worker in self.workers
+
+    def peer(self, worker: str | None) -> Service:
+        """The Service of `worker` in this session; HostError with wrangler's words if none."""
+        if worker is None or worker == self.project.name:
+            return self
+        found = self.peers.get(worker)
+        if found is None:
+            raise HostError(not_found_message(worker))
+        return found
+
+    def hosted_workflows(self) -> list[WorkflowConfig]:
+        """The workflows whose instances this Worker runs: its own, and those of Workers
+        that are not running (their instances fail at start, as under wrangler dev)."""
+        return [w for w in self.project.workflows if not self._connected_workflow(w)]
+
+    def _connected_workflow(self, workflow: WorkflowConfig) -> bool:
+        return workflow.unconnected is not None and workflow.unconnected in self.workers
 
     def __post_init__(self) -> None:
         # Bundling happens before the server listens, so a broken project fails
@@ -95,7 +130,7 @@ class Service:
         if objects.bindings:
             classes = ", ".join(sorted({b.class_name for b in objects.bindings}))
             WATCHDOG.require(f"this project's Durable Objects ({classes}) cannot run")
-        warn_unconnected(self.project)
+        warn_unconnected(self.project, self.workers)
         self.program = build_program(
             self.project.main,
             object_scripts() if objects.bindings or objects.unconnected else (),
@@ -118,9 +153,11 @@ class Service:
         )
 
     def env_message(self) -> dict[str, object]:
+        def missing(worker: str | None) -> dict[str, str]:
+            return {} if self.running(worker) else {"missing": not_found_message(worker or "")}
+
         workflows = [
-            {"binding": w.binding, "name": w.name}
-            | ({"missing": not_found_message(w.unconnected)} if w.unconnected else {})
+            {"binding": w.binding, "name": w.name} | missing(w.unconnected)
             for w in self.project.workflows
         ]
         # A namespace's ids are keyed by "<worker>-<class>", as under `wrangler dev`.
@@ -130,18 +167,59 @@ class Service:
                 "cls": b.class_name,
                 "key": f"{b.script_name or self.project.name}-{b.class_name}",
             }
-            | ({"missing": not_found_message(b.script_name)} if b.script_name else {})
+            | ({"worker": b.script_name} if b.script_name else {})
+            | missing(b.script_name)
             for b in (
                 *self.project.bindings.objects.bindings,
                 *self.project.bindings.objects.unconnected,
             )
         ]
+        services = [
+            {"binding": s.binding, "service": s.service, "entrypoint": s.entrypoint}
+            | missing(s.service)
+            for s in self.project.bindings.services
+        ]
         return {
             "vars": dict(self.project.vars),
             "workflows": workflows,
             "durable_objects": objects,
+            "services": services,
             **self.bindings.env_message(),
         }
+
+    async def op_do(self, message: dict[str, Any]) -> dict[str, Any]:
+        """A Durable Object call from an isolate of this Worker, to the Worker that hosts
+        the class (`worker`: another Worker of the session)."""
+        target = self.peer(message.pop("worker", None))
+        if target.objects is None:
+            raise HostError(
+                f"celld: Worker {target.project.name!r} binds no Durable Object class "
+                f"{message.get('cls')!r}",
+                "TypeError",
+            )
+        return await target.objects.op_do(message)
+
+    async def op_workflow(self, message: dict[str, Any]) -> Any:
+        """A workflow binding call: to the Worker that runs the workflow."""
+        name = message.get("workflow")
+        for w in self.project.workflows:
+            if w.name == name and self._connected_workflow(w):
+                target = self.peer(w.unconnected)
+                if target.cells is None:
+                    raise HostError(f"celld: Worker {target.project.name!r} has no workflows")
+                return await target.cells.ops["wf.binding"](message)
+        if self.cells is None or self._own_workflow_op is None:
+            raise HostError(f"celld: no workflow {name!r} is bound", "TypeError")
+        return await self._own_workflow_op(message)
+
+    async def op_service(self, message: dict[str, Any]) -> dict[str, Any]:
+        """A service binding's fetch or RPC call, served by an isolate of its Worker."""
+        target = self.peer(message.get("service"))
+        if target.pool is None:
+            raise HostError(f"Worker {target.project.name!r} is still starting; retry")
+        return await target.pool.call_entrypoint(
+            {k: v for k, v in message.items() if k not in ("op", "t", "service")}
+        )
 
     async def start(self) -> None:
         self.options.persist_to.mkdir(parents=True, exist_ok=True)
@@ -153,6 +231,9 @@ class Service:
         ops = isolate_ops()
         await self.bindings.open()
         ops.update(self.bindings.ops())
+        ops["svc"] = self.op_service
+        if self.project.bindings.objects.bindings or self.project.bindings.objects.unconnected:
+            ops["do"] = self.op_do
         if self.project.bindings.objects.bindings:
             self.objects = ObjectManager(
                 self.project.bindings.objects,
@@ -164,9 +245,8 @@ class Service:
                 limits=limits,
                 synchronous=self.options.synchronous,
             )
-            # Before the cells take their copy: workflow steps may call objects too.
-            ops["do"] = self.objects.op_do
-        if self.project.workflows:
+        hosted = self.hosted_workflows()
+        if hosted:
             self.store = open_store(
                 self.options.store, self.options.persist_to, self.options.synchronous
             )
@@ -181,7 +261,7 @@ class Service:
                     self.step_limit_overrides.get(w.name, w.step_limit),
                     w.schedules,
                 )
-                for w in self.project.workflows
+                for w in hosted
             }
             cell_threads = self.threads
             if self.options.cells.inline_turns:
@@ -197,7 +277,12 @@ class Service:
                 limits=limits,
                 settings=self.options.cells,
             )
+            self._own_workflow_op = self.cells.ops["wf.binding"]
+            # Workflow steps call other Workers' workflows through the same route.
+            self.cells.ops["wf.binding"] = self.op_workflow
             ops = self.cells.ops
+        elif self.project.workflows:
+            ops["wf.binding"] = self.op_workflow
         self.pool = WorkerPool(
             self.program,
             self.threads,
@@ -228,7 +313,14 @@ class Service:
         if self.workflow_threads is not None:
             self.workflow_threads.shutdown()
 
-    def app(self) -> Starlette:
+    def app(
+        self,
+        startup: Callable[[], Awaitable[None]] | None = None,
+        shutdown: Callable[[], Awaitable[None]] | None = None,
+    ) -> Starlette:
+        """The HTTP app serving this Worker; `startup`/`shutdown` start and stop more than
+        this Worker (a session of several)."""
+
         def get_pool() -> WorkerPool:
             assert self.pool is not None, "celld is not started"
             return self.pool
@@ -237,8 +329,8 @@ class Service:
         now = self.options.clock.now
         app = build_app(
             get_pool,
-            startup=self.start,
-            shutdown=self.stop,
+            startup=startup or self.start,
+            shutdown=shutdown or self.stop,
             metrics=lambda: render_metrics(self),
             assets=self.bindings.assets,
             before_worker=(
@@ -274,7 +366,7 @@ class Service:
                 "class_name": w.class_name,
                 "script_name": w.script_name or self.project.name,
             }
-            for w in self.project.workflows
+            for w in self.hosted_workflows()
         ]
         return Operator(lambda: (self.cells, self.store), workflows)
 

@@ -10,7 +10,9 @@
 // carries its arguments structured-cloned (js/web/serialize.js) and gets back the result
 // or the error the method threw, cloned the same way and rethrown here.
 //
-// A namespace of a class in another Worker, which is not running here ("not connected",
+// A namespace of a class in another Worker of the session names that Worker in each call
+// (celld/server/service.py routes it there). One of a Worker that is not running here
+// ("not connected",
 // celld/bindings/unconnected.py), makes ids as usual; as under `wrangler dev`, an RPC call
 // through its stubs rejects with an Error and fetch() answers 503, both saying the Worker
 // was not found.
@@ -121,10 +123,12 @@
     #cls;
     #key;
     #missing;
-    constructor(cls, uniqueKey, missing) {
+    #worker;
+    constructor(cls, uniqueKey, missing, worker) {
       this.#cls = cls;
       this.#key = sha256(web.utf8Encode(uniqueKey));
       this.#missing = missing;
+      this.#worker = worker;
     }
 
     /** @internal Send one call to the object with `id`. */
@@ -135,7 +139,9 @@
         const headers = [["content-type", "text/plain;charset=UTF-8"]];
         return Promise.resolve({ response: { status: 503, statusText: "Service Unavailable", headers, body } });
       }
-      return host.request("do", Object.assign({ cls: this.#cls, id: id.toString(), name: id.name ?? null }, fields));
+      const target = { cls: this.#cls, id: id.toString(), name: id.name ?? null };
+      if (this.#worker !== undefined) target.worker = this.#worker;
+      return host.request("do", Object.assign(target, fields));
     }
 
     newUniqueId(options) {
@@ -186,7 +192,7 @@
 
   globalThis.__celld_cloudflare.onEnv((message, env) => {
     for (const b of message.durable_objects || []) {
-      env[b.binding] = new DurableObjectNamespace(b.cls, b.key, b.missing);
+      env[b.binding] = new DurableObjectNamespace(b.cls, b.key, b.missing, b.worker);
     }
   });
   // Shared with the object side (js/objects/storage.js, object.js); hidden from user code.
