@@ -1,0 +1,112 @@
+"""Several Workers in one `celld run` (tests/projects/workers: "front" served, "back" bound),
+as `wrangler dev -c front/wrangler.jsonc -c back/wrangler.jsonc` runs them. Every expected
+answer below is what wrangler dev 4.164.0 gave for the same requests to the same projects."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from tests.celld_server import CelldServer
+
+PROJECTS = Path(__file__).resolve().parents[1] / "projects" / "workers"
+FRONT, BACK = PROJECTS / "front", PROJECTS / "back"
+GONE = 'Worker "gone-worker" not found. Make sure it is running locally.'
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[CelldServer]:
+    celld = CelldServer(FRONT, tmp_path_factory.mktemp("workers") / "state", args=(str(BACK),))
+    celld.start(timeout=90)
+    yield celld
+    celld.stop()
+
+
+def test_first_worker_is_served_and_unconnected_binding_warned(server: CelldServer) -> None:
+    assert server.get("/who").text == "front"
+    warning = next(line for line in server.log().splitlines() if "not connected" in line)
+    assert "env.GONE (Service 'gone-worker')" in warning
+    assert "back" not in warning  # connected: no warning for back's bindings
+
+
+def test_service_fetch(server: CelldServer) -> None:
+    assert server.get("/fetch").json() == {
+        "status": 201,
+        "from": "back",
+        "text": "back got POST /some/path?q=1 hi",
+    }
+    assert server.get("/fetch-admin").json() == {"ok": "admin of back at /admin"}
+
+
+def test_rpc_values_and_promises(server: CelldServer) -> None:
+    assert server.get("/rpc").json() == {"ok": 5}
+    assert server.get("/rpc-later").json() == {
+        "ok": {"echoed": {"a": [1, "two"]}, "date": True, "list": [1, 2, 3], "map": [["k", "v"]]}
+    }
+    assert server.get("/rpc-named").json() == {"ok": "back"}  # back's own vars
+    assert server.get("/self").json() == {"ok": "hello you from front"}
+
+
+def test_rpc_errors_keep_name_and_message(server: CelldServer) -> None:
+    assert server.get("/rpc-error").json() == {
+        "error": {"name": "RangeError", "message": "too big"}
+    }
+    assert server.get("/rpc-error-async").json() == {
+        "error": {"name": "Error", "message": "failed later"}
+    }
+    assert server.get("/rpc-missing-method").json() == {
+        "error": {
+            "name": "TypeError",
+            "message": 'The RPC receiver does not implement the method "nothing".',
+        }
+    }
+
+
+def test_durable_object_of_the_other_worker(server: CelldServer) -> None:
+    # the id wrangler dev gives idFromName("shared") in back's Counter namespace
+    expected = "c5cfa96008f0278c581e82bb9b11a7f5e62d8ad2392edda466090b16fca055a0"
+    assert server.get("/do-id").json() == {"ok": expected}
+    first = server.get("/do?n=2").json()["ok"]
+    second = server.get("/do?n=3").json()["ok"]
+    assert (second["total"] - first["total"], second["who"]) == (3, "back")
+    # back keeps its storage in its own folder inside the state folder
+    assert (server.state / "workers" / "back").is_dir()
+
+
+def test_workflow_of_the_other_worker(server: CelldServer) -> None:
+    assert server.get("/wf-create?id=w1").json() == {"ok": "w1"}
+    status = server.wait_for(
+        lambda: (s := server.get("/wf-status?id=w1").json()["ok"])["status"] == "complete" and s,
+        timeout=60,
+    )
+    assert status["output"] == {"doubled": 42, "who": "back"}
+
+
+def test_not_running_worker_fails_at_call(server: CelldServer) -> None:
+    assert server.get("/gone-rpc").json() == {"error": {"name": "Error", "message": GONE}}
+    assert server.get("/gone-fetch").json() == {"ok": [503, GONE]}
+
+
+def test_config_files_form_and_duplicate_names(tmp_path: Path) -> None:
+    celld = CelldServer(
+        PROJECTS,
+        tmp_path / "state",
+        args=("-c", str(FRONT / "wrangler.jsonc"), "-c", str(BACK / "wrangler.jsonc")),
+    )
+    celld.start(timeout=90)
+    try:
+        assert celld.get("/rpc").json() == {"ok": 5}
+    finally:
+        celld.stop()
+    twice = subprocess.run(
+        [sys.executable, "-m", "celld", "run", str(BACK), str(BACK), "--port", "0"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert twice.returncode != 0
+    assert "two Workers are named 'back'" in twice.stderr
