@@ -10,6 +10,9 @@
 // A binding to a Worker that is not running here ("not connected",
 // celld/bindings/unconnected.py) fails as under `wrangler dev`: an RPC call rejects with an
 // Error and fetch() answers 503, both saying the Worker was not found.
+//
+// The stub's pieces (fetch over the host, RPC methods, the not-connected answer) are shared
+// with Durable Object stubs (js/objects/namespace.js) as `__celld_remote`.
 "use strict";
 (() => {
   const host = globalThis.__celld_host;
@@ -23,52 +26,45 @@
     return web.deserialize(answer.v);
   }
 
-  function makeService(spec) {
-    const base = { service: spec.service, entrypoint: spec.entrypoint ?? null };
-    const missing = typeof spec.missing === "string" ? spec.missing : undefined;
+  /** wrangler dev's answer to a call through a binding whose Worker is not running. */
+  function notConnected(missing, fields) {
+    if (fields.kind !== "fetch") return Promise.reject(new Error(missing));
+    const body = web.bytesToBase64(web.utf8Encode(missing));
+    const headers = [["content-type", "text/plain;charset=UTF-8"]];
+    return Promise.resolve({ response: { status: 503, statusText: "Service Unavailable", headers, body } });
+  }
 
-    function send(fields) {
-      if (missing !== undefined) {
-        if (fields.kind !== "fetch") return Promise.reject(new Error(missing));
-        const body = web.bytesToBase64(web.utf8Encode(missing));
-        const headers = [["content-type", "text/plain;charset=UTF-8"]];
-        return Promise.resolve({ response: { status: 503, statusText: "Service Unavailable", headers, body } });
-      }
-      return host.request("svc", ObjectAssign({}, base, fields));
-    }
+  /** fetch(input, init) through `send({kind: "fetch", request})`. */
+  async function remoteFetch(send, input, init) {
+    const request = new Request(input, init);
+    const bytes = request.body !== null ? await web.consumeBody(request) : null;
+    const answer = await send({
+      kind: "fetch",
+      request: {
+        method: request.method,
+        url: request.url,
+        headers: web.headerList(request.headers),
+        body: bytes === null ? null : web.bytesToBase64(bytes),
+      },
+    });
+    if (answer.e !== undefined) throw web.deserialize(answer.e);
+    const wire = answer.response;
+    return web.makeResponse({
+      status: wire.status,
+      statusText: wire.statusText,
+      headers: wire.headers,
+      bytes: request.method === "HEAD" || wire.body === null ? null : web.base64ToBytes(wire.body),
+      guard: "immutable",
+    });
+  }
 
-    const target = {
-      async fetch(input, init) {
-        const request = new Request(input, init);
-        const bytes = request.body !== null ? await web.consumeBody(request) : null;
-        const answer = await send({
-          kind: "fetch",
-          request: {
-            method: request.method,
-            url: request.url,
-            headers: web.headerList(request.headers),
-            body: bytes === null ? null : web.bytesToBase64(bytes),
-          },
-        });
-        if (answer.e !== undefined) throw web.deserialize(answer.e);
-        const wire = answer.response;
-        return web.makeResponse({
-          status: wire.status,
-          statusText: wire.statusText,
-          headers: wire.headers,
-          bytes: request.method === "HEAD" || wire.body === null ? null : web.base64ToBytes(wire.body),
-          guard: "immutable",
-        });
-      },
-      connect() {
-        throw new TypeError("celld does not support connect() on service bindings");
-      },
-    };
+  /** A stub: `target`'s own properties, and any other name an RPC method through `send`. */
+  function rpcProxy(target, send, reserved, what) {
     return new Proxy(target, {
       get(t, property) {
         if (typeof property !== "string") return undefined;
         if (ObjectPrototypeHasOwnProperty(t, property)) return t[property];
-        if (RESERVED.has(property)) return undefined;
+        if (reserved.has(property)) return undefined;
         return (...args) => {
           let payload;
           try {
@@ -80,12 +76,34 @@
         };
       },
       set() {
-        throw new TypeError("A service binding's properties cannot be set");
+        throw new TypeError(`${what}'s properties cannot be set`);
       },
     });
   }
 
+  function makeService(spec) {
+    const base = { service: spec.service, entrypoint: spec.entrypoint ?? null };
+    const missing = typeof spec.missing === "string" ? spec.missing : undefined;
+    const send = (fields) => missing !== undefined
+      ? notConnected(missing, fields)
+      : host.request("svc", ObjectAssign({}, base, fields));
+    const target = {
+      fetch(input, init) {
+        return remoteFetch(send, input, init);
+      },
+      connect() {
+        throw new TypeError("celld does not support connect() on service bindings");
+      },
+    };
+    return rpcProxy(target, send, RESERVED, "A service binding");
+  }
+
   globalThis.__celld_cloudflare.onEnv((message, env) => {
     for (const spec of message.services || []) env[spec.binding] = makeService(spec);
+  });
+
+  Object.defineProperty(globalThis, "__celld_remote", {
+    value: Object.freeze({ notConnected, remoteFetch, rpcProxy }),
+    configurable: false, enumerable: false, writable: false,
   });
 })();
