@@ -243,6 +243,15 @@ class WorkerPool:
             error = WorkerError(error.get("name", "Error"), error.get("message", ""), stack)
         return ScheduledOutcome(answer["outcome"], bool(answer.get("noRetry")), error)
 
+    async def export_names(self) -> frozenset[str]:
+        """The names the Worker's main module exports, read from one of its isolates (each
+        loaded the same program): what bindings from other Workers may name as entrypoints."""
+        slot = await self._pick()
+        text = await slot.isolate.eval(
+            "JSON.stringify(Object.keys(globalThis.__celld_main ?? {}))"
+        )
+        return frozenset(orjson.loads(text))
+
     async def call_entrypoint(self, call: dict[str, Any]) -> dict[str, Any]:
         """Serve one service binding call from another isolate: ``{entrypoint, kind:
         "fetch", request}`` or ``{entrypoint, kind: "call", method, args}``, answered as JS

@@ -110,3 +110,84 @@ def test_config_files_form_and_duplicate_names(tmp_path: Path) -> None:
     )
     assert twice.returncode != 0
     assert "two Workers are named 'back'" in twice.stderr
+
+
+def _project(folder: Path, config: str, source: str) -> Path:
+    (folder / "src").mkdir(parents=True)
+    (folder / "wrangler.jsonc").write_text(config)
+    (folder / "src" / "index.js").write_text(source)
+    return folder
+
+
+def _refused(*args: str) -> str:
+    """Run `celld run ARGS` that must refuse to start; its output."""
+    done = subprocess.run(
+        [sys.executable, "-m", "celld", "run", *args, "--port", "0"],
+        capture_output=True,
+        text=True,
+        timeout=90,
+    )
+    assert done.returncode != 0, done.stderr
+    assert "serving" not in done.stderr
+    return done.stderr
+
+
+def test_bindings_to_what_the_target_lacks_are_refused_at_start(tmp_path: Path) -> None:
+    """wrangler dev (workerd) refuses these at start, with these sentences."""
+    back = _project(
+        tmp_path / "back",
+        '{"name": "back", "main": "src/index.js", "compatibility_date": "2026-11-01"}',
+        'import { WorkerEntrypoint } from "cloudflare:workers";\n'
+        "export class Admin extends WorkerEntrypoint { hi() { return 1; } }\n"
+        'export default { fetch() { return new Response("back"); } };\n',
+    )
+    service = _project(
+        tmp_path / "service",
+        '{"name": "front", "main": "src/index.js", "compatibility_date": "2026-11-01",'
+        ' "services": [{"binding": "OK", "service": "back", "entrypoint": "Admin"},'
+        ' {"binding": "NOPE", "service": "back", "entrypoint": "Nope"}]}',
+        'export default { fetch() { return new Response("front"); } };\n',
+    )
+    out = _refused(str(service), str(back), "--persist-to", str(tmp_path / "s1"))
+    assert (
+        'Worker "front"\'s binding "NOPE" refers to service "back" with a named entrypoint '
+        '"Nope", but "back" has no such named entrypoint.'
+    ) in out
+    assert '"OK"' not in out and "Traceback" not in out
+    # the same binding to a Worker that is not running starts ("not connected")
+    alone = CelldServer(service, tmp_path / "s2").start(timeout=90)
+    try:
+        assert alone.get("/").text == "front"
+    finally:
+        alone.stop()
+
+    objects = _project(
+        tmp_path / "objects",
+        '{"name": "front", "main": "src/index.js", "compatibility_date": "2026-11-01",'
+        ' "durable_objects": {"bindings": [{"name": "GHOST", "class_name": "Ghost",'
+        ' "script_name": "back"}]}}',
+        'export default { fetch() { return new Response("front"); } };\n',
+    )
+    out = _refused(str(objects), str(back), "--persist-to", str(tmp_path / "s3"))
+    assert (
+        'Worker "front"\'s binding "GHOST" refers to a Durable Object namespace named "Ghost" '
+        'in service "back", but no such Durable Object namespace is defined by that service.'
+    ) in out
+
+    flows = _project(
+        tmp_path / "flows",
+        '{"name": "front", "main": "src/index.js", "compatibility_date": "2026-11-01",'
+        ' "workflows": [{"name": "far", "binding": "FAR", "class_name": "Far",'
+        ' "script_name": "back"}, {"name": "near", "binding": "NEAR", "class_name": "Near"}]}',
+        'export default { fetch() { return new Response("front"); } };\n',
+    )
+    out = _refused(str(flows), str(back), "--persist-to", str(tmp_path / "s4"))
+    assert (
+        'Workflow "far" (binding "FAR" of Worker "front") refers to service "back" with a '
+        'named entrypoint "Far", but "back" has no such named entrypoint.'
+    ) in out
+    # the Worker's own workflow class, as wrangler checks it after bundling
+    assert (
+        "Your Worker depends on the following Workflows, which are not exported in your "
+        "entrypoint file: Near."
+    ) in out
