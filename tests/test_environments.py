@@ -165,3 +165,31 @@ def test_expansion_forms() -> None:
         "E": "$A",
         "EMPTY": "",
     }
+
+
+def test_build_of_the_environment_replaces_the_top_level_one(tmp_path: Path) -> None:
+    """wrangler reads `rawEnv.build ?? topLevel.build`: whole, not merged."""
+    from celld.cli.serve import WorkerArgs, load_workers
+    from celld.project.build import read_build
+
+    (tmp_path / "src").mkdir()
+    (tmp_path / "wrangler.toml").write_text(
+        'name = "built"\nmain = "src/index.js"\ncompatibility_date = "2025-01-01"\n'
+        '[build]\ncommand = "echo top > which.txt"\ncwd = "src"\n'
+        '[env.staging.build]\ncommand = "echo staging > which.txt"\n'
+        "[env.plain]\n"
+    )
+    (tmp_path / "src" / "index.js").write_text("export default { fetch() {} };\n")
+    config = tmp_path / "wrangler.toml"
+    top, staging, plain = (read_build(config, env) for env in (None, "staging", "plain"))
+    assert top is not None and staging is not None and plain is not None
+    assert (top.command, top.cwd) == ("echo top > which.txt", tmp_path / "src")
+    # the environment's own build has no cwd: the top level's is not merged into it
+    assert (staging.command, staging.cwd) == ("echo staging > which.txt", tmp_path)
+    assert (plain.command, plain.cwd) == (top.command, top.cwd)
+    with pytest.raises(ConfigError, match='no environment named "nope"'):
+        read_build(config, "nope")
+
+    loaded = load_workers(WorkerArgs(projects=(tmp_path,), env="staging"))
+    assert loaded[0].name == "built-staging"
+    assert (tmp_path / "which.txt").read_text().strip() == "staging"

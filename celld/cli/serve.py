@@ -58,7 +58,7 @@ def load_workers(args: WorkerArgs) -> list[ProjectConfig]:
     arguments; called again to reload. Raises ConfigError or BuildFailed, naming the file."""
     configs = []
     for index, path in enumerate(config_paths(args)):
-        build = read_build(path)
+        build = read_build(path, args.env)
         if build is not None:
             run_build(build)
         overrides = args.var_overrides if index == 0 else None

@@ -247,9 +247,7 @@ class WorkerPool:
         """The names the Worker's main module exports, read from one of its isolates (each
         loaded the same program): what bindings from other Workers may name as entrypoints."""
         slot = await self._pick()
-        text = await slot.isolate.eval(
-            "JSON.stringify(Object.keys(globalThis.__celld_main ?? {}))"
-        )
+        text = await slot.isolate.eval("JSON.stringify(Object.keys(globalThis.__celld_main ?? {}))")
         return frozenset(orjson.loads(text))
 
     async def call_entrypoint(self, call: dict[str, Any]) -> dict[str, Any]:

@@ -10,7 +10,9 @@ The build runs once, before serving: ``watch_dir`` is accepted, and a warning sa
 celld does not rebuild when files change (restart ``celld run`` to rebuild).
 
 The section is read here on its own, before the rest of the config is checked, because
-the build may be what creates ``main``.
+the build may be what creates ``main``. With ``--env NAME`` it is ``[env.NAME.build]`` when
+that environment has one, else the top level's, whole (wrangler inherits `build` as one
+value: an environment's ``build`` replaces the top level's, keys are not merged).
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict, ValidationError
 
+from .environments import select_environment
 from .errors import ConfigError
 from .files import read_raw
 from .schema import BuildModel, render_errors
@@ -44,9 +47,10 @@ class BuildStep:
     cwd: Path
 
 
-def read_build(path: Path) -> BuildStep | None:
-    """The config's build step, or None when it has no ``[build] command``."""
-    raw = read_raw(path).get("build")
+def read_build(path: Path, env: str | None = None) -> BuildStep | None:
+    """The build step of the config's environment `env` (None: the top level), or None
+    when it has no ``[build] command``."""
+    raw = select_environment(path, read_raw(path), env).raw.get("build")
     if raw is None:
         return None
     try:

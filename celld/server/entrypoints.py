@@ -94,7 +94,9 @@ def required_exports(projects: Sequence[ProjectConfig]) -> list[Required]:
                 needed.append(Required(service.service, (service.entrypoint,), message))
         for workflow in project.workflows:
             if workflow.unconnected is not None and workflow.unconnected in running:
-                source = f'Workflow "{workflow.name}" (binding "{workflow.binding}" of Worker "{own}")'
+                source = (
+                    f'Workflow "{workflow.name}" (binding "{workflow.binding}" of Worker "{own}")'
+                )
                 message = _no_entrypoint(source, workflow.unconnected, workflow.class_name)
                 needed.append(Required(workflow.unconnected, (workflow.class_name,), message))
         main = _shown(project.main)

@@ -19,7 +19,6 @@ from celld.project.config import ProjectConfig
 from celld.server.entrypoints import BindingRefused, export_refusals, namespace_refusals
 from celld.server.service import Service, ServiceOptions
 
-
 STATE_FOLDER = ".celld"
 
 
