@@ -42,7 +42,7 @@ from celld.server.app import INTERNAL_PREFIX, build_app
 from celld.server.explorer import explorer_routes
 from celld.server.guard import OperatorGuard
 from celld.server.metrics import render_metrics
-from celld.server.operator import Operator
+from celld.server.operator import Operator, OperatorError
 from celld.server.scheduled import scheduled_routes, test_scheduled_routes
 from celld.server.shape import RequestShape
 from celld.server.testing import testing_routes
@@ -317,15 +317,17 @@ class Service:
         self,
         startup: Callable[[], Awaitable[None]] | None = None,
         shutdown: Callable[[], Awaitable[None]] | None = None,
+        operator: Operator | None = None,
     ) -> Starlette:
         """The HTTP app serving this Worker; `startup`/`shutdown` start and stop more than
-        this Worker (a session of several)."""
+        this Worker, and `operator` shows more workflows than its own (a session of
+        several)."""
 
         def get_pool() -> WorkerPool:
             assert self.pool is not None, "celld is not started"
             return self.pool
 
-        operator = self.operator()
+        operator = operator or self.operator()
         now = self.options.clock.now
         app = build_app(
             get_pool,
@@ -340,7 +342,7 @@ class Service:
             internal_routes=[
                 *scheduled_routes(get_pool, now),
                 *self._clock_routes(),
-                *self._instance_routes(),
+                *self._instance_routes(operator),
                 *explorer_routes(operator),
                 *testing_routes(operator),
                 *ui_routes(),
@@ -370,16 +372,19 @@ class Service:
         ]
         return Operator(lambda: (self.cells, self.store), workflows)
 
-    def _instance_routes(self) -> list[Route]:
-        """GET /cdn-cgi/celld/workflows/{workflow}/instances/{id}: one instance's steps."""
+    @staticmethod
+    def _instance_routes(operator: Operator) -> list[Route]:
+        """GET /cdn-cgi/celld/workflows/{workflow}/instances/{id}: one instance's steps
+        (from the cells of the Worker that runs the workflow)."""
 
         async def describe(request: Request) -> Response:
-            if self.cells is None:
-                return JSONResponse({"error": "this project has no workflows"}, status_code=404)
+            workflow = request.path_params["workflow"]
             try:
-                found = await self.cells.describe(
-                    request.path_params["workflow"], request.path_params["instance"]
-                )
+                cells = operator.cells(workflow)
+            except OperatorError as error:
+                return JSONResponse({"error": error.message}, status_code=error.status)
+            try:
+                found = await cells.describe(workflow, request.path_params["instance"])
             except StoreUnavailable as error:
                 return JSONResponse(
                     {"error": f"the store is unavailable, retry later: {error}"}, status_code=503

@@ -17,6 +17,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from celld.project.config import ProjectConfig
 from celld.server.entrypoints import BindingRefused, export_refusals, namespace_refusals
+from celld.server.operator import Operator
 from celld.server.service import Service, ServiceOptions
 
 STATE_FOLDER = ".celld"
@@ -94,8 +95,11 @@ class Session:
             await service.stop()
 
     def app(self) -> ASGIApp:
-        """The served Worker's app, starting and stopping the whole session."""
-        return _PlainRefusal(self.primary.app(startup=self.start, shutdown=self.stop), self)
+        """The served Worker's app, starting and stopping the whole session; its operator
+        routes (explorer API, page, CLI) show the workflows of every Worker."""
+        operator = Operator.combined([service.operator() for service in self.services])
+        app = self.primary.app(startup=self.start, shutdown=self.stop, operator=operator)
+        return _PlainRefusal(app, self)
 
 
 class _PlainRefusal:

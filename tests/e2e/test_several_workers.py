@@ -86,6 +86,33 @@ def test_workflow_of_the_other_worker(server: CelldServer) -> None:
     assert status["output"] == {"doubled": 42, "who": "back"}
 
 
+def test_operator_surface_shows_every_workers_workflows(server: CelldServer) -> None:
+    """The explorer API, celld's instance route and `celld workflows` answer for back's
+    workflow through front's port (wrangler dev's explorer lists it with script_name
+    "back"), and operations reach back's instances."""
+    from click.testing import CliRunner
+
+    from celld.cli.main import cli
+
+    listed = server.get("/cdn-cgi/local/explorer/api/workflows").json()["result"]
+    assert listed == [{"name": "back-flow", "class_name": "BackFlow", "script_name": "back"}]
+    assert server.get("/wf-create?id=op1").json() == {"ok": "op1"}
+    server.wait_for(lambda: server.get("/wf-status?id=op1").json()["ok"]["status"] == "complete")
+    api = "/cdn-cgi/local/explorer/api/workflows/back-flow"
+    assert server.get(api).json()["result"]["instances"]["complete"] >= 1
+    assert server.get(f"{api}/instances/op1").json()["result"]["status"] == "complete"
+    assert server.describe("back-flow", "op1")["steps"][0]["name"] == "double"
+    created = server.post(f"{api}/instances", json={"id": "op2", "params": {"n": 4}}).json()
+    assert created["result"] == {"id": "op2"}
+    server.wait_for(lambda: server.get("/wf-status?id=op2").json()["ok"]["status"] == "complete")
+    assert server.get("/wf-status?id=op2").json()["ok"]["output"] == {"doubled": 8, "who": "back"}
+    result = CliRunner().invoke(
+        cli, ["workflows", "instances", "list", "back-flow", "--port", str(server.port)]
+    )
+    assert result.exit_code == 0, result.output
+    assert "op1" in result.output and "op2" in result.output
+
+
 def test_not_running_worker_fails_at_call(server: CelldServer) -> None:
     assert server.get("/gone-rpc").json() == {"error": {"name": "Error", "message": GONE}}
     assert server.get("/gone-fetch").json() == {"ok": [503, GONE]}
