@@ -1,4 +1,4 @@
-"""Several Workers in one `celld run` (tests/projects/workers: "front" served, "back" bound),
+"""Several Workers in one `celld run` (compat/projects/workers: "front" served, "back" bound),
 as `wrangler dev -c front/wrangler.jsonc -c back/wrangler.jsonc` runs them. Every expected
 answer below is what wrangler dev 4.164.0 gave for the same requests to the same projects."""
 
@@ -13,7 +13,7 @@ import pytest
 
 from tests.celld_server import CelldServer
 
-PROJECTS = Path(__file__).resolve().parents[1] / "projects" / "workers"
+PROJECTS = Path(__file__).resolve().parents[2] / "compat" / "projects" / "workers"
 FRONT, BACK = PROJECTS / "front", PROJECTS / "back"
 GONE = 'Worker "gone-worker" not found. Make sure it is running locally.'
 
@@ -27,7 +27,7 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[CelldServer]:
 
 
 def test_first_worker_is_served_and_unconnected_binding_warned(server: CelldServer) -> None:
-    assert server.get("/who").text == "front"
+    assert server.get("/vars").json()["WHO"] == "front"
     warning = next(line for line in server.log().splitlines() if "not connected" in line)
     assert "env.GONE (Service 'gone-worker')" in warning
     assert "back" not in warning  # connected: no warning for back's bindings
@@ -45,7 +45,12 @@ def test_service_fetch(server: CelldServer) -> None:
 def test_rpc_values_and_promises(server: CelldServer) -> None:
     assert server.get("/rpc").json() == {"ok": 5}
     assert server.get("/rpc-later").json() == {
-        "ok": {"echoed": {"a": [1, "two"]}, "date": True, "list": [1, 2, 3], "map": [["k", "v"]]}
+        "ok": {
+            "echoed": {"a": [1, "two"], "n": None},
+            "date": 0,
+            "list": [1, 2, 3],
+            "map": [["k", "v"]],
+        }
     }
     assert server.get("/rpc-named").json() == {"ok": "back"}  # back's own vars
     assert server.get("/self").json() == {"ok": "hello you from front"}
@@ -69,16 +74,16 @@ def test_rpc_errors_keep_name_and_message(server: CelldServer) -> None:
 def test_durable_object_of_the_other_worker(server: CelldServer) -> None:
     # the id wrangler dev gives idFromName("shared") in back's Counter namespace
     expected = "c5cfa96008f0278c581e82bb9b11a7f5e62d8ad2392edda466090b16fca055a0"
-    assert server.get("/do-id").json() == {"ok": expected}
-    first = server.get("/do?n=2").json()["ok"]
-    second = server.get("/do?n=3").json()["ok"]
+    assert server.get("/do-id?name=shared").json() == {"ok": expected}
+    first = server.get("/do?name=shared&n=2").json()["ok"]
+    second = server.get("/do?name=shared&n=3").json()["ok"]
     assert (second["total"] - first["total"], second["who"]) == (3, "back")
     # back keeps its storage in its own folder inside the state folder
     assert (server.state / "workers" / "back").is_dir()
 
 
 def test_workflow_of_the_other_worker(server: CelldServer) -> None:
-    assert server.get("/wf-create?id=w1").json() == {"ok": "w1"}
+    assert server.get("/wf-create?id=w1&n=21").json() == {"ok": "w1"}
     status = server.wait_for(
         lambda: (s := server.get("/wf-status?id=w1").json()["ok"])["status"] == "complete" and s,
         timeout=60,
@@ -95,19 +100,19 @@ def test_operator_surface_shows_every_workers_workflows(server: CelldServer) -> 
     from celld.cli.main import cli
 
     listed = server.get("/cdn-cgi/local/explorer/api/workflows").json()["result"]
-    assert listed == [{"name": "back-flow", "class_name": "BackFlow", "script_name": "back"}]
-    assert server.get("/wf-create?id=op1").json() == {"ok": "op1"}
+    assert listed == [{"name": "compat-back-flow", "class_name": "BackFlow", "script_name": "back"}]
+    assert server.get("/wf-create?id=op1&n=21").json() == {"ok": "op1"}
     server.wait_for(lambda: server.get("/wf-status?id=op1").json()["ok"]["status"] == "complete")
-    api = "/cdn-cgi/local/explorer/api/workflows/back-flow"
+    api = "/cdn-cgi/local/explorer/api/workflows/compat-back-flow"
     assert server.get(api).json()["result"]["instances"]["complete"] >= 1
     assert server.get(f"{api}/instances/op1").json()["result"]["status"] == "complete"
-    assert server.describe("back-flow", "op1")["steps"][0]["name"] == "double"
+    assert server.describe("compat-back-flow", "op1")["steps"][0]["name"] == "double"
     created = server.post(f"{api}/instances", json={"id": "op2", "params": {"n": 4}}).json()
     assert created["result"] == {"id": "op2"}
     server.wait_for(lambda: server.get("/wf-status?id=op2").json()["ok"]["status"] == "complete")
     assert server.get("/wf-status?id=op2").json()["ok"]["output"] == {"doubled": 8, "who": "back"}
     result = CliRunner().invoke(
-        cli, ["workflows", "instances", "list", "back-flow", "--port", str(server.port)]
+        cli, ["workflows", "instances", "list", "compat-back-flow", "--port", str(server.port)]
     )
     assert result.exit_code == 0, result.output
     assert "op1" in result.output and "op2" in result.output
