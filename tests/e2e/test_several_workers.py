@@ -164,6 +164,19 @@ def _refused(*args: str) -> str:
     return done.stderr
 
 
+FRONT_SOURCE = 'export default { fetch() { return new Response("front"); } };\n'
+
+
+def _front(folder: Path, bindings: str) -> Path:
+    """A Worker "front" with the given bindings (JSON object members)."""
+    config = (
+        '{"name": "front", "main": "src/index.js", "compatibility_date": "2026-11-01", '
+        + bindings
+        + "}"
+    )
+    return _project(folder, config, FRONT_SOURCE)
+
+
 def test_bindings_to_what_the_target_lacks_are_refused_at_start(tmp_path: Path) -> None:
     """wrangler dev (workerd) refuses these at start, with these sentences."""
     back = _project(
@@ -173,53 +186,44 @@ def test_bindings_to_what_the_target_lacks_are_refused_at_start(tmp_path: Path) 
         "export class Admin extends WorkerEntrypoint { hi() { return 1; } }\n"
         'export default { fetch() { return new Response("back"); } };\n',
     )
-    service = _project(
-        tmp_path / "service",
-        '{"name": "front", "main": "src/index.js", "compatibility_date": "2026-11-01",'
-        ' "services": [{"binding": "OK", "service": "back", "entrypoint": "Admin"},'
-        ' {"binding": "NOPE", "service": "back", "entrypoint": "Nope"}]}',
-        'export default { fetch() { return new Response("front"); } };\n',
-    )
-    out = _refused(str(service), str(back), "--persist-to", str(tmp_path / "s1"))
-    assert (
-        'Worker "front"\'s binding "NOPE" refers to service "back" with a named entrypoint '
-        '"Nope", but "back" has no such named entrypoint.'
-    ) in out
-    assert '"OK"' not in out and "Traceback" not in out
-    # the same binding to a Worker that is not running starts ("not connected")
-    alone = CelldServer(service, tmp_path / "s2").start(timeout=90)
+    cases = {
+        "service": (
+            '"services": [{"binding": "OK", "service": "back", "entrypoint": "Admin"},'
+            ' {"binding": "NOPE", "service": "back", "entrypoint": "Nope"}]',
+            [
+                'Worker "front"\'s binding "NOPE" refers to service "back" with a named '
+                'entrypoint "Nope", but "back" has no such named entrypoint.'
+            ],
+        ),
+        "objects": (
+            '"durable_objects": {"bindings": [{"name": "GHOST", "class_name": "Ghost",'
+            ' "script_name": "back"}]}',
+            [
+                'Worker "front"\'s binding "GHOST" refers to a Durable Object namespace named '
+                '"Ghost" in service "back", but no such Durable Object namespace is defined '
+                "by that service."
+            ],
+        ),
+        "flows": (
+            '"workflows": [{"name": "far", "binding": "FAR", "class_name": "Far",'
+            ' "script_name": "back"}, {"name": "near", "binding": "NEAR", "class_name": "Near"}]',
+            [
+                'Workflow "far" (binding "FAR" of Worker "front") refers to service "back" '
+                'with a named entrypoint "Far", but "back" has no such named entrypoint.',
+                # the Worker's own workflow class, as wrangler checks it after bundling
+                "Your Worker depends on the following Workflows, which are not exported in "
+                "your entrypoint file: Near.",
+            ],
+        ),
+    }
+    for key, (bindings, sentences) in cases.items():
+        front = _front(tmp_path / key, bindings)
+        out = _refused(str(front), str(back), "--persist-to", str(tmp_path / f"{key}-state"))
+        assert [s for s in sentences if s not in out] == [], out
+        assert '"OK"' not in out and "Traceback" not in out
+    # the same service binding to a Worker that is not running starts ("not connected")
+    alone = CelldServer(tmp_path / "service", tmp_path / "alone").start(timeout=90)
     try:
         assert alone.get("/").text == "front"
     finally:
         alone.stop()
-
-    objects = _project(
-        tmp_path / "objects",
-        '{"name": "front", "main": "src/index.js", "compatibility_date": "2026-11-01",'
-        ' "durable_objects": {"bindings": [{"name": "GHOST", "class_name": "Ghost",'
-        ' "script_name": "back"}]}}',
-        'export default { fetch() { return new Response("front"); } };\n',
-    )
-    out = _refused(str(objects), str(back), "--persist-to", str(tmp_path / "s3"))
-    assert (
-        'Worker "front"\'s binding "GHOST" refers to a Durable Object namespace named "Ghost" '
-        'in service "back", but no such Durable Object namespace is defined by that service.'
-    ) in out
-
-    flows = _project(
-        tmp_path / "flows",
-        '{"name": "front", "main": "src/index.js", "compatibility_date": "2026-11-01",'
-        ' "workflows": [{"name": "far", "binding": "FAR", "class_name": "Far",'
-        ' "script_name": "back"}, {"name": "near", "binding": "NEAR", "class_name": "Near"}]}',
-        'export default { fetch() { return new Response("front"); } };\n',
-    )
-    out = _refused(str(flows), str(back), "--persist-to", str(tmp_path / "s4"))
-    assert (
-        'Workflow "far" (binding "FAR" of Worker "front") refers to service "back" with a '
-        'named entrypoint "Far", but "back" has no such named entrypoint.'
-    ) in out
-    # the Worker's own workflow class, as wrangler checks it after bundling
-    assert (
-        "Your Worker depends on the following Workflows, which are not exported in your "
-        "entrypoint file: Near."
-    ) in out
