@@ -5,11 +5,15 @@ same two Workers under `--env staging` with `.dev.vars.staging` and `--var`."""
 
 from __future__ import annotations
 
+import json
 import time
 import uuid
+from pathlib import Path
 from typing import Any
 
-from compat.targets import Target
+import pytest
+
+from compat.targets import Target, refused_start
 
 RUN = uuid.uuid4().hex[:8]
 GONE = 'Worker "gone-worker" not found. Make sure it is running locally.'
@@ -148,3 +152,63 @@ def test_environment_bindings_to_the_other_worker(staging_target: Target) -> Non
     get(staging_target, "/wf-create", id=instance_id, n="5")
     status = finished_flow(staging_target, instance_id)
     assert status["output"] == {"doubled": 10, "who": "back in staging"}
+
+
+def _worker(folder: Path, config: dict[str, Any], source: str) -> Path:
+    (folder / "src").mkdir(parents=True)
+    (folder / "wrangler.json").write_text(
+        json.dumps({"main": "src/index.js", "compatibility_date": "2026-11-01", **config})
+    )
+    (folder / "src" / "index.js").write_text(source)
+    return folder
+
+
+REFUSED = {
+    "service entrypoint": (
+        {"services": [{"binding": "NOPE", "service": "back", "entrypoint": "Nope"}]},
+        'Worker "front"\'s binding "NOPE" refers to service "back" with a named entrypoint '
+        '"Nope", but "back" has no such named entrypoint.',
+    ),
+    "script_name object": (
+        {
+            "durable_objects": {
+                "bindings": [{"name": "GHOST", "class_name": "Ghost", "script_name": "back"}]
+            }
+        },
+        'Worker "front"\'s binding "GHOST" refers to a Durable Object namespace named "Ghost" '
+        'in service "back", but no such Durable Object namespace is defined by that service.',
+    ),
+    "script_name workflow": (
+        {
+            "workflows": [
+                {"name": "far", "binding": "FAR", "class_name": "Far", "script_name": "back"}
+            ]
+        },
+        # wrangler names the Workflow's own internal Worker first; the rest is the same
+        'refers to service "back" with a named entrypoint "Far", but "back" has no such '
+        "named entrypoint.",
+    ),
+}
+
+
+@pytest.mark.parametrize("case", list(REFUSED))
+def test_binding_to_what_the_other_worker_lacks_is_refused(case: str, tmp_path: Path) -> None:
+    """A binding to an entrypoint, Durable Object class or workflow class the running
+    target Worker does not provide stops the session at start, with workerd's sentence."""
+    from compat.conftest import target_kind
+
+    config, sentence = REFUSED[case]
+    back = _worker(
+        tmp_path / "back",
+        {"name": "back"},
+        'export default { fetch() { return new Response("back"); } };\n',
+    )
+    front = _worker(
+        tmp_path / "front",
+        {"name": "front", **config},
+        'export default { fetch() { return new Response("front"); } };\n',
+    )
+    args = ("-c", str(front / "wrangler.json"), "-c", str(back / "wrangler.json"))
+    said = refused_start(target_kind(), tmp_path / "state", front, args)
+    # wrangler's internal service names ("core:user:back") are the Workers' own names
+    assert sentence in said.replace("core:user:", ""), said
