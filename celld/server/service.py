@@ -40,6 +40,7 @@ from celld.project.config import ProjectConfig, WorkflowConfig
 from celld.server import lifecycle_log
 from celld.server.app import INTERNAL_PREFIX, build_app
 from celld.server.explorer import explorer_routes
+from celld.server.explorer_workers import workers_routes
 from celld.server.guard import OperatorGuard
 from celld.server.metrics import render_metrics
 from celld.server.operator import Operator, OperatorError
@@ -343,6 +344,7 @@ class Service:
                 *scheduled_routes(get_pool, now),
                 *self._clock_routes(),
                 *self._instance_routes(operator),
+                *workers_routes(lambda: [p.project for p in self.peers.values()] or [self.project]),
                 *explorer_routes(operator),
                 *testing_routes(operator),
                 *ui_routes(),

@@ -212,3 +212,24 @@ def test_binding_to_what_the_other_worker_lacks_is_refused(case: str, tmp_path: 
     said = refused_start(target_kind(), tmp_path / "state", front, args)
     # wrangler's internal service names ("core:user:back") are the Workers' own names
     assert sentence in said.replace("core:user:", ""), said
+
+
+def test_explorer_lists_every_worker_and_its_resources(workers_target: Target) -> None:
+    """/local/workers lists each Worker of the session, the served one first, with its
+    bindings; another Worker's Durable Object and workflow name the Worker that runs them."""
+    listed = get(workers_target, "/cdn-cgi/local/explorer/api/local/workers")["result"]
+    # wrangler dev also lists the Workers of other `wrangler dev` sessions on the machine
+    # (its dev registry), with isSelf false; celld lists its own session's only
+    listed = [worker for worker in listed if worker["isSelf"]]
+    scopes = {worker.pop("persistenceScope") for worker in listed}
+    assert len(scopes) == 1 and len(scopes.pop()) == 64  # one project folder, hashed
+    counter = {"id": "back-Counter", "bindingName": "COUNTER", "className": "Counter",
+               "scriptName": "back", "useSqlite": True}  # fmt: skip
+    flow = {"id": "compat-back-flow", "bindingName": "FLOW", "className": "BackFlow",
+            "scriptName": "back"}  # fmt: skip
+    empty: dict[str, list[Any]] = {"kv": [], "d1": [], "r2": [], "sendEmail": [], "flagship": []}
+    assert listed == [
+        {"isSelf": True, "name": name, "triggers": {"crons": []},
+         "bindings": {**empty, "do": [counter], "workflows": [flow]}}
+        for name in ("front", "back")
+    ]  # fmt: skip
