@@ -464,7 +464,6 @@ def test_env_must_be_table(tmp_path: Path) -> None:
     ("key", "value"),
     [
         ("queues", {"producers": []}),
-        ("services", [{"binding": "S", "service": "s"}]),
         ("version_metadata", {"binding": "V"}),
         ("unsafe", {"bindings": []}),
         ("containers", []),

@@ -52,6 +52,7 @@ CLOUDFLARE_FILES: tuple[str, ...] = (
     "bindings/r2.js",
     "bindings/assets.js",
     "bindings/offline.js",
+    "bindings/service.js",
     "seal.js",
 )
 

@@ -255,6 +255,28 @@ class WorkerPool:
             error = WorkerError(error.get("name", "Error"), error.get("message", ""), stack)
         return ScheduledOutcome(answer["outcome"], bool(answer.get("noRetry")), error)
 
+    async def export_names(self) -> frozenset[str]:
+        """The names the Worker's main module exports, read from one of its isolates (each
+        loaded the same program): what bindings from other Workers may name as entrypoints."""
+        slot = await self._pick()
+        text = await slot.isolate.eval("JSON.stringify(Object.keys(globalThis.__celld_main ?? {}))")
+        return frozenset(orjson.loads(text))
+
+    async def call_entrypoint(self, call: dict[str, Any]) -> dict[str, Any]:
+        """Serve one service binding call from another isolate: ``{entrypoint, kind:
+        "fetch", request}`` or ``{entrypoint, kind: "call", method, args}``, answered as JS
+        answers it: ``{response}``, ``{v}`` (the structured-cloned result) or ``{e}`` (the
+        error thrown, cloned). It is a request like any other: it gets a CPU limit, is moved
+        off a stuck isolate, and its waitUntil() work runs on after the answer."""
+        self._next_id += 1
+        request_id = self._next_id
+        future: asyncio.Future[WireResponse] = asyncio.get_running_loop().create_future()
+        slot = await self._pick()
+        self._dispatch(slot, request_id, future, {"k": "fetch", "id": request_id, "rpc": call})
+        self._ensure_watchdog()
+        answer: dict[str, Any] = orjson.loads((await future).body)
+        return answer
+
     def _dispatch(
         self,
         slot: _Slot,
@@ -382,6 +404,9 @@ class WorkerPool:
     def _on_respond(self, slot: _Slot, message: dict[str, Any]) -> None:
         future = slot.pending.pop(message["id"], None)
         if future is None or future.done():
+            return
+        if "rpc" in message:  # a service binding call's answer (see `call_entrypoint`)
+            future.set_result(WireResponse(200, [], orjson.dumps(message["rpc"])))
             return
         if "scheduled" in message:  # a scheduled event's outcome (see `scheduled`)
             outcome = message["scheduled"]

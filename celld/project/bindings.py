@@ -76,6 +76,15 @@ class OfflineBindingConfig:
 
 
 @dataclass(frozen=True)
+class ServiceBindingConfig:
+    """``env.<binding>``: Worker `service`'s `entrypoint` (None: its default export)."""
+
+    binding: str
+    service: str
+    entrypoint: str | None = None
+
+
+@dataclass(frozen=True)
 class BindingsConfig:
     kv: tuple[KvNamespaceConfig, ...] = ()
     d1: tuple[D1DatabaseConfig, ...] = ()
@@ -83,11 +92,18 @@ class BindingsConfig:
     assets: AssetsConfig | None = None
     offline: tuple[OfflineBindingConfig, ...] = ()
     objects: DurableObjectsConfig = DurableObjectsConfig()
+    services: tuple[ServiceBindingConfig, ...] = ()
 
     @property
     def empty(self) -> bool:
         return not (
-            self.kv or self.d1 or self.r2 or self.assets or self.offline or self.objects.bindings
+            self.kv
+            or self.d1
+            or self.r2
+            or self.assets
+            or self.offline
+            or self.objects.bindings
+            or self.services
         )
 
 
@@ -163,6 +179,21 @@ def resolve_bindings(
     for index, email in enumerate(model.send_email):
         claim(email.name, f"send_email[{index}].name")
         offline.append(OfflineBindingConfig("send_email", email.name))
+    services = []
+    for index, spec in enumerate(model.services):
+        where = f"services[{index}]"
+        claim(spec.binding, f"{where}.binding")
+        if spec.environment is not None:
+            issues.append(
+                Issue(
+                    f"{where}.environment",
+                    "service environments were removed from wrangler; name the Worker "
+                    "(<name>-<env>) in `service`",
+                )
+            )
+        if spec.props:
+            issues.append(Issue(f"{where}.props", "`props` are not supported by celld yet"))
+        services.append(ServiceBindingConfig(spec.binding, spec.service, spec.entrypoint))
     objects, object_issues = resolve_objects(model, worker_name, claim)
     issues.extend(object_issues)
     config = BindingsConfig(
@@ -172,5 +203,6 @@ def resolve_bindings(
         assets=assets,
         offline=tuple(offline),
         objects=objects,
+        services=tuple(services),
     )
     return config, issues

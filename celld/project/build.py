@@ -11,7 +11,9 @@ under ``watch_dir`` changes (default ``src``; a folder or a list of them, relati
 config file's folder), before the Worker is reloaded (celld/server/reload.py).
 
 The section is read here on its own, before the rest of the config is checked, because
-the build may be what creates ``main``.
+the build may be what creates ``main``. With ``--env NAME`` it is ``[env.NAME.build]`` when
+that environment has one, else the top level's, whole (wrangler inherits `build` as one
+value: an environment's ``build`` replaces the top level's, keys are not merged).
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict, ValidationError
 
+from .environments import select_environment
 from .errors import ConfigError
 from .files import read_raw
 from .schema import BuildModel, render_errors
@@ -47,9 +50,10 @@ class BuildStep:
     watch_dirs: tuple[Path, ...] = ()
 
 
-def read_build(path: Path) -> BuildStep | None:
-    """The config's build step, or None when it has no ``[build] command``."""
-    raw = read_raw(path).get("build")
+def read_build(path: Path, env: str | None = None) -> BuildStep | None:
+    """The build step of the config's environment `env` (None: the top level), or None
+    when it has no ``[build] command``."""
+    raw = select_environment(path, read_raw(path), env).raw.get("build")
     if raw is None:
         return None
     try:

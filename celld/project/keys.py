@@ -41,6 +41,7 @@ SUPPORTED: frozenset[str] = frozenset(
         "r2_buckets",
         "assets",
         "durable_objects",
+        "services",
         "migrations",
         # How wrangler's esbuild compiles the code (celld.isolate.tsconfig)
         "tsconfig",
@@ -61,7 +62,7 @@ _BUNDLING = (
 # Settings celld runs without, each with why: `celld run` warns once per key present, so
 # nothing in a config is ignored silently. Deploy-only keys mean nothing to a local
 # runtime (as under `wrangler dev`); bundler settings have no counterpart in celld's
-# loader; named environments wait for `--env`.
+# loader.
 NOT_ACTED_ON: Mapping[str, str] = {
     "account_id": _DEPLOY,
     "workers_dev": _DEPLOY,
@@ -87,27 +88,25 @@ NOT_ACTED_ON: Mapping[str, str] = {
     "base_dir": _BUNDLING,
     "preserve_file_names": _BUNDLING,
     "rules": _BUNDLING,
-    "env": "named environments are not used: celld runs the top level, as `wrangler dev` "
-    "does without --env",
     "triggers": "cron triggers do not fire on their own, as under `wrangler dev`; fire the "
     "Worker's scheduled() with `curl http://HOST:PORT/cdn-cgi/handler/scheduled?cron=...` "
     "(or /__scheduled with `celld run --test-scheduled`)",
 }
 
 # Keys that are no setting at all: never warned about. Besides an editor's JSON schema
-# reference, the bookkeeping wrangler writes into a config it generates for a build (the one
+# reference and named environments (`--env NAME` selects one: celld.project.environments),
+# the bookkeeping wrangler writes into a config it generates for a build (the one
 # `.wrangler/deploy/config.json` redirects to: celld/project/files.py).
 GENERATED_MARKS: frozenset[str] = frozenset(
     {"configPath", "userConfigPath", "topLevelName", "definedEnvironments"}
 )
-SILENT: frozenset[str] = frozenset({"$schema"}) | GENERATED_MARKS
+SILENT: frozenset[str] = frozenset({"$schema", "env"}) | GENERATED_MARKS
 
 IGNORED: frozenset[str] = frozenset(NOT_ACTED_ON) | SILENT
 
 # Bindings celld does not provide, with wrangler's friendly names.
 UNSUPPORTED_BINDINGS: Mapping[str, str] = {
     "queues": "Queue",
-    "services": "Service",
     "ai_search": "AI Search",
     "ai_search_namespaces": "AI Search Namespace",
     "websearch": "Web Search",
@@ -184,9 +183,7 @@ def classify_top_level(
         if key in SUPPORTED:
             supported[key] = value
         elif key in IGNORED:
-            if key == "env" and not isinstance(value, dict):
-                issues.append(Issue(key, "expected a table of named environments"))
-            elif key == "triggers" and not _has_crons(value):
+            if key == "triggers" and not _has_crons(value):
                 pass  # an empty [triggers] asks for nothing
             elif key in NOT_ACTED_ON:
                 warnings.append(Issue(key, NOT_ACTED_ON[key]))

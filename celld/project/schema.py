@@ -237,6 +237,19 @@ class DurableObjectBindingModel(_Strict):
     _check_class_name = field_validator("class_name")(_class_name)
 
 
+class ServiceBindingModel(_Strict):
+    """``[[services]]``: another Worker (or this one) as ``env.<binding>``."""
+
+    binding: str
+    service: str
+    entrypoint: str | None = None
+    environment: str | None = None
+    props: dict[str, Any] | None = None
+    remote: bool | None = None
+
+    _check_binding = field_validator("binding")(_binding_name)
+
+
 class DurableObjectsModel(_Strict):
     bindings: list[DurableObjectBindingModel] = []
 
@@ -328,6 +341,7 @@ class TopLevelModel(_Strict):
     analytics_engine_datasets: list[OfflineBindingModel] = []
     send_email: list[SendEmailModel] = []
     durable_objects: DurableObjectsModel | None = None
+    services: list[ServiceBindingModel] = []
     migrations: list[MigrationModel] = []
     tsconfig: str | None = None
     jsx_factory: str | None = None

@@ -48,6 +48,9 @@ def unused_keys(model: TopLevelModel) -> list[Issue]:
             )
         if bucket.remote:
             note(f"r2_buckets[{index}].remote", _REMOTE)
+    for index, service in enumerate(model.services):
+        if service.remote:
+            note(f"services[{index}].remote", _REMOTE)
     if model.limits is not None and model.limits.subrequests is not None:
         note("limits.subrequests", "celld does not count or limit subrequests")
     dev = model.dev

@@ -1,4 +1,10 @@
-"""Assembles a running celld: config, JS threads, the Worker pool and the workflows."""
+"""Assembles a running Worker: config, JS threads, the Worker pool and the workflows.
+
+Several Workers can run in one session (celld.server.session); each is one Service with its
+own isolates, modules, vars and storage, and `peers` names them all. A binding to another
+Worker of the session is connected here: Durable Object calls go to that Worker's objects,
+workflow calls to its workflows, service calls to its isolates (`op_service`).
+"""
 
 from __future__ import annotations
 
@@ -34,13 +40,14 @@ from celld.isolate.websockets import SocketHub
 from celld.isolate.worker_pool import WorkerPool
 from celld.objects.manager import ObjectManager
 from celld.objects.migrations import migrate_state
-from celld.project.config import ProjectConfig
+from celld.project.config import ProjectConfig, WorkflowConfig
 from celld.server import lifecycle_log
 from celld.server.app import INTERNAL_PREFIX, build_app
 from celld.server.explorer import explorer_routes
+from celld.server.explorer_workers import workers_routes
 from celld.server.guard import OperatorGuard
 from celld.server.metrics import render_metrics
-from celld.server.operator import Operator
+from celld.server.operator import Operator, OperatorError
 from celld.server.scheduled import scheduled_routes, test_scheduled_routes
 from celld.server.shape import RequestShape
 from celld.server.testing import testing_routes
@@ -112,6 +119,34 @@ class Service:
     _retired: TaskOwner = field(default_factory=lambda: TaskOwner("reload"), init=False)
     #: the operator surface's list of workflows (kept in step with the config)
     operator_workflows: list[dict[str, str]] = field(default_factory=list, init=False)
+    #: the workflow binding's own route into this Worker's cells (before `op_workflow`)
+    _own_workflow_op: Any = field(default=None, init=False)
+    #: The names of the session's Workers (this one included); empty when it runs alone.
+    workers: frozenset[str] = frozenset()
+    #: The session's Workers by name, filled once all of them are made.
+    peers: dict[str, Service] = field(default_factory=dict)
+
+    def running(self, worker: str | None) -> bool:
+        """Whether `worker` (None: this one) runs in this session."""
+        return worker is None or worker == self.project.name or worker in self.workers
+
+    def peer(self, worker: str | None) -> Service:
+        """The Service of `worker` in this session; HostError with wrangler's words if none."""
+        if worker is None or worker == self.project.name:
+            return self
+        found = self.peers.get(worker)
+        if found is None:
+            raise HostError(not_found_message(worker))
+        return found
+
+    def hosted_workflows(self, project: ProjectConfig | None = None) -> list[WorkflowConfig]:
+        """The workflows whose instances this Worker runs: its own, and those of Workers
+        that are not running (their instances fail at start, as under wrangler dev)."""
+        project = project or self.project
+        return [w for w in project.workflows if not self._connected_workflow(w)]
+
+    def _connected_workflow(self, workflow: WorkflowConfig) -> bool:
+        return workflow.unconnected is not None and workflow.unconnected in self.workers
 
     def __post_init__(self) -> None:
         # Bundling happens before the server listens, so a broken project fails
@@ -133,7 +168,7 @@ class Service:
         if objects.bindings:
             classes = ", ".join(sorted({b.class_name for b in objects.bindings}))
             WATCHDOG.require(f"this project's Durable Objects ({classes}) cannot run")
-        warn_unconnected(project)
+        warn_unconnected(project, self.workers)
         return build_program(
             project.main,
             object_scripts() if objects.bindings or objects.unconnected else (),
@@ -167,9 +202,12 @@ class Service:
         """What js/ needs to build `env` (of `project` and `bindings`, else the running ones)."""
         project = project or self.project
         bindings = bindings or self.bindings
+
+        def missing(worker: str | None) -> dict[str, str]:
+            return {} if self.running(worker) else {"missing": not_found_message(worker or "")}
+
         workflows = [
-            {"binding": w.binding, "name": w.name}
-            | ({"missing": not_found_message(w.unconnected)} if w.unconnected else {})
+            {"binding": w.binding, "name": w.name} | missing(w.unconnected)
             for w in project.workflows
         ]
         # A namespace's ids are keyed by "<worker>-<class>", as under `wrangler dev`.
@@ -179,16 +217,23 @@ class Service:
                 "cls": b.class_name,
                 "key": f"{b.script_name or project.name}-{b.class_name}",
             }
-            | ({"missing": not_found_message(b.script_name)} if b.script_name else {})
+            | ({"worker": b.script_name} if b.script_name else {})
+            | missing(b.script_name)
             for b in (
                 *project.bindings.objects.bindings,
                 *project.bindings.objects.unconnected,
             )
         ]
+        services = [
+            {"binding": s.binding, "service": s.service, "entrypoint": s.entrypoint}
+            | missing(s.service)
+            for s in project.bindings.services
+        ]
         return {
             "vars": dict(project.vars),
             "workflows": workflows,
             "durable_objects": objects,
+            "services": services,
             **bindings.env_message(),
         }
 
@@ -216,10 +261,11 @@ class Service:
         that began on the previous version of the Worker reaches the new ones."""
         ops = isolate_ops()
         ops.update(bindings.ops())
-        if project.bindings.objects.bindings:
-            ops["do"] = self._op_do
+        ops["svc"] = self.op_service
+        if project.bindings.objects.bindings or project.bindings.objects.unconnected:
+            ops["do"] = self.op_do
         if project.workflows:
-            ops["wf.binding"] = self._op_workflows
+            ops["wf.binding"] = self.op_workflow
         return ops
 
     async def _start_pool(
@@ -258,7 +304,7 @@ class Service:
         """Start the Durable Objects and workflows of `self.program` (at start, and again
         for each new version of the Worker, see `replace`)."""
         limits = self._limits(self.project)
-        self.objects = self.cells = None
+        self.objects = self.cells = self._own_workflow_op = None
         if self.project.bindings.objects.bindings:
             self.objects = ObjectManager(
                 self.project.bindings.objects,
@@ -272,7 +318,8 @@ class Service:
                 sockets=self.sockets,
             )
             self.objects.ops = ops  # objects may call objects and drive workflows
-        if self.project.workflows:
+        hosted = self.hosted_workflows()
+        if hosted:
             cluster = self.options.cluster
             if self.store is None:
                 self.store = open_store(
@@ -293,7 +340,7 @@ class Service:
                     self.step_limit_overrides.get(w.name, w.step_limit),
                     w.schedules if cluster is None or cluster.runs_schedules else (),
                 )
-                for w in self.project.workflows
+                for w in hosted
             }
             cell_threads = self.threads
             if self.options.cells.inline_turns:
@@ -313,24 +360,51 @@ class Service:
             )
             if cluster is not None:
                 cluster.route(self.cells)  # binding calls reach their instance's owner
+            self._own_workflow_op = self.cells.ops["wf.binding"]
+            # Workflow steps call other Workers' workflows through the same route.
+            self.cells.ops["wf.binding"] = self.op_workflow
         if self.objects is not None:
             await self.objects.start()
         if self.cells is not None:
             await self.cells.start()
 
-    async def _op_do(self, message: dict[str, Any]) -> dict[str, Any]:
-        await self._ready.wait()  # while objects are replaced, calls wait for the new ones
-        if self.objects is None:
+    async def op_do(self, message: dict[str, Any]) -> dict[str, Any]:
+        """A Durable Object call from an isolate of this Worker, to the Worker that hosts
+        the class (`worker`: another Worker of the session). While a Worker's objects are
+        replaced (reload on change), calls wait for the new ones."""
+        target = self.peer(message.pop("worker", None))
+        await target._ready.wait()
+        if target.objects is None:
             raise HostError(
-                "celld: this version of the Worker binds no Durable Objects", "TypeError"
+                f"celld: Worker {target.project.name!r} binds no Durable Object class "
+                f"{message.get('cls')!r}",
+                "TypeError",
             )
-        return await self.objects.op_do(message)
+        return await target.objects.op_do(message)
 
-    async def _op_workflows(self, message: dict[str, Any]) -> Any:
+    async def op_workflow(self, message: dict[str, Any]) -> Any:
+        """A workflow binding call: to the Worker that runs the workflow."""
+        name = message.get("workflow")
+        for w in self.project.workflows:
+            if w.name == name and self._connected_workflow(w):
+                target = self.peer(w.unconnected)
+                await target._ready.wait()
+                if target.cells is None:
+                    raise HostError(f"celld: Worker {target.project.name!r} has no workflows")
+                return await target.cells.ops["wf.binding"](message)
         await self._ready.wait()
-        if self.cells is None:
-            raise HostError("celld: this version of the Worker binds no Workflows", "TypeError")
-        return await self.cells.ops["wf.binding"](message)
+        if self.cells is None or self._own_workflow_op is None:
+            raise HostError(f"celld: no workflow {name!r} is bound", "TypeError")
+        return await self._own_workflow_op(message)
+
+    async def op_service(self, message: dict[str, Any]) -> dict[str, Any]:
+        """A service binding's fetch or RPC call, served by an isolate of its Worker."""
+        target = self.peer(message.get("service"))
+        if target.pool is None:
+            raise HostError(f"Worker {target.project.name!r} is still starting; retry")
+        return await target.pool.call_entrypoint(
+            {k: v for k, v in message.items() if k not in ("op", "t", "service")}
+        )
 
     async def replace(self, project: ProjectConfig) -> bool:
         """Serve a new version of the project (its config, vars and code) in place of the
@@ -410,17 +484,26 @@ class Service:
         if self.workflow_threads is not None:
             self.workflow_threads.shutdown()
 
-    def app(self) -> Starlette:
+    def app(
+        self,
+        startup: Callable[[], Awaitable[None]] | None = None,
+        shutdown: Callable[[], Awaitable[None]] | None = None,
+        operator: Operator | None = None,
+    ) -> Starlette:
+        """The HTTP app serving this Worker; `startup`/`shutdown` start and stop more than
+        this Worker, and `operator` shows more workflows than its own (a session of
+        several)."""
+
         def get_pool() -> WorkerPool:
             assert self.pool is not None, "celld is not started"
             return self.pool
 
-        operator = self.operator()
+        operator = operator or self.operator()
         now = self.options.clock.now
         app = build_app(
             get_pool,
-            startup=self.start,
-            shutdown=self.stop,
+            startup=startup or self.start,
+            shutdown=shutdown or self.stop,
             metrics=lambda: render_metrics(self),
             assets=lambda: self.bindings.assets,
             before_worker=(
@@ -431,7 +514,8 @@ class Service:
             internal_routes=[
                 *scheduled_routes(get_pool, now),
                 *self._clock_routes(),
-                *self._instance_routes(),
+                *self._instance_routes(operator),
+                *workers_routes(lambda: [p.project for p in self.peers.values()] or [self.project]),
                 *explorer_routes(operator),
                 *testing_routes(operator),
                 *ui_routes(),
@@ -461,19 +545,22 @@ class Service:
                 "class_name": w.class_name,
                 "script_name": w.script_name or self.project.name,
             }
-            for w in self.project.workflows
+            for w in self.hosted_workflows()
         ]
 
-    def _instance_routes(self) -> list[Route]:
-        """GET /cdn-cgi/celld/workflows/{workflow}/instances/{id}: one instance's steps."""
+    @staticmethod
+    def _instance_routes(operator: Operator) -> list[Route]:
+        """GET /cdn-cgi/celld/workflows/{workflow}/instances/{id}: one instance's steps
+        (from the cells of the Worker that runs the workflow)."""
 
         async def describe(request: Request) -> Response:
-            if self.cells is None:
-                return JSONResponse({"error": "this project has no workflows"}, status_code=404)
+            workflow = request.path_params["workflow"]
             try:
-                found = await self.cells.describe(
-                    request.path_params["workflow"], request.path_params["instance"]
-                )
+                cells = operator.cells(workflow)
+            except OperatorError as error:
+                return JSONResponse({"error": error.message}, status_code=error.status)
+            try:
+                found = await cells.describe(workflow, request.path_params["instance"])
             except StoreUnavailable as error:
                 return JSONResponse(
                     {"error": f"the store is unavailable, retry later: {error}"}, status_code=503
