@@ -234,6 +234,7 @@ def test_a_generated_config_loads_with_its_empty_binding_lists(tmp_path: Path) -
         "definedEnvironments": [],
         "queues": {"producers": [], "consumers": []},
         "services": [],
+        "hyperdrive": [],
         "logfwdr": {"bindings": []},
         "cloudchamber": {},
         "exports": {},
@@ -241,10 +242,10 @@ def test_a_generated_config_loads_with_its_empty_binding_lists(tmp_path: Path) -
     }
     config = load_config(json_project(tmp_path, generated))
     assert config.warnings == ()
-    asks = {**generated, "services": [{"binding": "S", "service": "x"}]}
-    assert "Service bindings are not supported" in str(error_of(json_project(tmp_path, asks)))
+    asks = {**generated, "hyperdrive": [{"binding": "H", "id": "x"}]}
+    assert "Hyperdrive bindings are not supported" in str(error_of(json_project(tmp_path, asks)))
     # outside a generated config, the key itself is refused even when empty
-    assert "Queue bindings" in str(error_of(json_project(tmp_path, {"queues": {"producers": []}})))
+    assert "Hyperdrive bindings" in str(error_of(json_project(tmp_path, {"hyperdrive": []})))
 
 
 def test_missing_project_folder(tmp_path: Path) -> None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import os
 import re
@@ -302,8 +303,10 @@ def run(
         if watch:
             from celld.server.reload import Reloader
 
+            # the Reloader runs the [build] command itself, before it loads again
+            reloads = dataclasses.replace(worker_args, builds=False)
             for index, (service, path) in enumerate(zip(session.services, paths, strict=True)):
-                reload = partial(load_worker, worker_args, path, index)
+                reload = partial(load_worker, reloads, path, index)
                 Reloader(service, path, reload).attach()
         tls: dict[str, str] = {}
         made_cert: Path | None = None  # a certificate celld made (clients must trust it)
