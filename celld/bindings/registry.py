@@ -95,6 +95,10 @@ class Bindings:
             "offline": [
                 {"binding": o.binding, "kind": o.kind, "service": o.service} for o in c.offline
             ],
+            "queues": [
+                {"binding": p.binding, "queue": p.queue, "deliveryDelay": p.delivery_delay}
+                for p in c.queues.producers
+            ],
         }
 
     def ops(self) -> dict[str, OpHandler]:

@@ -50,6 +50,7 @@ CLOUDFLARE_FILES: tuple[str, ...] = (
     "bindings/r2.js",
     "bindings/assets.js",
     "bindings/offline.js",
+    "bindings/queue.js",
     "seal.js",
 )
 

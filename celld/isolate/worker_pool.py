@@ -243,6 +243,29 @@ class WorkerPool:
             error = WorkerError(error.get("name", "Error"), error.get("message", ""), stack)
         return ScheduledOutcome(answer["outcome"], bool(answer.get("noRetry")), error)
 
+    async def queue(
+        self, queue: str, messages: list[dict[str, Any]], metadata: dict[str, Any]
+    ) -> dict[str, Any]:
+        """Deliver one batch to the Worker's queue() handler; what the handler said about
+        it (js/bindings/queue.js). A handler that threw is logged as an uncaught error."""
+        self._next_id += 1
+        request_id = self._next_id
+        future: asyncio.Future[WireResponse] = asyncio.get_running_loop().create_future()
+        batch = {"name": queue, "messages": messages, "metadata": metadata}
+        message = {"k": "fetch", "id": request_id, "queue": batch}
+        slot = await self._pick()
+        self._dispatch(slot, request_id, future, message)
+        self._ensure_watchdog()
+        answer: dict[str, Any] = orjson.loads((await future).body)
+        error = answer.get("error")
+        if error is not None:
+            stack = self.program.lines.rewrite(error.get("stack", ""))
+            log.error(
+                "queue(%r): Uncaught %s: %s\n%s",
+                queue, error.get("name", "Error"), error.get("message", ""), stack,
+            )  # fmt: skip
+        return answer
+
     def _dispatch(
         self,
         slot: _Slot,
@@ -365,11 +388,12 @@ class WorkerPool:
         future = slot.pending.pop(message["id"], None)
         if future is None or future.done():
             return
-        if "scheduled" in message:  # a scheduled event's outcome (see `scheduled`)
-            outcome = message["scheduled"]
-            status = 200 if outcome.get("outcome") == "ok" else 500
-            future.set_result(WireResponse(status, [], orjson.dumps(outcome)))
-            return
+        for event in ("scheduled", "queue"):  # an event's outcome (see `scheduled`, `queue`)
+            if event in message:
+                outcome = message[event]
+                status = 200 if outcome.get("outcome") == "ok" else 500
+                future.set_result(WireResponse(status, [], orjson.dumps(outcome)))
+                return
         if "error" in message:
             shape = message["error"]
             stack = self.program.lines.rewrite(shape.get("stack", ""))

@@ -42,6 +42,7 @@ SUPPORTED: frozenset[str] = frozenset(
         "assets",
         "durable_objects",
         "migrations",
+        "queues",
         # How wrangler's esbuild compiles the code (celld.isolate.tsconfig)
         "tsconfig",
         "jsx_factory",
@@ -101,7 +102,6 @@ IGNORED: frozenset[str] = frozenset(NOT_ACTED_ON) | SILENT
 
 # Bindings celld does not provide, with wrangler's friendly names.
 UNSUPPORTED_BINDINGS: Mapping[str, str] = {
-    "queues": "Queue",
     "services": "Service",
     "ai_search": "AI Search",
     "ai_search_namespaces": "AI Search Namespace",

@@ -28,6 +28,8 @@ from celld.isolate.worker_pool import WorkerPool
 from celld.objects.manager import ObjectManager
 from celld.objects.migrations import migrate_state
 from celld.project.config import ProjectConfig
+from celld.queues.broker import QueueBroker, outcome_from_js
+from celld.queues.rules import Outcome
 from celld.server import lifecycle_log
 from celld.server.app import INTERNAL_PREFIX, build_app
 from celld.server.explorer import explorer_routes
@@ -82,6 +84,8 @@ class Service:
     #: Per-workflow step limits beyond the config's cap (benchmarks of very long runs).
     step_limit_overrides: dict[str, int] = field(default_factory=dict, init=False)
     bindings: Bindings = field(init=False)
+    #: the session's queues (celld/queues/), when the project sends or consumes any
+    queues: QueueBroker | None = field(default=None, init=False)
 
     def __post_init__(self) -> None:
         # Bundling happens before the server listens, so a broken project fails
@@ -153,6 +157,12 @@ class Service:
         ops = isolate_ops()
         await self.bindings.open()
         ops.update(self.bindings.ops())
+        if not self.project.bindings.queues.empty:
+            self.queues = QueueBroker(
+                self.options.persist_to, self.options.clock, synchronous=self.options.synchronous
+            )
+            await self.queues.open()
+            ops["queue"] = self.queues.op_queue
         if self.project.bindings.objects.bindings:
             self.objects = ObjectManager(
                 self.project.bindings.objects,
@@ -207,13 +217,25 @@ class Service:
             limits=limits,
         )
         await self.pool.start()
+        if self.queues is not None:
+            for consumer in self.project.bindings.queues.consumers:
+                self.queues.consume(consumer, self._deliver_batch)
+            self.queues.start()
         if self.objects is not None:
             self.objects.ops = ops  # objects may call objects and drive workflows
             await self.objects.start()
         if self.cells is not None:
             await self.cells.start()
 
+    async def _deliver_batch(
+        self, queue: str, messages: list[dict[str, object]], metadata: dict[str, object]
+    ) -> Outcome:
+        assert self.pool is not None, "celld is not started"
+        return outcome_from_js(await self.pool.queue(queue, messages, metadata))
+
     async def stop(self) -> None:
+        if self.queues is not None:
+            await self.queues.stop()  # batches in flight are delivered again next start
         if self.pool is not None:
             await self.pool.close()
         if self.cells is not None:

@@ -27,6 +27,13 @@ def check_store(spec: str | None, bindings: BindingsConfig) -> None:
         raise ValueError(
             f"--store must be 'sqlite' or a postgresql://USER@HOST:PORT/DB URL, not {spec!r}"
         )
+    if not bindings.queues.empty:
+        raise ValueError(
+            f"--store {redact(spec)} (several nodes on one database) cannot be combined with "
+            "Queues yet: celld keeps queue messages in a SQLite file under --persist-to "
+            "(queues.sqlite3) and has no PostgreSQL table for them, so nodes would each hold "
+            "different messages. Run this project on the default SQLite store (one node)."
+        )
     kinds = [
         f"{kind} ({', '.join(b.binding for b in found)})"
         for kind, found in (
