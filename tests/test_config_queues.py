@@ -76,6 +76,27 @@ def test_bad_settings_are_refused_naming_the_key(
     assert says in message, message
 
 
+@pytest.mark.parametrize(
+    ("date", "flags", "expected"),
+    [
+        ("2024-03-17", [], "v8"),
+        ("2024-03-18", [], "json"),
+        ("2024-01-01", ["queues_json_messages"], "json"),
+        ("2026-01-01", ["no_queues_json_messages"], "v8"),
+    ],
+)
+def test_the_default_body_type_follows_the_compatibility_date(
+    tmp_path: Path, date: str, flags: list[str], expected: str
+) -> None:
+    extra = {
+        "compatibility_date": date,
+        "compatibility_flags": flags,
+        "queues": {"producers": [{"binding": "Q", "queue": "q"}]},
+    }
+    queues = load_config(json_project(tmp_path, extra)).bindings.queues
+    assert queues.default_content_type == expected
+
+
 def test_a_producer_binding_name_is_one_name_in_env(tmp_path: Path) -> None:
     path = json_project(
         tmp_path,

@@ -173,7 +173,7 @@ def resolve_bindings(
         offline.append(OfflineBindingConfig("send_email", email.name))
     objects, object_issues = resolve_objects(model, worker_name, claim)
     issues.extend(object_issues)
-    queues, queue_issues = resolve_queues(model.queues, claim)
+    queues, queue_issues = resolve_queues(model, claim)
     issues.extend(queue_issues)
     config = BindingsConfig(
         kv=tuple(kv),

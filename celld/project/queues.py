@@ -12,6 +12,9 @@ Rules:
   celld's own cap (``DEFAULT_CONCURRENCY``): Cloudflare scales consumers up by itself.
 * Pull consumers (``type = "http_pull"``) are refused: their HTTP API lives on Cloudflare's
   network. ``visibility_timeout_ms`` only applies to them.
+* A body sent without ``contentType`` is JSON from compatibility date 2024-03-18 (or with
+  the ``queues_json_messages`` flag; ``no_queues_json_messages`` turns it off), else a
+  structured clone (``v8``), as workerd decides it.
 * Queues are keyed by name, so two producers of one queue (or a producer and a consumer in
   different Workers of one session) share its messages.
 """
@@ -22,13 +25,15 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from .errors import Issue
-from .schema import QueuesModel
+from .schema import TopLevelModel
 
 DEFAULT_BATCH_SIZE = 10
 DEFAULT_BATCH_TIMEOUT_S = 5.0
 DEFAULT_RETRIES = 3
 #: Batches of one queue delivered at once when `max_concurrency` is unset.
 DEFAULT_CONCURRENCY = 20
+#: From this compatibility date a body sent without `contentType` is JSON.
+JSON_MESSAGES_DATE = "2024-03-18"
 
 
 @dataclass(frozen=True)
@@ -55,16 +60,27 @@ class QueueConsumer:
 class QueuesConfig:
     producers: tuple[QueueProducer, ...] = ()
     consumers: tuple[QueueConsumer, ...] = ()
+    #: the `contentType` of a body sent without one: "json" or "v8"
+    default_content_type: str = "json"
 
     @property
     def empty(self) -> bool:
         return not (self.producers or self.consumers)
 
 
+def default_content_type(compatibility_date: str | None, flags: list[str]) -> str:
+    if "no_queues_json_messages" in flags:
+        return "v8"
+    if "queues_json_messages" in flags or (compatibility_date or "") >= JSON_MESSAGES_DATE:
+        return "json"
+    return "v8"
+
+
 def resolve_queues(
-    model: QueuesModel | None, claim: Callable[[str, str], None]
+    top: TopLevelModel, claim: Callable[[str, str], None]
 ) -> tuple[QueuesConfig, list[Issue]]:
     """The queues of a config, and every problem with them."""
+    model = top.queues
     if model is None:
         return QueuesConfig(), []
     issues: list[Issue] = []
@@ -118,4 +134,5 @@ def resolve_queues(
                 max_concurrency=c.max_concurrency or DEFAULT_CONCURRENCY,
             )
         )
-    return QueuesConfig(tuple(producers), tuple(consumers)), issues
+    default = default_content_type(top.compatibility_date, top.compatibility_flags)
+    return QueuesConfig(tuple(producers), tuple(consumers), default), issues

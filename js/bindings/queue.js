@@ -2,7 +2,8 @@
 // `metrics()`) and the consumer side (the batch the Worker's `queue()` handler receives).
 //
 // A send serializes its body here by content type (text, json, bytes, or v8: celld's
-// structured clone) and is one `queue` request to the host (celld/queues/broker.py), which
+// structured clone; without one, json or v8 by compatibility date, see
+// celld/project/queues.py) and is one `queue` request to the host (celld/queues/broker.py), which
 // checks Cloudflare's limits and resolves once the message is stored. A batch arrives as
 // `{k: "fetch", id, queue: {name, messages, metadata}}` (the path requests take, see
 // js/cloudflare/worker_entry.js) and is answered with what the handler said: per-message
@@ -23,9 +24,9 @@
 
   const CONTENT_TYPES = ["text", "bytes", "json", "v8"];
 
-  function contentTypeOf(options) {
+  function contentTypeOf(options, fallback) {
     const given = options == null ? undefined : options.contentType;
-    if (given === undefined) return "v8";
+    if (given === undefined) return fallback;
     const lower = String(given).toLowerCase();
     if (!CONTENT_TYPES.includes(lower)) {
       throw new TypeError(`Unsupported queue message content type: ${given}`);
@@ -95,9 +96,11 @@
   class WorkerQueue {
     #queue;
     #delay;
-    constructor(queue, deliveryDelay) {
+    #type;
+    constructor(queue, deliveryDelay, defaultType) {
       this.#queue = queue;
       this.#delay = deliveryDelay || undefined;
+      this.#type = defaultType;
     }
 
     async metrics() {
@@ -105,7 +108,7 @@
     }
 
     async send(body, options) {
-      const message = encode(body, contentTypeOf(options));
+      const message = encode(body, contentTypeOf(options, this.#type));
       const delay = delayOf(options == null ? undefined : options.delaySeconds);
       message.delaySeconds = delay === undefined ? this.#delay : delay;
       return sendResponse(await host.request("queue", { queue: this.#queue, method: "send", message }));
@@ -118,7 +121,7 @@
       const list = [];
       for (const item of messages) {
         const request = item == null ? {} : item;
-        const message = encode(request.body, contentTypeOf(request));
+        const message = encode(request.body, contentTypeOf(request, this.#type));
         const delay = delayOf(request.delaySeconds);
         if (delay !== undefined) message.delaySeconds = delay;
         ArrayPrototypePush(list, message);
@@ -137,13 +140,18 @@
   ObjectDefineProperty(WorkerQueue, "name", { value: "WorkerQueue" });
 
   cloudflare.onEnv((message, env) => {
-    for (const q of message.queues || []) env[q.binding] = new WorkerQueue(q.queue, q.deliveryDelay);
+    for (const q of message.queues || []) env[q.binding] = new WorkerQueue(q.queue, q.deliveryDelay, q.defaultType);
   });
 
   // -- the consumer side ----------------------------------------------------------------
 
   function warn(text) {
     host.notify("log", { level: "warn", text });
+  }
+
+  /** workerd's warning for a call that a conflicting earlier call makes moot. */
+  function ignored(id, call, earlier) {
+    warn(`Received a call to ${call}() on message ${id} after ${earlier}() was already called. Calling ${call}() on a message after calling ${earlier}() has no effect.`);
   }
 
   function delayOption(options) {
@@ -176,28 +184,16 @@
     ack() {
       const v = this.#verdict;
       if (v.ackAll || v.acks.has(this.id)) return;
-      if (v.retryAll) {
-        warn(`Received a call to ack() on message ${this.id} after retryAll() was already called. Calling ack() on a message after calling retryAll() has no effect.`);
-        return;
-      }
-      if (v.retries.has(this.id)) {
-        warn(`Received a call to ack() on message ${this.id} after retry() was already called. Calling ack() on a message after calling retry() has no effect.`);
-        return;
-      }
+      const earlier = v.retryAll ? "retryAll" : v.retries.has(this.id) ? "retry" : null;
+      if (earlier !== null) return ignored(this.id, "ack", earlier);
       v.acks.add(this.id);
     }
 
     retry(options) {
       const v = this.#verdict;
       if (v.retryAll || v.retries.has(this.id)) return;
-      if (v.ackAll) {
-        warn(`Received a call to retry() on message ${this.id} after ackAll() was already called. Calling retry() on a message after calling ackAll() has no effect.`);
-        return;
-      }
-      if (v.acks.has(this.id)) {
-        warn(`Received a call to retry() on message ${this.id} after ack() was already called. Calling retry() on a message after calling ack() has no effect.`);
-        return;
-      }
+      const earlier = v.ackAll ? "ackAll" : v.acks.has(this.id) ? "ack" : null;
+      if (earlier !== null) return ignored(this.id, "retry", earlier);
       v.retries.set(this.id, delayOption(options));
     }
   }

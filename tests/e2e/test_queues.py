@@ -67,6 +67,18 @@ def test_text_and_structured_bodies_arrive_as_sent(server: CelldServer) -> None:
     assert delivery["body"] == name
 
 
+def test_json_is_the_default_body_type_by_date_and_v8_keeps_dates_and_maps(
+    server: CelldServer,
+) -> None:
+    default, v8 = tag(), tag()
+    assert server.post("/typed", params={"tag": default}).status_code == 200
+    assert server.post("/typed", params={"tag": v8, "type": "v8"}).status_code == 200
+    assert wait_seen(server, default, 1)[0]["types"] == {"d": "String", "m": "Object"}
+    assert wait_seen(server, v8, 1)[0]["types"] == {"d": "Date", "m": "Map"}
+    assert server.post("/bytes").status_code == 200
+    assert wait_seen(server, "bytes", 1)[0]["body"]["length"] == 3  # an ArrayBuffer
+
+
 def test_retry_then_success(server: CelldServer) -> None:
     name = tag()
     send(server, tag=name, mode="retry-once")

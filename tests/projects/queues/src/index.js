@@ -29,6 +29,17 @@ export default {
       const result = await attempt(() => queue.send(body, options));
       return Response.json(result, { status: result.ok ? 200 : 500 });
     }
+    if (url.pathname === "/typed") {
+      // A Date and a Map: kept by "v8", flattened by "json" (the default by date).
+      const body = { tag: q.get("tag"), mode: "ok", d: new Date(0), m: new Map([[1, 2]]) };
+      const options = q.has("type") ? { contentType: q.get("type") } : undefined;
+      const result = await attempt(() => queue.send(body, options));
+      return Response.json(result, { status: result.ok ? 200 : 500 });
+    }
+    if (url.pathname === "/bytes") {
+      const result = await attempt(() => queue.send(new Uint8Array([1, 2, 3]), { contentType: "bytes" }));
+      return Response.json(result, { status: result.ok ? 200 : 500 });
+    }
     if (url.pathname === "/batch") {
       const items = await request.json();
       const result = await attempt(() => queue.sendBatch(items.map((m) => ({ body: m }))));
@@ -65,9 +76,10 @@ export default {
   async queue(batch, env) {
     let fail = false;
     for (const message of batch.messages) {
-      const body = message.body;
+      const body = message.body instanceof ArrayBuffer ? { tag: "bytes", length: message.body.byteLength } : message.body;
       const tag = typeof body === "string" ? body : body.tag;
       const mode = typeof body === "string" ? "ok" : body.mode;
+      const types = body && typeof body === "object" ? { d: body.d?.constructor?.name, m: body.m?.constructor?.name } : {};
       const key = `seen:${tag}`;
       const seen = (await env.SEEN.get(key, "json")) || [];
       seen.push({
@@ -77,6 +89,7 @@ export default {
         timestamp: message.timestamp.getTime(),
         batchSize: batch.messages.length,
         keys: Object.keys(message),
+        types,
         body,
       });
       await env.SEEN.put(key, JSON.stringify(seen));
