@@ -416,9 +416,9 @@ def test_script_name_of_another_worker_is_not_connected(tmp_path: Path) -> None:
 
 
 def test_several_errors_reported_together(tmp_path: Path) -> None:
-    path = json_project(tmp_path, {"queues": {}, "compatibility_date": "soon"})
+    path = json_project(tmp_path, {"hyperdrive": [], "compatibility_date": "soon"})
     err = error_of(path)
-    assert [issue.key for issue in err.issues] == ["queues", "compatibility_date"]
+    assert [issue.key for issue in err.issues] == ["hyperdrive", "compatibility_date"]
     assert len(str(err).splitlines()) == 2
 
 
@@ -464,7 +464,7 @@ def test_env_must_be_table(tmp_path: Path) -> None:
 @pytest.mark.parametrize(
     ("key", "value"),
     [
-        ("queues", {"producers": []}),
+        ("hyperdrive", [{"binding": "H", "id": "h"}]),
         ("version_metadata", {"binding": "V"}),
         ("unsafe", {"bindings": []}),
         ("containers", []),

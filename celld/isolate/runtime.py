@@ -53,6 +53,7 @@ CLOUDFLARE_FILES: tuple[str, ...] = (
     "bindings/assets.js",
     "bindings/offline.js",
     "bindings/service.js",
+    "bindings/queue.js",
     "seal.js",
 )
 

@@ -277,6 +277,29 @@ class WorkerPool:
         answer: dict[str, Any] = orjson.loads((await future).body)
         return answer
 
+    async def queue(
+        self, queue: str, messages: list[dict[str, Any]], metadata: dict[str, Any]
+    ) -> dict[str, Any]:
+        """Deliver one batch to the Worker's queue() handler; what the handler said about
+        it (js/bindings/queue.js). A handler that threw is logged as an uncaught error."""
+        self._next_id += 1
+        request_id = self._next_id
+        future: asyncio.Future[WireResponse] = asyncio.get_running_loop().create_future()
+        batch = {"name": queue, "messages": messages, "metadata": metadata}
+        message = {"k": "fetch", "id": request_id, "queue": batch}
+        slot = await self._pick()
+        self._dispatch(slot, request_id, future, message)
+        self._ensure_watchdog()
+        answer: dict[str, Any] = orjson.loads((await future).body)
+        error = answer.get("error")
+        if error is not None:
+            stack = self.program.lines.rewrite(error.get("stack", ""))
+            log.error(
+                "queue(%r): Uncaught %s: %s\n%s",
+                queue, error.get("name", "Error"), error.get("message", ""), stack,
+            )  # fmt: skip
+        return answer
+
     def _dispatch(
         self,
         slot: _Slot,
@@ -408,11 +431,12 @@ class WorkerPool:
         if "rpc" in message:  # a service binding call's answer (see `call_entrypoint`)
             future.set_result(WireResponse(200, [], orjson.dumps(message["rpc"])))
             return
-        if "scheduled" in message:  # a scheduled event's outcome (see `scheduled`)
-            outcome = message["scheduled"]
-            status = 200 if outcome.get("outcome") == "ok" else 500
-            future.set_result(WireResponse(status, [], orjson.dumps(outcome)))
-            return
+        for event in ("scheduled", "queue"):  # an event's outcome (see `scheduled`, `queue`)
+            if event in message:
+                outcome = message[event]
+                status = 200 if outcome.get("outcome") == "ok" else 500
+                future.set_result(WireResponse(status, [], orjson.dumps(outcome)))
+                return
         if "error" in message:
             shape = message["error"]
             stack = self.program.lines.rewrite(shape.get("stack", ""))

@@ -2,8 +2,8 @@
 
 Rules (see also celld/bindings/RULES.md):
 
-* Every binding name (vars, workflows, KV, D1, R2, assets, offline bindings) is one name in
-  ``env``; a name used twice is refused, naming both places.
+* Every binding name (vars, workflows, KV, D1, R2, assets, queues, offline bindings) is one
+  name in ``env``; a name used twice is refused, naming both places.
 * Local storage is keyed as ``wrangler dev`` keys it: a KV namespace by ``id`` (else its
   binding), a D1 database by ``database_id`` (else ``database_name``, else its binding), an R2
   bucket by ``bucket_name`` (else its binding). Two bindings with the same key share the data,
@@ -21,6 +21,7 @@ from pathlib import Path
 from .errors import Issue
 from .keys import OFFLINE_BINDINGS
 from .objects import DurableObjectsConfig, resolve_objects
+from .queues import QueuesConfig, resolve_queues
 from .schema import TopLevelModel
 
 DEFAULT_MIGRATIONS_DIR = "migrations"
@@ -93,6 +94,7 @@ class BindingsConfig:
     offline: tuple[OfflineBindingConfig, ...] = ()
     objects: DurableObjectsConfig = DurableObjectsConfig()
     services: tuple[ServiceBindingConfig, ...] = ()
+    queues: QueuesConfig = QueuesConfig()
 
     @property
     def empty(self) -> bool:
@@ -104,6 +106,7 @@ class BindingsConfig:
             or self.offline
             or self.objects.bindings
             or self.services
+            or not self.queues.empty
         )
 
 
@@ -196,6 +199,8 @@ def resolve_bindings(
         services.append(ServiceBindingConfig(spec.binding, spec.service, spec.entrypoint))
     objects, object_issues = resolve_objects(model, worker_name, claim)
     issues.extend(object_issues)
+    queues, queue_issues = resolve_queues(model, claim)
+    issues.extend(queue_issues)
     config = BindingsConfig(
         kv=tuple(kv),
         d1=tuple(d1),
@@ -204,5 +209,6 @@ def resolve_bindings(
         offline=tuple(offline),
         objects=objects,
         services=tuple(services),
+        queues=queues,
     )
     return config, issues

@@ -43,6 +43,7 @@ SUPPORTED: frozenset[str] = frozenset(
         "durable_objects",
         "services",
         "migrations",
+        "queues",
         # How wrangler's esbuild compiles the code (celld.isolate.tsconfig)
         "tsconfig",
         "jsx_factory",
@@ -106,7 +107,6 @@ IGNORED: frozenset[str] = frozenset(NOT_ACTED_ON) | SILENT
 
 # Bindings celld does not provide, with wrangler's friendly names.
 UNSUPPORTED_BINDINGS: Mapping[str, str] = {
-    "queues": "Queue",
     "ai_search": "AI Search",
     "ai_search_namespaces": "AI Search Namespace",
     "websearch": "Web Search",

@@ -41,6 +41,8 @@ from celld.isolate.worker_pool import WorkerPool
 from celld.objects.manager import ObjectManager
 from celld.objects.migrations import migrate_state
 from celld.project.config import ProjectConfig, WorkflowConfig
+from celld.queues.broker import QueueBroker, outcome_from_js
+from celld.queues.rules import Outcome
 from celld.server import lifecycle_log
 from celld.server.app import INTERNAL_PREFIX, build_app
 from celld.server.explorer import explorer_routes
@@ -148,6 +150,9 @@ class Service:
     def _connected_workflow(self, workflow: WorkflowConfig) -> bool:
         return workflow.unconnected is not None and workflow.unconnected in self.workers
 
+    #: the session's queues (celld/queues/), when the project sends or consumes any
+    queues: QueueBroker | None = field(default=None, init=False)
+
     def __post_init__(self) -> None:
         # Bundling happens before the server listens, so a broken project fails
         # `celld run` at once with the file and line at fault; so does a store that
@@ -241,14 +246,33 @@ class Service:
         self.options.persist_to.mkdir(parents=True, exist_ok=True)
         self.threads = JsThreadPool(self.options.js_threads)
         await self.bindings.open()
+        await self._open_queues(self.project)
         ops = self._ops(self.project, self.bindings)
         pool = await self._start_pool(self.project, self.program, self.bindings, ops)
         await self._start_parts(ops)
         self.pool = pool
+        if self.queues is not None:
+            for consumer in self.project.bindings.queues.consumers:
+                self.queues.consume(consumer, self._deliver_batch)
+            self.queues.start()
         if self.options.cluster is not None:
             await self.options.cluster.start(self)
         for hook in self.on_start:
             await hook()
+
+    async def _open_queues(self, project: ProjectConfig) -> None:
+        """The queue broker, once a version of the project sends or consumes a queue."""
+        if self.queues is None and not project.bindings.queues.empty:
+            self.queues = QueueBroker(
+                self.options.persist_to, self.options.clock, synchronous=self.options.synchronous
+            )
+            await self.queues.open()
+
+    async def _deliver_batch(
+        self, queue: str, messages: list[dict[str, object]], metadata: dict[str, object]
+    ) -> Outcome:
+        assert self.pool is not None, "celld is not started"
+        return outcome_from_js(await self.pool.queue(queue, messages, metadata))
 
     def _limits(self, project: ProjectConfig) -> Limits:
         return Limits(
@@ -262,6 +286,8 @@ class Service:
         ops = isolate_ops()
         ops.update(bindings.ops())
         ops["svc"] = self.op_service
+        if self.queues is not None:
+            ops["queue"] = self.queues.op_queue
         if project.bindings.objects.bindings or project.bindings.objects.unconnected:
             ops["do"] = self.op_do
         if project.workflows:
@@ -418,6 +444,7 @@ class Service:
         program = await asyncio.to_thread(self._prepare, project)
         if project == self.project and program.version == self.program.version:
             return False
+        await self._open_queues(project)
         bindings = self._bindings(project)
         await bindings.open()
         ops = self._ops(project, bindings)
@@ -463,6 +490,8 @@ class Service:
         self.sockets.stopping = True
 
     async def stop(self) -> None:
+        if self.queues is not None:
+            await self.queues.stop()  # batches in flight are delivered again next start
         self.stopping()
         await self.sockets.close_all(1012, "service restart")
         if self.options.cluster is not None:

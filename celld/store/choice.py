@@ -30,6 +30,13 @@ def check_store(spec: str | None, bindings: BindingsConfig) -> None:
     # KV namespaces and R2 buckets live in the shared database (celld/bindings/pgkv.py,
     # pgr2.py). D1 databases and Durable Objects still have one SQLite file per database or
     # object under --persist-to and no placement on one node at a time: refused.
+    if not bindings.queues.empty:
+        raise ValueError(
+            f"--store {redact(spec)} (several nodes on one database) cannot be combined with "
+            "Queues yet: celld keeps queue messages in a SQLite file under --persist-to "
+            "(queues.sqlite3) and has no PostgreSQL table for them, so nodes would each hold "
+            "different messages. Run this project on the default SQLite store (one node)."
+        )
     kinds = [
         f"{kind} ({', '.join(b.binding for b in found)})"
         for kind, found in (

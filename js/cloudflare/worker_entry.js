@@ -1,5 +1,5 @@
-// Serves HTTP requests through the Worker's default export, and scheduled events through
-// its scheduled() handler.
+// Serves HTTP requests through the Worker's default export, scheduled events through
+// its scheduled() handler and queue batches through its queue() handler.
 //
 // The host delivers `{k: "fetch", id, request}`; the answer is one `respond`
 // notification carrying either the response or the error that stopped it. A scheduled
@@ -291,6 +291,11 @@
     }
     if (message.rpc !== undefined) {
       runRpc(owner, message, ctx);
+      return;
+    }
+    if (message.queue !== undefined) {
+      // A batch for the queue() handler (js/bindings/queue.js).
+      globalThis.__celld_queues.run(owner, message, ctx, (fields) => respond(owner, fields));
       return;
     }
     const outcome = host.runAs(owner, () => {
