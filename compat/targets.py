@@ -34,6 +34,8 @@ CRYPTO = PROJECTS / "crypto"
 NODE = PROJECTS / "node"
 #: Durable Objects (key-value, SQL, alarms, RPC) beside a Workflow that calls them.
 OBJECTS = PROJECTS / "objects"
+#: Two Workers in one session: "front" (served) calls "back" through its bindings.
+WORKERS = PROJECTS / "workers"
 
 #: Statuses in which an instance is doing work right now (its state may still change without
 #: any outside help and without time passing).
@@ -156,11 +158,12 @@ def ensure_node_modules(project: Path) -> None:
     )
 
 
-def start_celld(state_dir: Path, project: Path = CORE) -> CelldTarget:
-    """Start `celld run` on `project` (default compat/projects/core) with the manual clock."""
+def start_celld(state_dir: Path, project: Path = CORE, args: tuple[str, ...] = ()) -> CelldTarget:
+    """Start `celld run` on `project` (default compat/projects/core) with the manual clock;
+    `args` go on its command line (`-c` config files, `--env`, `--var`)."""
     from tests.celld_server import CelldServer
 
-    server = CelldServer(project, state_dir, manual_clock=True).start(timeout=60)
+    server = CelldServer(project, state_dir, manual_clock=True, args=args).start(timeout=90)
     return CelldTarget(server.url, server)
 
 
@@ -180,8 +183,10 @@ def oracle_scripts() -> Path:
     )
 
 
-def start_wrangler(state_dir: Path, project: Path = CORE) -> WranglerTarget:
-    """Install (first time only) and start `wrangler dev` on `project`."""
+def start_wrangler(
+    state_dir: Path, project: Path = CORE, args: tuple[str, ...] = ()
+) -> WranglerTarget:
+    """Install (first time only) and start `wrangler dev` on `project`, with `args`."""
     from tests.celld_server import free_port
 
     scripts = oracle_scripts()
@@ -193,7 +198,7 @@ def start_wrangler(state_dir: Path, project: Path = CORE) -> WranglerTarget:
     if state_dir.exists():
         shutil.rmtree(state_dir)
     completed = subprocess.run(
-        ["bash", str(scripts / "start.sh"), str(project), str(port), str(state_dir)],
+        ["bash", str(scripts / "start.sh"), str(project), str(port), str(state_dir), "--", *args],
         env=env,
         capture_output=True,
         text=True,
@@ -210,12 +215,30 @@ def start_wrangler(state_dir: Path, project: Path = CORE) -> WranglerTarget:
     return WranglerTarget(f"http://127.0.0.1:{port}", stop)
 
 
-def connect(kind: str, state_dir: Path, project: Path = CORE, url_variable: str = "") -> Target:
-    """The target named by CELLD_COMPAT_TARGET, serving `project` (started here unless
-    `url_variable`, CELLD_COMPAT_URL for the core project, names a running server)."""
+def refused_start(kind: str, state_dir: Path, project: Path, args: tuple[str, ...] = ()) -> str:
+    """Start the `kind` of target on `project` when it must refuse to start; what it said
+    (AssertionError if it started)."""
+    start = start_celld if kind == "celld" else start_wrangler
+    try:
+        target = start(state_dir, project, args)
+    except RuntimeError as error:
+        return str(error)
+    target.close()
+    raise AssertionError(f"{kind} started {project} with {args}; it must refuse")
+
+
+def connect(
+    kind: str,
+    state_dir: Path,
+    project: Path = CORE,
+    url_variable: str = "",
+    args: tuple[str, ...] = (),
+) -> Target:
+    """The target named by CELLD_COMPAT_TARGET, serving `project` (started here with `args`
+    unless `url_variable`, CELLD_COMPAT_URL for the core project, names a running server)."""
     url = os.environ.get(url_variable or "CELLD_COMPAT_URL")
     if kind == "celld":
-        return CelldTarget(url) if url else start_celld(state_dir, project)
+        return CelldTarget(url) if url else start_celld(state_dir, project, args)
     if kind == "wrangler":
-        return WranglerTarget(url) if url else start_wrangler(state_dir, project)
+        return WranglerTarget(url) if url else start_wrangler(state_dir, project, args)
     raise RuntimeError(f"CELLD_COMPAT_TARGET must be celld or wrangler, not {kind!r}")

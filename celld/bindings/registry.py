@@ -135,6 +135,15 @@ class Bindings:
             "offline": [
                 {"binding": o.binding, "kind": o.kind, "service": o.service} for o in c.offline
             ],
+            "queues": [
+                {
+                    "binding": p.binding,
+                    "queue": p.queue,
+                    "deliveryDelay": p.delivery_delay,
+                    "defaultType": c.queues.default_content_type,
+                }
+                for p in c.queues.producers
+            ],
         }
 
     def ops(self) -> dict[str, OpHandler]:

@@ -33,6 +33,7 @@ WEB_FILES: tuple[str, ...] = (
     "web/headers.js",
     "web/streams.js",
     "web/hoststreams.js",
+    "web/transform.js",
     "web/blob.js",
     "web/body.js",
     "web/websocket.js",
@@ -51,6 +52,8 @@ CLOUDFLARE_FILES: tuple[str, ...] = (
     "bindings/r2.js",
     "bindings/assets.js",
     "bindings/offline.js",
+    "bindings/service.js",
+    "bindings/queue.js",
     "seal.js",
 )
 

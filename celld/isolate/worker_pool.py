@@ -255,6 +255,51 @@ class WorkerPool:
             error = WorkerError(error.get("name", "Error"), error.get("message", ""), stack)
         return ScheduledOutcome(answer["outcome"], bool(answer.get("noRetry")), error)
 
+    async def export_names(self) -> frozenset[str]:
+        """The names the Worker's main module exports, read from one of its isolates (each
+        loaded the same program): what bindings from other Workers may name as entrypoints."""
+        slot = await self._pick()
+        text = await slot.isolate.eval("JSON.stringify(Object.keys(globalThis.__celld_main ?? {}))")
+        return frozenset(orjson.loads(text))
+
+    async def call_entrypoint(self, call: dict[str, Any]) -> dict[str, Any]:
+        """Serve one service binding call from another isolate: ``{entrypoint, kind:
+        "fetch", request}`` or ``{entrypoint, kind: "call", method, args}``, answered as JS
+        answers it: ``{response}``, ``{v}`` (the structured-cloned result) or ``{e}`` (the
+        error thrown, cloned). It is a request like any other: it gets a CPU limit, is moved
+        off a stuck isolate, and its waitUntil() work runs on after the answer."""
+        self._next_id += 1
+        request_id = self._next_id
+        future: asyncio.Future[WireResponse] = asyncio.get_running_loop().create_future()
+        slot = await self._pick()
+        self._dispatch(slot, request_id, future, {"k": "fetch", "id": request_id, "rpc": call})
+        self._ensure_watchdog()
+        answer: dict[str, Any] = orjson.loads((await future).body)
+        return answer
+
+    async def queue(
+        self, queue: str, messages: list[dict[str, Any]], metadata: dict[str, Any]
+    ) -> dict[str, Any]:
+        """Deliver one batch to the Worker's queue() handler; what the handler said about
+        it (js/bindings/queue.js). A handler that threw is logged as an uncaught error."""
+        self._next_id += 1
+        request_id = self._next_id
+        future: asyncio.Future[WireResponse] = asyncio.get_running_loop().create_future()
+        batch = {"name": queue, "messages": messages, "metadata": metadata}
+        message = {"k": "fetch", "id": request_id, "queue": batch}
+        slot = await self._pick()
+        self._dispatch(slot, request_id, future, message)
+        self._ensure_watchdog()
+        answer: dict[str, Any] = orjson.loads((await future).body)
+        error = answer.get("error")
+        if error is not None:
+            stack = self.program.lines.rewrite(error.get("stack", ""))
+            log.error(
+                "queue(%r): Uncaught %s: %s\n%s",
+                queue, error.get("name", "Error"), error.get("message", ""), stack,
+            )  # fmt: skip
+        return answer
+
     def _dispatch(
         self,
         slot: _Slot,
@@ -383,11 +428,15 @@ class WorkerPool:
         future = slot.pending.pop(message["id"], None)
         if future is None or future.done():
             return
-        if "scheduled" in message:  # a scheduled event's outcome (see `scheduled`)
-            outcome = message["scheduled"]
-            status = 200 if outcome.get("outcome") == "ok" else 500
-            future.set_result(WireResponse(status, [], orjson.dumps(outcome)))
+        if "rpc" in message:  # a service binding call's answer (see `call_entrypoint`)
+            future.set_result(WireResponse(200, [], orjson.dumps(message["rpc"])))
             return
+        for event in ("scheduled", "queue"):  # an event's outcome (see `scheduled`, `queue`)
+            if event in message:
+                outcome = message[event]
+                status = 200 if outcome.get("outcome") == "ok" else 500
+                future.set_result(WireResponse(status, [], orjson.dumps(outcome)))
+                return
         if "error" in message:
             shape = message["error"]
             stack = self.program.lines.rewrite(shape.get("stack", ""))
@@ -528,6 +577,28 @@ class WorkerPool:
         self._slots.append(fresh)
         self._slot_ready.set()
         await slot.host.close()
+
+    @property
+    def busy(self) -> bool:
+        """A request is in flight: its answer, its streamed body, its waitUntil work or a
+        WebSocket it accepted."""
+        return any(
+            slot.pending
+            or slot.live
+            or slot.streams
+            or (slot.sockets is not None and any(not end.closed_in for end in slot.sockets.ends))
+            for slot in self._slots
+        )
+
+    async def drained(self, timeout: float) -> bool:
+        """Wait up to `timeout` seconds for the requests in flight to finish (a replaced
+        Worker's, before it is closed); False if some were still going."""
+        deadline = asyncio.get_running_loop().time() + timeout
+        while self.busy:
+            if asyncio.get_running_loop().time() >= deadline:
+                return False
+            await asyncio.sleep(0.02)
+        return True
 
     async def close(self) -> None:
         self._closed = True

@@ -137,6 +137,8 @@ class ObjectManager:
         self.alarms.start()
 
     async def stop(self) -> None:
+        if self.placement is not None and self._claim_alarms in self.placement.nodes.tickers:
+            self.placement.nodes.tickers.remove(self._claim_alarms)
         await self.alarms.stop()
         await self.tasks.close()  # running alarms and evictions stop here
         for obj in list(self.live.values()):

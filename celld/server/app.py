@@ -138,22 +138,24 @@ def build_app(
     shutdown: Callable[[], Awaitable[None]],
     metrics: Callable[[], Awaitable[str]] | None = None,
     internal_routes: list[Route] | None = None,
-    assets: AssetServer | None = None,
+    assets: Callable[[], AssetServer | None] | None = None,
     before_worker: list[Route] | None = None,
     url_rewrite: tuple[str | None, str | None] | None = None,
     sockets: Callable[[], SocketHub | None] | None = None,
 ) -> Starlette:
     """The app. `before_worker` routes take their paths from the Worker (`/__scheduled`
     with --test-scheduled); `url_rewrite` is ([dev] upstream_protocol, [dev] host): what
-    the Worker's request.url says instead of the URL it was called with."""
+    the Worker's request.url says instead of the URL it was called with. `get_pool` and
+    `assets` are asked on each request: a reload on change replaces them."""
 
     async def serve_worker(request: Request) -> Response:
-        if assets is not None:
+        static = assets() if assets is not None else None
+        if static is not None:
             # The path as sent (not re-quoted), so needless escapes can be redirected away.
             raw_path = request.scope.get("raw_path") or request.url.path.encode()
             query = request.url.query
             target = raw_path.decode("latin-1") + (f"?{query}" if query else "")
-            found = await assets.answer(
+            found = await static.answer(
                 request.method,
                 target,
                 {k.lower(): v for k, v in request.headers.items()},

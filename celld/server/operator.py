@@ -75,22 +75,45 @@ def _binding_error(error: HostError, instance_id: Any = None) -> OperatorError:
     return OperatorError(400, message)
 
 
-class Operator:
-    """The operations behind every operator route; `cells` and `store` appear at start."""
+Parts = Callable[[], tuple[CellManager | None, Store | None]]
 
-    def __init__(
-        self,
-        get_parts: Callable[[], tuple[CellManager | None, Store | None]],
-        workflows: list[dict[str, str]],
-    ) -> None:
+
+class Operator:
+    """The operations behind every operator route; `cells` and `store` appear at start.
+
+    One Operator may stand for several Workers (`combined`): each workflow is answered by
+    the cells and store of the Worker that runs it."""
+
+    def __init__(self, get_parts: Parts, workflows: list[dict[str, str]]) -> None:
         self._get_parts = get_parts
         #: [{name, binding, class_name, script_name}] from the project config
         self.workflows = workflows
+        #: workflow name -> the parts of the Worker that runs it (when not `get_parts`)
+        self._owners: dict[str, Parts] = {}
+
+    @classmethod
+    def combined(cls, operators: list[Operator]) -> Operator:
+        """One Operator over the workflows of several Workers (a session of several),
+        listed in the order given. A name two of them run is answered by the first, as
+        ``wrangler dev``'s explorer lists one workflow per name."""
+        first = operators[0]
+        merged = cls(first._get_parts, [])
+        for operator in operators:
+            for workflow in operator.workflows:
+                if any(w["name"] == workflow["name"] for w in merged.workflows):
+                    continue
+                merged.workflows.append(workflow)
+                merged._owners[workflow["name"]] = operator._owners.get(
+                    workflow["name"], operator._get_parts
+                )
+        return merged
 
     # -- plumbing ------------------------------------------------------------------------
 
-    def _parts(self) -> tuple[CellManager, Store]:
-        cells, store = self._get_parts()
+    def _parts(self, workflow: str | None = None) -> tuple[CellManager, Store]:
+        """The cells and store running `workflow` (None: the first Worker's)."""
+        get = self._owners.get(workflow or "", self._get_parts)
+        cells, store = get()
         if cells is None or store is None:
             raise OperatorError(404, "this project has no workflows", CODE_NOT_FOUND)
         return cells, store
@@ -102,7 +125,7 @@ class Operator:
         raise OperatorError(404, f"Workflow '{name}' not found.", CODE_NOT_FOUND)
 
     async def _call(self, workflow: str, method: str, **fields: Any) -> Any:
-        cells, _ = self._parts()
+        cells, _ = self._parts(workflow)
         self.require_workflow(workflow)
         handle: Callable[[dict[str, Any]], Awaitable[Any]] = cells.ops["wf.binding"]  # type: ignore[assignment]
         try:
@@ -120,7 +143,7 @@ class Operator:
 
     async def workflow_details(self, name: str) -> dict[str, Any]:
         workflow = self.require_workflow(name)
-        cells, store = self._parts()
+        cells, store = self._parts(name)
         counts = dict.fromkeys(sorted(STATUSES), 0)  # wrangler dev's order
         counts.update(await store.workflow_counts(name))
         return {
@@ -153,7 +176,7 @@ class Operator:
         """One page of instances, newest first, with their allowed `actions`; `search`
         keeps those whose id contains it (ignoring case)."""
         self.require_workflow(name)
-        cells, store = self._parts()
+        cells, store = self._parts(name)
         if page < 1:
             raise OperatorError(400, "page must be a whole number >= 1")
         if not 1 <= per_page <= MAX_PER_PAGE:
@@ -282,7 +305,7 @@ class Operator:
         """Delete every instance of the workflow (`wrangler workflows delete NAME`), a
         page at a time through the binding's deleteBatch."""
         self.require_workflow(name)
-        _, store = self._parts()
+        _, store = self._parts(name)
         while True:
             rows = await store.list_instances(name, offset=0, limit=MAX_PER_PAGE)
             if not rows:
@@ -303,8 +326,9 @@ class Operator:
         """sendEvent with the payload already in the serializer's text."""
         await self._call(name, "sendEvent", id=instance_id, type=event_type, payload=payload)
 
-    def cells(self) -> CellManager:
-        return self._parts()[0]
+    def cells(self, workflow: str | None = None) -> CellManager:
+        """The cells running `workflow` (None: the first Worker's)."""
+        return self._parts(workflow)[0]
 
     async def describe(
         self, name: str, instance_id: str, *, attempts: bool = True
@@ -314,7 +338,7 @@ class Operator:
         (celld.server.attempts); without, only from its step rows (the waiting helpers,
         which poll)."""
         self.require_workflow(name)
-        cells, store = self._parts()
+        cells, store = self._parts(name)
         await self._call(name, "get", id=instance_id)  # validates the id: 404 otherwise
         found = await cells.describe(name, instance_id)
         if found is None:

@@ -12,6 +12,7 @@ from typing import Any, NamedTuple
 from celld.engine.binary import store_form
 from celld.store.base import DuplicateInstance, InstanceRef, Write
 from celld.store.health import StoreHealth
+from celld.store.logpack import expand_entries, pack
 from celld.store.rows import Encode, event_row, step_row
 
 log = logging.getLogger("celld.store")
@@ -61,7 +62,11 @@ class Gathered:
     instances: list[tuple[Any, ...]] = field(default_factory=list)
     steps: list[tuple[Any, ...]] = field(default_factory=list)
     events: list[tuple[Any, ...]] = field(default_factory=list)
-    log: list[tuple[Any, ...]] = field(default_factory=list)  # instance event log entries
+    #: instance event log rows: (workflow, id, timestamp, type, body), plus the number of
+    #: events the row holds when `pack_log` (celld.store.logpack)
+    log: list[tuple[Any, ...]] = field(default_factory=list)
+    #: one log row per write, numbered by the store; otherwise one row per event
+    pack_log: bool = False
     #: how the store writes serialized values (celld/store/rows.py)
     encode: Encode = store_form
 
@@ -79,7 +84,12 @@ class Gathered:
         encode = self.encode
         self.steps.extend(step_row(workflow, instance_id, s, encode) for s in changes.steps)
         self.events.extend(event_row(workflow, instance_id, e, encode) for e in changes.events)
-        self.log.extend((workflow, instance_id, *entry) for entry in write.log)
+        if not write.log:
+            return
+        if self.pack_log:
+            self.log.append((workflow, instance_id, *pack(write.log)))
+        else:
+            self.log.extend((workflow, instance_id, *e) for e in expand_entries(write.log))
 
     def in_order(self, sql: Statements) -> list[tuple[str, list[tuple[Any, ...]]]]:
         """(statement, rows) for every kind that has rows, deletions first."""

@@ -13,6 +13,7 @@ from typing import Any
 
 from celld.engine import rollback
 from celld.store.base import InstanceRef, InstanceSummary, Loaded, LogRow
+from celld.store.logpack import unpack
 from celld.store.rows import instance_from_row, step_from_row
 
 
@@ -48,21 +49,30 @@ class SharedReads:
                 where.append(clause + self._mark(len(params)) + tail)
         return " AND ".join(where), params
 
+    async def _fetch_many(self, queries: list[tuple[str, tuple[Any, ...]]]) -> list[list[Any]]:
+        """Several SELECTs; a store that can runs them in one trip (SQLite)."""
+        return [await self._fetch(sql, params) for sql, params in queries]
+
     async def peek(self, ref: InstanceRef) -> Loaded | None:
-        """Two indexed reads, no history: a status poll of an instance that is not in
-        memory costs no load (three reads, a cell built and dropped)."""
+        """The instance row and its rollback phase, no history: a status poll of an
+        instance that is not in memory costs no load (a cell built and dropped)."""
         key = (ref.workflow, ref.id)
-        rows = await self._fetch(
-            f"SELECT * FROM instances WHERE workflow = {self._mark(1)} AND id = {self._mark(2)}",
-            key,
+        rows, phase = await self._fetch_many(
+            [
+                (
+                    f"SELECT * FROM instances WHERE workflow = {self._mark(1)} "
+                    f"AND id = {self._mark(2)}",
+                    key,
+                ),
+                (
+                    f"SELECT * FROM steps WHERE workflow = {self._mark(1)} AND instance_id = "
+                    f"{self._mark(2)} AND type = '{rollback.PHASE}'",
+                    key,
+                ),
+            ]
         )
         if not rows:
             return None
-        phase = await self._fetch(
-            f"SELECT * FROM steps WHERE workflow = {self._mark(1)} AND instance_id = "
-            f"{self._mark(2)} AND type = '{rollback.PHASE}'",
-            key,
-        )
         return Loaded(
             instance_from_row(rows[0]), [step_from_row(r) for r in phase], [], history_dropped=True
         )
@@ -91,7 +101,14 @@ class SharedReads:
             f"LIMIT {m(4)}",
             (ref.workflow, ref.id, after, limit),
         )
-        return [LogRow(r["event_id"], r["timestamp"], r["type"], r["body"]) for r in rows]
+        events: list[LogRow] = []
+        for r in rows:  # a row may hold several events (celld.store.logpack)
+            events.extend(
+                e
+                for e in unpack(r["event_id"], r["timestamp"], r["type"], r["body"])
+                if e.event_id > after
+            )
+        return events
 
     async def log_ended(self, ref: InstanceRef, upto: int) -> bool:
         """Whether a final event (completed, errored, terminated) is logged at or before

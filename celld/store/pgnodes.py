@@ -395,6 +395,8 @@ class NodeMembership:
     # -- forwarded operations: the owner's side ----------------------------------------------
 
     def serve(self, events: NodeEvents) -> None:
+        """Hand takeovers and forwarded operations to `events` (again to a new one when
+        the Worker is reloaded: the inbox loop already running serves it)."""
         self.events = events
         self._start_inbox()
         self._wake.set()
@@ -406,7 +408,7 @@ class NodeMembership:
         self._start_inbox()
 
     def _start_inbox(self) -> None:
-        if self._inbox_task is None:
+        if self._inbox_task is None or self._inbox_task.done():
             self._inbox_task = asyncio.get_running_loop().create_task(
                 self._inbox_loop(), name="celld-inbox"
             )

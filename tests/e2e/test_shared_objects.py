@@ -90,9 +90,9 @@ def test_an_owner_killed_mid_call_loses_nothing_acknowledged(
     """Four clients increment three objects, insert D1 rows, put KV values and R2 objects
     and create workflow instances through random nodes of three; once 40 calls are
     acknowledged the node owning c0 and the D1 database is SIGKILLed, and the clients go
-    on through the others until 40 more are. Every acknowledged turn, row, value and object is then there, read
-    through every survivor, no object ever had two owners, and every acknowledged
-    instance completes (its KV write and object call done)."""
+    on through the others until 40 more are. Every acknowledged turn, row, value and
+    object is then there, read through every survivor, no object ever had two owners,
+    and every acknowledged instance completes (its KV write and object call done)."""
     nodes = _nodes(tmp_path, postgres_dsn, 3)
     by_name = {f"node{i}": node for i, node in enumerate(nodes)}
     urls = [node.url for node in nodes]

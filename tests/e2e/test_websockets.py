@@ -97,6 +97,14 @@ def test_workerd_errors(server: CelldServer) -> None:
     assert server.get("/echo").status_code == 426
 
 
+def test_exports_holds_the_workers_own_object_classes(server: CelldServer) -> None:
+    assert server.get("/exports").json() == {
+        "names": ["Log", "WorkflowStatus"],
+        "same": True,
+        "lines": True,
+    }
+
+
 async def test_a_message_over_one_mib_closes_the_socket(server: CelldServer) -> None:
     async with connect(ws_url(server, "/echo"), max_size=None) as ws:
         await ws.send("x" * (1 << 20))

@@ -5,7 +5,6 @@ temp folder and the real PostgreSQL store on a fresh database (tests/postgres_fi
 from __future__ import annotations
 
 import sqlite3
-from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
@@ -14,29 +13,9 @@ from celld.engine import Machine, Status, StepKey
 from celld.store.base import DuplicateInstance, InstanceRef, StoreUnavailable, Write
 from celld.store.postgres import PostgresStore
 from celld.store.sqlite import SqliteStore
-from tests.postgres_fixtures import create_database, drop_database
 
 T0 = 1_700_000_000_000
 AnyStore = SqliteStore | PostgresStore
-
-
-@pytest.fixture(params=["sqlite", "postgresql"])
-async def store(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[AnyStore]:
-    opened: AnyStore
-    server = dsn = None
-    if request.param == "sqlite":
-        opened = SqliteStore(tmp_path / "state.sqlite3")
-    else:
-        server = request.getfixturevalue("postgres_server")
-        dsn = await create_database(server)
-        opened = PostgresStore(dsn)
-    await opened.open()
-    try:
-        yield opened
-    finally:
-        await opened.close()
-        if server and dsn:
-            await drop_database(server, dsn)
 
 
 def new(instance_id: str, now: int = T0, **kw: object) -> Machine:

@@ -1,4 +1,4 @@
-import { DurableObject, WorkflowEntrypoint } from "cloudflare:workers";
+import { DurableObject, WorkflowEntrypoint, exports } from "cloudflare:workers";
 
 /** Which build of the object answers: a wake from hibernation builds a new one. */
 let constructed = null;
@@ -88,6 +88,23 @@ export class StatusWorkflow extends WorkflowEntrypoint {
   }
 }
 
+/** A page whose script talks to the object over a browser WebSocket (the Chromium test). */
+const PAGE = `<!doctype html><meta charset="utf-8"><title>sockets</title><script type="module">
+const seen = [];
+const ws = new WebSocket(\`ws://\${location.host}/ws?instanceId=browser&name=chromium\`);
+ws.binaryType = "arraybuffer";
+const next = () => new Promise((resolve) => ws.addEventListener("message", (e) => resolve(e.data), { once: true }));
+ws.addEventListener("close", (e) => { seen.push(["close", e.code, e.reason, e.wasClean]); window.result = seen; });
+await new Promise((resolve) => ws.addEventListener("open", resolve, { once: true }));
+seen.push(["hello", JSON.parse(await next()).name]);
+ws.send("who");
+seen.push(["who", JSON.parse(await next())]);
+ws.send(new Uint8Array([1, 2, 250]));
+const bytes = await next();
+seen.push(["binary", bytes instanceof ArrayBuffer, [...new Uint8Array(bytes)]]);
+ws.send("close 9");
+</script>`;
+
 function echo(request) {
   const pair = new WebSocketPair();
   const [client, server] = [pair[0], pair[1]];
@@ -162,9 +179,15 @@ export default {
       const instance = await env.WORKFLOW.create({ id: url.searchParams.get("id") });
       return Response.json({ id: instance.id });
     }
+    if (url.pathname === "/page") return new Response(PAGE, { headers: { "content-type": "text/html" } });
     if (url.pathname === "/outbound") return outbound(url.searchParams.get("url"), false);
     if (url.pathname === "/outbound-fetch") return outbound(url.searchParams.get("url"), true);
     if (url.pathname === "/log") return Response.json(await env.LOG.getByName("log").lines());
+    if (url.pathname === "/exports") {
+      // the Worker's own Durable Object classes, by class name (the Agents SDK looks here)
+      const lines = await exports.Log.getByName("log").lines();
+      return Response.json({ names: Object.keys(exports).sort(), same: exports.WorkflowStatus === env.STATUS, lines: Array.isArray(lines) });
+    }
     if (url.pathname === "/errors") {
       const out = [];
       try {
