@@ -97,9 +97,14 @@ class Bindings:
     def place_d1(self, placement: Placement) -> None:
         """D1 databases on a store shared by several nodes: each owned by one node at a
         time, its pages in the store (celld/bindings/pgd1.py). Called before `open`."""
+        # One per database for the node's lifetime: bindings of a reloaded Worker share it
+        # with the ones still finishing requests (one lock, one connection to the file).
         self.d1 = {
-            db.id: SharedD1Database(
-                placement, db.id, d1_path(self.state, db.id), synchronous=self.synchronous
+            db.id: placement.databases.setdefault(
+                db.id,
+                SharedD1Database(
+                    placement, db.id, d1_path(self.state, db.id), synchronous=self.synchronous
+                ),
             )
             for db in self.config.d1
         }

@@ -114,6 +114,8 @@ class Placement:
         self.known: dict[Key, int] = {}
         self._known_lock = threading.Lock()
         self.loop: asyncio.AbstractEventLoop | None = None
+        #: D1 databases of this node by id (celld/bindings/pgd1.py), kept across reloads
+        self.databases: dict[str, Any] = {}
         self.ships = 0
         self.moves = 0  # files rebuilt from the store
 
