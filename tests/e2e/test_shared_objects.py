@@ -23,6 +23,7 @@ from typing import Any
 import httpx
 
 from tests.celld_server import CelldServer
+from tests.e2e.test_reload import celld, make_project, set_version, text, until
 
 PROJECT = Path(__file__).resolve().parent.parent / "projects" / "shared-storage"
 LEASE_MS = 2000
@@ -279,3 +280,15 @@ def test_an_alarm_fires_on_the_node_that_takes_its_object_over(
     finally:
         for node in nodes:
             node.stop()
+
+
+def test_a_reload_keeps_placed_objects_on_a_shared_store(tmp_path: Path, postgres_dsn: str) -> None:
+    """An edit reloads the Worker of a node on a shared store: its object keeps its
+    storage (its pages) and runs the new code."""
+    project = make_project(tmp_path / "p")
+    with celld(project, tmp_path / "state", "--store", postgres_dsn) as run:
+        do = lambda: httpx.get(run.url + "/do", timeout=30).json()  # noqa: E731
+        assert do() == {"n": 1, "version": "v1"}
+        set_version(project, "v2")
+        until(lambda: text(run.url) == "v2 -")
+        assert do() == {"n": 2, "version": "v2"}
