@@ -6,5 +6,8 @@ table built from the config's ``migrations`` and recorded under the state folder
 ``storage`` (one SQLite file per object: the KV and SQL APIs, committed once per turn),
 ``live`` (an object's isolate and its calls) and ``manager`` (activation, idle eviction,
 the resident cap and alarms), which the rest of celld reaches through one host operation,
-``do``.
+``do``. On a store shared by several nodes: ``placement`` (one owner node per object, calls
+forwarded to it, each commit's pages written to PostgreSQL before its output leaves),
+``pages`` (the pages a commit changed, read from SQLite's write-ahead log) and
+``pgalarms`` (alarms in the object's row).
 """
