@@ -329,8 +329,11 @@ class NodeMembership:
         await self._reap()
         if self.events is not None:
             await self.claim_orphans()
-        for ticker in self.tickers:
-            await ticker()
+        for ticker in list(self.tickers):
+            try:
+                await ticker()
+            except Exception as error:  # noqa: BLE001 - tried again on the next tick
+                log.debug("a maintenance task of the node failed: %s", error)
         if self._inbox_task is not None:
             self._inbox_wanted.set()
 
