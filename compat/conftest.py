@@ -11,7 +11,9 @@ from __future__ import annotations
 
 import json
 import os
+import time
 from collections.abc import Iterator
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -21,6 +23,7 @@ from compat.scenario import Scenario
 from compat.targets import CRYPTO, NODE, NPM_APP, OBJECTS, Target, connect, ensure_node_modules
 
 _results: dict[str, dict[str, Any]] = {}
+_started = time.monotonic()
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -126,7 +129,13 @@ def pytest_sessionfinish(session: pytest.Session) -> None:
     path = os.environ.get("CELLD_COMPAT_RESULTS")
     if not path or not _results:
         return
-    payload = {"target": target_kind(), "scenarios": list(_results.values())}
+    payload = {
+        "target": target_kind(),
+        "finished": datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC"),
+        # the whole pytest session's, which may hold more than the compatibility suite
+        "seconds": round(time.monotonic() - _started),
+        "scenarios": list(_results.values()),
+    }
     Path(path).write_text(json.dumps(payload, indent=1) + "\n")
 
 

@@ -144,7 +144,9 @@ def follower(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Followe
     running.close()
 
 
-@pytest.mark.parametrize("follower", ["approval", "orders", "scheduled"], indirect=True)
+@pytest.mark.parametrize(
+    "follower", ["approval", "orders", "retry-fetch", "saga", "scheduled", "signup"], indirect=True
+)
 def test_the_readme_does_what_it_says(follower: Follower) -> None:
     blocks = run_it_blocks(REPO / "examples" / follower.example / "README.md")
     checked = 0

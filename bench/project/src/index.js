@@ -1,7 +1,7 @@
 // Workflows and a small HTTP API for bench/run.py. Every endpoint takes ?wf=BENCH|WAITER|SLEEPER
 // (GET /ping takes nothing: it answers without touching a workflow).
-// The API is the oracle's (../shared/oracle/worker) for the parts they share, so the oracle's
-// bench_drive.py can drive BENCH here too.
+// The API is bench/wrangler/worker's for the parts they share, so bench/wrangler/bench_drive.py
+// can drive BENCH here too.
 import { WorkflowEntrypoint } from "cloudflare:workers";
 
 /** K trivial steps (params.steps), then the engine's own clock: the end of the last step. */
