@@ -48,11 +48,14 @@ class Block:
 
 
 def run_it_blocks(readme: Path) -> list[Block]:
-    """The ```sh blocks from the README's "Run it" section on."""
+    """The ```sh blocks from the README's "Run it" section on, but for those that start
+    `wrangler dev` beside celld (signup's side-by-side comparison needs more than celld)."""
     text = readme.read_text()
     start = text.index("## Run it")
     blocks = []
     for body in re.findall(r"```sh\n(.*?)```", text[start:], re.S):
+        if any("npx wrangler" in line.split("#")[0] for line in body.splitlines()):
+            continue
         block = Block()
         for raw in body.splitlines():
             line = raw.rstrip()
