@@ -78,7 +78,9 @@ def provenance(produced_by: str) -> str:
     """Which run wrote the report: the command, the commit (and whether the tree held
     uncommitted changes), the time and the machine."""
     commit = _git("rev-parse", "--short=12", "HEAD") or "unknown commit"
-    dirty = " plus uncommitted changes" if _git("status", "--porcelain", "--", ".") else ""
+    # what the run itself writes (the results and this report) does not count as a change
+    changed = _git("status", "--porcelain", "--", ".", ":!compat/results", ":!compat/REPORT.md")
+    dirty = " plus uncommitted changes" if changed else ""
     when = datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC")
     machine = f"{platform.system()} {platform.machine()}, {os.cpu_count()} cores"
     return f"Produced by {produced_by} at commit `{commit}`{dirty}, {when}, on {machine}."
