@@ -171,39 +171,34 @@ def start_celld(state_dir: Path, project: Path = CORE) -> CelldTarget:
 WRANGLER_SCRIPTS = REPO / "bench" / "wrangler"
 
 
+def _script(name: str, env: dict[str, str], *args: str, timeout: float) -> str:
+    """Run bench/wrangler/NAME with `args`; its stdout, or an error with its stderr."""
+    done = subprocess.run(
+        ["bash", str(WRANGLER_SCRIPTS / name), *args],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
+    if done.returncode != 0:
+        raise RuntimeError(f"bench/wrangler/{name} {' '.join(args)} failed:\n{done.stderr[-4000:]}")
+    return done.stdout
+
+
 def start_wrangler(state_dir: Path, project: Path = CORE) -> WranglerTarget:
     """Start `wrangler dev` on `project`, its state in `state_dir` and its pid file, log and
     home beside it (nothing is written outside the session's temporary folder)."""
     from tests.celld_server import free_port
 
-    port = free_port()
+    port = str(free_port())
     run_dir = state_dir.parent / "wrangler-dev"
     env = {**os.environ, "WRANGLER_DEV_DIR": str(run_dir), "FRESH": "1", "LOG_LEVEL": "warn"}
     if state_dir.exists():
         shutil.rmtree(state_dir)
-    completed = subprocess.run(
-        ["bash", str(WRANGLER_SCRIPTS / "start.sh"), str(project), str(port), str(state_dir)],
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=600,
+    pid = int(_script("start.sh", env, str(project), port, str(state_dir), timeout=600).split()[-1])
+    return WranglerTarget(
+        f"http://127.0.0.1:{port}", lambda: _script("stop.sh", env, port, timeout=60), pid
     )
-    if completed.returncode != 0:
-        raise RuntimeError(f"wrangler dev did not start:\n{completed.stderr[-4000:]}")
-    pid = int(completed.stdout.split()[-1])
-
-    def stop() -> None:
-        stopped = subprocess.run(
-            ["bash", str(WRANGLER_SCRIPTS / "stop.sh"), str(port)],
-            env=env,
-            capture_output=True,
-            text=True,
-            timeout=60,
-        )
-        if stopped.returncode != 0:
-            raise RuntimeError(f"wrangler dev (pid {pid}) did not stop: {stopped.stderr}")
-
-    return WranglerTarget(f"http://127.0.0.1:{port}", stop, pid)
 
 
 def connect(kind: str, state_dir: Path, project: Path = CORE, url_variable: str = "") -> Target:
