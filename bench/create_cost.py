@@ -133,7 +133,8 @@ class Counters:
         self._timed(Isolate, "_load_sync", "isolate_create")
         self._timed(Isolate, "_turn_sync", "turn")
         self._timed(SqliteStore, "_commit", "commit")
-        self._counted(SqliteStore, "_fetch", "read")
+        self._counted(SqliteStore, "_fetch", "read")  # a read: one trip to the reader thread
+        self._counted(SqliteStore, "_fetch_many", "read")
 
     def remove(self) -> None:
         for undo in reversed(self._undo):

@@ -49,12 +49,22 @@ def tree_cpu_seconds(root: int) -> float:
 
 
 def run_config(
-    name: str, nodes: int, store: str | None, work: Path, n: int, k: int, c: int, db_pid: int
+    name: str,
+    nodes: int,
+    store: str | None,
+    work: Path,
+    n: int,
+    k: int,
+    c: int,
+    db_pid: int,
+    extra: tuple[str, ...] = (),
 ) -> dict[str, Any]:
+    """One configuration's figures; `extra` is given to every node (bench/workers.py)."""
     servers = []
     for index in range(nodes):
-        args = ["--log-level", "warning"] + (["--store", store] if store else [])
-        servers.append(CelldServer(PROJECT, work / f"{name}-{index}", args=tuple(args)).start())
+        args = ["--log-level", "warning", *extra] + (["--store", store] if store else [])
+        server = CelldServer(PROJECT, work / f"{name}-{index}", args=tuple(args))
+        servers.append(server.start(timeout=120))
     apis = [Api(s.url) for s in servers]
     try:
         ids = [f"b{i}" for i in range(n)]
@@ -96,13 +106,17 @@ def run_config(
             server.stop()
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__)
+def workload_arguments(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
+    """The workload's options (here and in bench/workers.py)."""
     parser.add_argument("--instances", type=int, default=300)
     parser.add_argument("--steps", type=int, default=10)
     parser.add_argument("--clients", type=int, default=20)
     parser.add_argument("--out", type=Path)
-    args = parser.parse_args()
+    return parser
+
+
+def main() -> None:
+    args = workload_arguments(argparse.ArgumentParser(description=__doc__)).parse_args()
     load = os.getloadavg()[0]
     why = pgcluster.available()
     if why:

@@ -624,6 +624,44 @@ def create_to_complete(n: int, k: int) -> Callable[[Target, Api], dict[str, Any]
     return run
 
 
+def binary_values(n: int) -> Callable[[Target, Api], dict[str, Any]]:
+    """BinaryWorkflow, one instance at a time (after one uncounted warm-up of each shape):
+    one step returning a 950,000-byte ArrayBuffer ("mb"), and 20 steps of 64 KiB each
+    ("k64"). Create sent -> the engine's clock after the last step, as in
+    create_to_complete; `seen` is the same to the poll (every 5 ms) that found it complete;
+    `cpu` the server's CPU time per instance (its process group, the warm-up left out)."""
+    shapes = {"mb": (950_000, 1), "k64": (65_536, 20)}
+
+    def run(target: Target, api: Api) -> dict[str, Any]:
+        out: dict[str, Any] = {}
+        for key, (size, count) in shapes.items():
+            latencies: list[float] = []
+            seen: list[float] = []
+            cpu_before = 0.0
+            for i in range(-1, n):
+                if i == 0:
+                    cpu_before = group_cpu_seconds(target.pgid)
+                instance_id = f"{key}{i}"
+                sent = now_ms()
+                api.create("BINARY", instance_id, {"size": size, "count": count})
+                time.sleep(0.005)
+                done = api.wait_all("BINARY", [instance_id], complete, timeout=120, interval=0.005)
+                polled = now_ms() - sent
+                output = done[instance_id]["output"]
+                if output["bytes"] != size * count:
+                    raise RuntimeError(f"{instance_id}: {output}")
+                if i >= 0:
+                    latencies.append(output["finished_at"] - sent)
+                    seen.append(polled)
+            out[f"{key}_p50_ms"] = pct(latencies, 50)
+            out[f"{key}_max_ms"] = max(latencies)
+            out[f"{key}_seen_p50_ms"] = pct(seen, 50)
+            out[f"{key}_cpu_ms"] = (group_cpu_seconds(target.pgid) - cpu_before) * 1000 / n
+        return out
+
+    return run
+
+
 #: Memory a resident isolate may take in the resident cap's budget: the upper end of the
 #: 0.5-1 MiB that celld.cells.manager.default_max_resident sizes its cap by.
 ISOLATE_BUDGET_MIB = 1.0
@@ -926,6 +964,18 @@ def workloads(quick: bool, big: bool, sleepers: int | None = None) -> list[Workl
                  event_latency(200, "1 day"),
                  columns=[("p50_ms", "p50 ms", False), ("p99_ms", "p99 ms", False),
                           ("max_ms", "max ms", False)]),
+        Workload("binary_values",
+                 f"binary step results, create to complete, one at a time ({5 if q else 12} "
+                 "each): 1 step of 950,000 bytes; 20 steps of 64 KiB",
+                 binary_values(5 if q else 12),
+                 columns=[("mb_p50_ms", "950 kB p50 ms", False),
+                          ("mb_max_ms", "950 kB max ms", False),
+                          ("mb_seen_p50_ms", "950 kB polled p50 ms", False),
+                          ("mb_cpu_ms", "950 kB server CPU ms/inst", False),
+                          ("k64_p50_ms", "20 x 64 KiB p50 ms", False),
+                          ("k64_max_ms", "20 x 64 KiB max ms", False),
+                          ("k64_seen_p50_ms", "20 x 64 KiB polled p50 ms", False),
+                          ("k64_cpu_ms", "20 x 64 KiB server CPU ms/inst", False)]),
         Workload("memory_resident_1k", "memory: 1,000 waiting, resident (30 min timeout)",
                  memory(1000, "WAITER", {"steps": 0, "timeout": "30 minutes"}, 2),
                  columns=[("inst_s", "created/s", True), ("peak_mib", "peak MiB", False),
@@ -1022,6 +1072,9 @@ def goals() -> list[Goal]:
         Goal("p99", "wake_lag", "p99_ms", "<", "ms", bound=100),
         Goal("p99", "wake_lag_hibernated", "p99_ms", "<", "ms", bound=500),
         Goal("p99 of GET /ping", "http_under_load", "p99_ms", "<", "ms", bound=10),
+        Goal("950 kB p50", "binary_values", "mb_p50_ms", "<=", "ms", times_wrangler=1.5),
+        Goal("20 x 64 KiB p50", "binary_values", "k64_p50_ms", "<=", "ms",
+             times_wrangler=1.5),
     ]  # fmt: skip
 
 

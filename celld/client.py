@@ -158,10 +158,13 @@ class Workflow:
         per_page: int = 25,
         date_start: str | None = None,
         date_end: str | None = None,
+        search: str | None = None,
     ) -> tuple[list[dict[str, Any]], dict[str, Any]]:
-        """One page of instances, newest first, and the paging facts (total_count, ...)."""
+        """One page of instances, newest first, and the paging facts (total_count, ...);
+        `search` keeps those whose id contains it, ignoring case."""
         params: dict[str, Any] = {"page": page, "per_page": per_page}
-        for key, value in (("status", status), ("date_start", date_start), ("date_end", date_end)):
+        filters = {"status": status, "date_start": date_start, "date_end": date_end}
+        for key, value in {**filters, "search": search}.items():
             if value is not None:
                 params[key] = value
         data = self.client.request("GET", f"{self.path}/instances", params=params)

@@ -20,7 +20,16 @@ from typing import Any
 import pytest
 
 from compat.scenario import Scenario
-from compat.targets import CRYPTO, NODE, NPM_APP, OBJECTS, Target, connect, ensure_node_modules
+from compat.targets import (
+    CRYPTO,
+    NODE,
+    NPM_APP,
+    OBJECTS,
+    WORKERS,
+    Target,
+    connect,
+    ensure_node_modules,
+)
 
 _results: dict[str, dict[str, Any]] = {}
 _started = time.monotonic()
@@ -47,10 +56,15 @@ def target(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Target]:
 
 
 def _serve(
-    factory: pytest.TempPathFactory, project: Path, folder: str, url_variable: str
+    factory: pytest.TempPathFactory,
+    project: Path,
+    folder: str,
+    url_variable: str,
+    args: tuple[str, ...] = (),
 ) -> Iterator[Target]:
     """`project` on the kind of target the session runs against, closed at the end."""
-    server = connect(target_kind(), factory.mktemp(folder) / "state", project, url_variable)
+    state = factory.mktemp(folder) / "state"
+    server = connect(target_kind(), state, project, url_variable, args)
     try:
         yield server
     finally:
@@ -89,6 +103,35 @@ def objects_target(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Target]
     """The Durable Objects project (compat/projects/objects) on the same kind of target;
     CELLD_COMPAT_OBJECTS_URL reuses a running server."""
     yield from _serve(tmp_path_factory, OBJECTS, "compat-objects", "CELLD_COMPAT_OBJECTS_URL")
+
+
+#: The two Workers of compat/projects/workers, as `wrangler dev -c front -c back` runs them.
+WORKERS_ARGS = (
+    "-c",
+    str(WORKERS / "front" / "wrangler.jsonc"),
+    "-c",
+    str(WORKERS / "back" / "wrangler.jsonc"),
+)
+
+
+@pytest.fixture(scope="session")
+def workers_target(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Target]:
+    """Two Workers in one session (compat/projects/workers: "front" served, "back" bound);
+    CELLD_COMPAT_WORKERS_URL reuses a running server."""
+    yield from _serve(
+        tmp_path_factory, WORKERS / "front", "compat-workers", "CELLD_COMPAT_WORKERS_URL",
+        WORKERS_ARGS,
+    )  # fmt: skip
+
+
+@pytest.fixture(scope="session")
+def staging_target(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Target]:
+    """The same two Workers with `--env staging --var EXTRA:from-cli`;
+    CELLD_COMPAT_STAGING_URL reuses a running server."""
+    args = (*WORKERS_ARGS, "--env", "staging", "--var", "EXTRA:from-cli")
+    yield from _serve(
+        tmp_path_factory, WORKERS / "front", "compat-staging", "CELLD_COMPAT_STAGING_URL", args
+    )
 
 
 @pytest.fixture

@@ -35,6 +35,8 @@ CRYPTO = PROJECTS / "crypto"
 NODE = PROJECTS / "node"
 #: Durable Objects (key-value, SQL, alarms, RPC) beside a Workflow that calls them.
 OBJECTS = PROJECTS / "objects"
+#: Two Workers in one session: "front" (served) calls "back" through its bindings.
+WORKERS = PROJECTS / "workers"
 
 #: Statuses in which an instance is doing work right now (its state may still change without
 #: any outside help and without time passing).
@@ -159,11 +161,12 @@ def ensure_node_modules(project: Path) -> None:
     )
 
 
-def start_celld(state_dir: Path, project: Path = CORE) -> CelldTarget:
-    """Start `celld run` on `project` (default compat/projects/core) with the manual clock."""
+def start_celld(state_dir: Path, project: Path = CORE, args: tuple[str, ...] = ()) -> CelldTarget:
+    """Start `celld run` on `project` (default compat/projects/core) with the manual clock;
+    `args` go on its command line (`-c` config files, `--env`, `--var`)."""
     from tests.celld_server import CelldServer
 
-    server = CelldServer(project, state_dir, manual_clock=True).start(timeout=60)
+    server = CelldServer(project, state_dir, manual_clock=True, args=args).start(timeout=90)
     return CelldTarget(server.url, server)
 
 
@@ -185,9 +188,12 @@ def _script(name: str, env: dict[str, str], *args: str, timeout: float) -> str:
     return done.stdout
 
 
-def start_wrangler(state_dir: Path, project: Path = CORE) -> WranglerTarget:
-    """Start `wrangler dev` on `project`, its state in `state_dir` and its pid file, log and
-    home beside it (nothing is written outside the session's temporary folder)."""
+def start_wrangler(
+    state_dir: Path, project: Path = CORE, args: tuple[str, ...] = ()
+) -> WranglerTarget:
+    """Start `wrangler dev` on `project` with `args`, its state in `state_dir` and its pid
+    file, log and home beside it (nothing is written outside the session's temporary
+    folder)."""
     from tests.celld_server import free_port
 
     port = str(free_port())
@@ -195,18 +201,26 @@ def start_wrangler(state_dir: Path, project: Path = CORE) -> WranglerTarget:
     env = {**os.environ, "WRANGLER_DEV_DIR": str(run_dir), "FRESH": "1", "LOG_LEVEL": "warn"}
     if state_dir.exists():
         shutil.rmtree(state_dir)
-    pid = int(_script("start.sh", env, str(project), port, str(state_dir), timeout=600).split()[-1])
+    started = _script("start.sh", env, str(project), port, str(state_dir), "--", *args, timeout=600)
     return WranglerTarget(
-        f"http://127.0.0.1:{port}", lambda: _script("stop.sh", env, port, timeout=60), pid
+        f"http://127.0.0.1:{port}",
+        lambda: _script("stop.sh", env, port, timeout=60),
+        int(started.split()[-1]),
     )
 
 
-def connect(kind: str, state_dir: Path, project: Path = CORE, url_variable: str = "") -> Target:
-    """The target named by CELLD_COMPAT_TARGET, serving `project` (started here unless
-    `url_variable`, CELLD_COMPAT_URL for the core project, names a running server)."""
+def connect(
+    kind: str,
+    state_dir: Path,
+    project: Path = CORE,
+    url_variable: str = "",
+    args: tuple[str, ...] = (),
+) -> Target:
+    """The target named by CELLD_COMPAT_TARGET, serving `project` (started here with `args`
+    unless `url_variable`, CELLD_COMPAT_URL for the core project, names a running server)."""
     url = os.environ.get(url_variable or "CELLD_COMPAT_URL")
     if kind == "celld":
-        return CelldTarget(url) if url else start_celld(state_dir, project)
+        return CelldTarget(url) if url else start_celld(state_dir, project, args)
     if kind == "wrangler":
-        return WranglerTarget(url) if url else start_wrangler(state_dir, project)
+        return WranglerTarget(url) if url else start_wrangler(state_dir, project, args)
     raise RuntimeError(f"CELLD_COMPAT_TARGET must be celld or wrangler, not {kind!r}")

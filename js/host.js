@@ -16,9 +16,21 @@
     URIError, String, Promise, canaryChanged, StringPrototypeIndexOf, StringPrototypeSlice,
     StringPrototypeSplit, Uint8Array, Uint8ArrayPrototypeToBase64,
   } = globalThis.__celld_primordials;
+  const ArrayBufferSlice = __celld_primordials.uncurryThis(ArrayBuffer.prototype.slice);
   let tainted = false; // user code replaced a built-in (reported to the host once)
 
   const outbox = []; // JSON text of each queued message
+  // Byte areas of serialized values (js/web/serialize.js, {"$":"Blobs"}) that cross as
+  // ArrayBuffers beside the message text, only where the host calls QuickJS directly
+  // (celld/isolate/native.py; `binaryBridge`, set by the host): outgoing ones are taken
+  // one by one after the outbox, incoming ones arrive as arguments of `deliver`.
+  let binaryBridge = false;
+  let outAttachments = []; // [id, ArrayBuffer] for the next take
+  let takenAttachments = []; // ArrayBuffers of the last take, in order, for the host
+  let takenIndex = 0;
+  const inAttachments = new SafeMap(); // id -> ArrayBuffer, until a value is decoded
+  let deliveryFloor = 0; // the first attachment id of the current delivery (ids only grow)
+  let nextAttachment = 1;
   const waiting = new SafeMap(); // ticket -> {resolve, reject, owner}
   const handlers = ObjectCreate(null);
   let nextTicket = 1;
@@ -242,6 +254,29 @@
     on(kind, handler) {
       handlers[kind] = handler;
     },
+    /** Do serialized values send their binary data as bytes (see `outAttachments`)? */
+    get binaryBridge() {
+      return binaryBridge;
+    },
+    /** Queue a byte area to go out with this turn's outbox; returns its id. */
+    sendAttachment(buffer) {
+      const id = nextAttachment++;
+      ArrayPrototypePush(outAttachments, [id, buffer]);
+      return id;
+    },
+    /** The byte area the host attached under `id` (once: it is forgotten here). */
+    takeAttachment(id) {
+      const buffer = inAttachments.get(id);
+      if (buffer === undefined) {
+        // A value serialized here and read back before the host took it: a copy of its area.
+        for (let i = 0; i < outAttachments.length; i++) {
+          if (outAttachments[i][0] === id) return ArrayBufferSlice(outAttachments[i][1], 0);
+        }
+      }
+      if (buffer === undefined) throw new TypeError(`celld: binary data ${id} was not delivered or was already taken`);
+      inAttachments.delete(id);
+      return buffer;
+    },
     reviveError,
     describeError,
     runAs,
@@ -290,6 +325,9 @@
     waiting.clear();
     releases.clear();
     outbox.length = 0;
+    outAttachments = [];
+    // (what this delivery attached is for the run it starts)
+    for (const id of inAttachments.keys()) if (id < deliveryFloor) inAttachments.delete(id);
     for (let i = 0; i < resetListeners.length; i++) resetListeners[i]();
   });
 
@@ -317,7 +355,15 @@
       pieces = StringPrototypeSplit(StringPrototypeSlice(json, cut + 1), "\0");
     }
     const messages = JSONParse(head);
-    for (let i = 0; i < messages.length; i++) {
+    let first = 0;
+    if (messages.length > 0 && messages[0].k === "$attach") {
+      // The byte areas of this delivery's values, the arguments after the text.
+      const ids = messages[0].ids;
+      deliveryFloor = ids[0];
+      for (let i = 0; i < ids.length; i++) inAttachments.set(ids[i], arguments[i + 1]);
+      first = 1;
+    }
+    for (let i = first; i < messages.length; i++) {
       const message = messages[i];
       const handler = handlers[message.k];
       if (!handler) {
@@ -347,6 +393,17 @@
 
   function take() {
     turnClock = null;
+    if (outAttachments.length > 0) {
+      const ids = new Array(outAttachments.length);
+      takenAttachments = new Array(outAttachments.length);
+      for (let i = 0; i < outAttachments.length; i++) {
+        ids[i] = outAttachments[i][0];
+        takenAttachments[i] = outAttachments[i][1];
+      }
+      takenIndex = 0;
+      outAttachments = [];
+      ArrayPrototypePush(outbox, `{"op":"$attachments","ids":[${ArrayPrototypeJoin(ids, ",")}]}`);
+    }
     if (outbox.length === 0) return "[]";
     const json = `[${ArrayPrototypeJoin(outbox, ",")}]`;
     outbox.length = 0;
@@ -374,6 +431,24 @@
   });
   ObjectDefineProperty(globalThis, "__celld_deliver", ObjectAssign({ value: deliver }, hidden));
   ObjectDefineProperty(globalThis, "__celld_take", ObjectAssign({ value: take }, hidden));
+  // The host's side of the attachments (celld/isolate/native.py): the next byte area of
+  // the last take, and the switch it turns on where it reads and writes ArrayBuffers.
+  ObjectDefineProperty(globalThis, "__celld_take_attachment", ObjectAssign({
+    value() {
+      if (takenIndex >= takenAttachments.length) return undefined;
+      const buffer = takenAttachments[takenIndex];
+      takenAttachments[takenIndex++] = undefined;
+      return buffer;
+    },
+  }, hidden));
+  // Called once by the host as the isolate loads, before user code runs; it goes then.
+  ObjectDefineProperty(globalThis, "__celld_binary_bridge", {
+    value(on) {
+      binaryBridge = on === true;
+      delete globalThis.__celld_binary_bridge;
+    },
+    configurable: true, enumerable: false, writable: false,
+  });
   ObjectDefineProperty(globalThis, "__celld_builtin_modules", ObjectAssign(
     { value: ObjectCreate(null) }, hidden));
 })();

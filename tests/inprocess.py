@@ -33,9 +33,10 @@ async def running_service(
     js_threads: int = 2,
     step_limits: dict[str, int] | None = None,
     clock: Clock | None = None,
+    store: str | None = None,
 ) -> AsyncIterator[Service]:
     config = load_config(find_config(project, None))
-    options = ServiceOptions(persist_to=state, js_threads=js_threads)
+    options = ServiceOptions(persist_to=state, js_threads=js_threads, store=store)
     if clock is not None:
         options.clock = clock
     if cells is not None:

@@ -198,6 +198,56 @@ def test_explicit_config(tmp_path: Path) -> None:
         find_config(tmp_path, tmp_path / "wrangler.yaml")
 
 
+def test_a_build_redirect_points_to_the_generated_config(tmp_path: Path) -> None:
+    """The Cloudflare Vite plugin's `.wrangler/deploy/config.json`, as wrangler dev reads it:
+    the generated config wins over the project's own; --config wins over both; state stays
+    in the project."""
+    from celld.project.files import state_home
+
+    (tmp_path / "wrangler.jsonc").write_text("{}")
+    generated = tmp_path / "dist" / "app" / "wrangler.json"
+    generated.parent.mkdir(parents=True)
+    generated.write_text("{}")
+    marker = tmp_path / ".wrangler" / "deploy" / "config.json"
+    marker.parent.mkdir(parents=True)
+    marker.write_text('{"configPath": "../../dist/app/wrangler.json", "auxiliaryWorkers": []}')
+    assert find_config(tmp_path) == generated
+    assert state_home(tmp_path, None, generated.parent) == tmp_path
+    own = tmp_path / "wrangler.jsonc"
+    assert find_config(tmp_path, own) == own
+    assert state_home(tmp_path, own, tmp_path) == tmp_path
+    generated.unlink()
+    with pytest.raises(ConfigError, match="names no file .* run the build again"):
+        find_config(tmp_path)
+    marker.write_text("{}")
+    with pytest.raises(ConfigError, match="configPath must name the generated configuration"):
+        find_config(tmp_path)
+
+
+def test_a_generated_config_loads_with_its_empty_binding_lists(tmp_path: Path) -> None:
+    """wrangler writes every binding kind, empty, into the config it generates: empty ones ask
+    for nothing; a non-empty one is still refused."""
+    generated = {
+        "configPath": "/p/wrangler.jsonc",
+        "userConfigPath": "/p/wrangler.jsonc",
+        "topLevelName": "w",
+        "definedEnvironments": [],
+        "queues": {"producers": [], "consumers": []},
+        "services": [],
+        "hyperdrive": [],
+        "logfwdr": {"bindings": []},
+        "cloudchamber": {},
+        "exports": {},
+        "python_modules": {"exclude": ["**/*.pyc"]},
+    }
+    config = load_config(json_project(tmp_path, generated))
+    assert config.warnings == ()
+    asks = {**generated, "hyperdrive": [{"binding": "H", "id": "x"}]}
+    assert "Hyperdrive bindings are not supported" in str(error_of(json_project(tmp_path, asks)))
+    # outside a generated config, the key itself is refused even when empty
+    assert "Hyperdrive bindings" in str(error_of(json_project(tmp_path, {"hyperdrive": []})))
+
+
 def test_missing_project_folder(tmp_path: Path) -> None:
     with pytest.raises(ConfigError, match="project folder not found"):
         find_config(tmp_path / "nope")
@@ -366,9 +416,9 @@ def test_script_name_of_another_worker_is_not_connected(tmp_path: Path) -> None:
 
 
 def test_several_errors_reported_together(tmp_path: Path) -> None:
-    path = json_project(tmp_path, {"queues": {}, "compatibility_date": "soon"})
+    path = json_project(tmp_path, {"hyperdrive": [], "compatibility_date": "soon"})
     err = error_of(path)
-    assert [issue.key for issue in err.issues] == ["queues", "compatibility_date"]
+    assert [issue.key for issue in err.issues] == ["hyperdrive", "compatibility_date"]
     assert len(str(err).splitlines()) == 2
 
 
@@ -414,8 +464,7 @@ def test_env_must_be_table(tmp_path: Path) -> None:
 @pytest.mark.parametrize(
     ("key", "value"),
     [
-        ("queues", {"producers": []}),
-        ("services", [{"binding": "S", "service": "s"}]),
+        ("hyperdrive", [{"binding": "H", "id": "h"}]),
         ("version_metadata", {"binding": "V"}),
         ("unsafe", {"bindings": []}),
         ("containers", []),

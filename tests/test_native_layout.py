@@ -13,8 +13,10 @@ making every safe read fail; for `celld run`, through a sitecustomize module on 
 
 from __future__ import annotations
 
+import hashlib
 import json
 import shutil
+import sqlite3
 import subprocess
 import sys
 import textwrap
@@ -28,6 +30,7 @@ from tests.celld_server import CelldServer
 REPO = Path(__file__).resolve().parents[1]
 OBJECTS = REPO / "compat" / "projects" / "objects"
 DURABLE = REPO / "tests" / "projects" / "durable"
+BINARY = REPO / "tests" / "projects" / "binary"
 WARNING = "direct calls into QuickJS are off"
 CPU_MESSAGE = "Durable Object exceeded its CPU time limit and was reset."
 
@@ -38,6 +41,7 @@ CPU_MESSAGE = "Durable Object exceeded its CPU time limit and was reset."
 WRONG_OFFSET = "native.EXPECTED = dataclasses.replace(native.EXPECTED, pointers_at=24)"
 WRONG_WORD = "native.EXPECTED = dataclasses.replace(native.EXPECTED, pointers_at=8)"
 WRONG_TAG = "native.EXPECTED = dataclasses.replace(native.EXPECTED, tags=native.Tags(float64=7))"
+NO_BUFFER_CALL = "native.BUFFER_SYMBOLS = ('JS_GetArrayBuffer', 'JS_celld_no_such_call')"
 NO_SAFE_READS = "memread.MemoryReader.read = lambda self, address, size: None"
 PREAMBLE = "import dataclasses\nfrom celld.isolate import memread, native\n"
 
@@ -190,10 +194,13 @@ def test_the_installed_binding_passes_every_check() -> None:
         import json
         from celld.isolate import layout
         result = layout.verdict()
-        print(json.dumps([result.pointers, result.values, result.direct_calls]))
+        print(json.dumps([
+            result.pointers, result.values, result.buffers, result.direct_calls,
+            result.binary_values,
+        ]))
         """
     )
-    assert answers == [None, None, True]
+    assert answers == [None, None, None, True, True]
 
 
 # -- a mismatch in process -----------------------------------------------------------------
@@ -420,3 +427,41 @@ def test_celld_run_without_a_verified_runtime_runs_workflows_through_the_binding
         server.stop()
     log = server.log()
     assert log.count(WARNING) == 1, log[-4000:]
+
+
+def test_celld_run_without_verified_array_buffer_calls_sends_binary_values_as_base64(
+    tmp_path: Path,
+) -> None:
+    """Direct calls stay on; binary values cross inside the messages as base64 and are
+    stored as text, with the same bytes reaching the run; said once in the log."""
+    state = tmp_path / "state"
+    env = mismatched(tmp_path, NO_BUFFER_CALL)
+    server = CelldServer(BINARY, state, env=env).start(timeout=90)
+    try:
+        created = server.post("/kinds", params={"id": "k", "size": 3000})
+        assert created.status_code == 200, created.text
+        view = server.wait_for(
+            lambda: (v := server.describe("binary-workflow", "k"))["status"] == "complete" and v,
+            timeout=120,
+        )
+    finally:
+        server.stop()
+    digests = json.loads(view["output"])
+    assert digests["Float64Array"] == {
+        "type": "Float64Array",
+        "size": 3000,
+        "own": 3000,
+        "sha": hashlib.sha256(
+            bytes((i * 31 + 10 * 7 + (i >> 8)) & 255 for i in range(3000))
+        ).hexdigest(),
+    }
+    connection = sqlite3.connect(state / "celld.sqlite3")
+    try:
+        kinds = {kind for (kind,) in connection.execute("SELECT typeof(value) FROM steps")}
+    finally:
+        connection.close()
+    assert kinds == {"text"}
+    log = server.log()
+    assert log.count("binary values cross into QuickJS as base64 text") == 1, log[-3000:]
+    assert "does not export JS_celld_no_such_call" in log
+    assert WARNING not in log

@@ -264,7 +264,7 @@ async def test_missing_apis_throw_clear_errors() -> None:
     result = await run_js_async(
         """
         const out = [];
-        for (const name of ["WebSocket", "caches", "WritableStream"]) {
+        for (const name of ["EventSource", "caches", "HTMLRewriter"]) {
           try { globalThis[name]; out.push(null); } catch (e) { out.push(e.message); }
         }
         out.push(await crypto.subtle.encrypt("AES-GCM", null, null)
@@ -275,7 +275,7 @@ async def test_missing_apis_throw_clear_errors() -> None:
         """
     )
     assert result[:3] == [
-        f"celld does not provide {name} yet" for name in ["WebSocket", "caches", "WritableStream"]
+        f"celld does not provide {name} yet" for name in ["EventSource", "caches", "HTMLRewriter"]
     ]
     assert result[3] == "TypeError: key must be a CryptoKey"
     assert result[4] == "TypeError: key must be a CryptoKey"

@@ -72,11 +72,7 @@ class KvNamespace:
     # -- operations (each returns plain JSON for the bridge) ---------------------------------
 
     async def get(self, keys: list[str], *, bulk: bool) -> dict[str, Any]:
-        method = "GET_BULK" if bulk else "GET"
-        if bulk and len(keys) > MAX_BULK_KEYS:
-            raise kv_error(method, 400, f"You can request a maximum of {MAX_BULK_KEYS} keys")
-        for key in keys:
-            check_key(method, key)
+        check_get(keys, bulk=bulk)
         now = self._now_s()
 
         def read(conn: sqlite3.Connection) -> dict[str, Any]:
@@ -109,19 +105,7 @@ class KvNamespace:
         expiration_ttl: Any = None,
         metadata: str | None = None,
     ) -> None:
-        check_key("PUT", key)
-        now = self._now_s()
-        expires = self._expiration(now, expiration, expiration_ttl)
-        if len(value) > MAX_VALUE_BYTES:
-            raise kv_error(
-                "PUT", 413, f"Value length of {len(value)} exceeds limit of {MAX_VALUE_BYTES}."
-            )
-        if metadata is not None:
-            size = len(metadata.encode("utf-8"))
-            if size > MAX_METADATA_BYTES:
-                raise kv_error(
-                    "PUT", 413, f"Metadata length of {size} exceeds limit of {MAX_METADATA_BYTES}."
-                )
+        expires = check_put(key, value, self._now_s(), expiration, expiration_ttl, metadata)
 
         def write(conn: sqlite3.Connection) -> None:
             conn.execute(
@@ -132,43 +116,6 @@ class KvNamespace:
 
         await self.file.run(write)
 
-    @staticmethod
-    def _expiration(now: int, expiration: Any, expiration_ttl: Any) -> int | None:
-        if expiration_ttl is not None:
-            ttl = _as_int(expiration_ttl)
-            if ttl is None or ttl <= 0:
-                raise kv_error(
-                    "PUT",
-                    400,
-                    f"Invalid expiration_ttl of {ttl or 0}. Please specify integer greater than 0.",
-                )
-            if ttl < MIN_EXPIRATION_TTL:
-                raise kv_error(
-                    "PUT",
-                    400,
-                    f"Invalid expiration_ttl of {expiration_ttl}. "
-                    f"Expiration TTL must be at least {MIN_EXPIRATION_TTL}.",
-                )
-            return now + ttl
-        if expiration is not None:
-            when = _as_int(expiration)
-            if when is None or when <= now:
-                raise kv_error(
-                    "PUT",
-                    400,
-                    f"Invalid expiration of {when or 0}. Please specify integer greater than "
-                    "the current number of seconds since the UNIX epoch.",
-                )
-            if when < now + MIN_EXPIRATION_TTL:
-                raise kv_error(
-                    "PUT",
-                    400,
-                    f"Invalid expiration of {expiration}. Expiration times must be at least "
-                    f"{MIN_EXPIRATION_TTL} seconds in the future.",
-                )
-            return when
-        return None
-
     async def delete(self, key: str) -> None:
         check_key("DELETE", key)
         await self.file.run(lambda conn: conn.execute("DELETE FROM entries WHERE key = ?", (key,)))
@@ -176,20 +123,10 @@ class KvNamespace:
     async def list(
         self, *, prefix: str = "", limit: Any = None, cursor: str | None = None
     ) -> dict[str, Any]:
-        count = _as_int(limit) if limit is not None else None
-        if count is None or count < 1:
-            count = MAX_LIST_LIMIT  # wrangler dev lists everything for 0 or junk
-        if count > MAX_LIST_LIMIT:
-            # workerd words this failure as a GET, not a LIST.
-            raise kv_error(
-                "GET",
-                400,
-                f"Invalid key_count_limit of {limit}. "
-                f"Please specify an integer less than {MAX_LIST_LIMIT}.",
-            )
-        after = _decode_cursor(cursor) if cursor else None
-        if cursor and after is None:
+        window = list_window(limit, cursor)
+        if window is None:
             return {"keys": [], "list_complete": True}
+        count, after = window
         now = self._now_s()
 
         def read(conn: sqlite3.Connection) -> dict[str, Any]:
@@ -204,23 +141,117 @@ class KvNamespace:
                 args.append(after)
             sql += " ORDER BY CAST(key AS BLOB) LIMIT ?"
             args.append(count + 1)
-            rows = conn.execute(sql, args).fetchall()
-            more = len(rows) > count
-            rows = rows[:count]
-            keys = []
-            for name, expiration, metadata in rows:
-                entry: dict[str, Any] = {"name": name}
-                if expiration is not None:
-                    entry["expiration"] = expiration
-                if metadata is not None:
-                    entry["metadata"] = metadata
-                keys.append(entry)
-            result: dict[str, Any] = {"keys": keys, "list_complete": not more}
-            if more:
-                result["cursor"] = _encode_cursor(rows[-1][0])
-            return result
+            return list_result(conn.execute(sql, args).fetchall(), count)
 
         return await self.file.run(read)
+
+
+def check_get(keys: list[Any], *, bulk: bool) -> None:
+    method = "GET_BULK" if bulk else "GET"
+    if bulk and len(keys) > MAX_BULK_KEYS:
+        raise kv_error(method, 400, f"You can request a maximum of {MAX_BULK_KEYS} keys")
+    for key in keys:
+        check_key(method, key)
+
+
+def check_put(
+    key: Any,
+    value: bytes,
+    now: int,
+    expiration: Any,
+    expiration_ttl: Any,
+    metadata: str | None,
+) -> int | None:
+    """Check a put as Cloudflare does (in its order); returns the expiration to store."""
+    check_key("PUT", key)
+    expires = _expiration(now, expiration, expiration_ttl)
+    if len(value) > MAX_VALUE_BYTES:
+        raise kv_error(
+            "PUT", 413, f"Value length of {len(value)} exceeds limit of {MAX_VALUE_BYTES}."
+        )
+    if metadata is not None:
+        size = len(metadata.encode("utf-8"))
+        if size > MAX_METADATA_BYTES:
+            raise kv_error(
+                "PUT", 413, f"Metadata length of {size} exceeds limit of {MAX_METADATA_BYTES}."
+            )
+    return expires
+
+
+def _expiration(now: int, expiration: Any, expiration_ttl: Any) -> int | None:
+    if expiration_ttl is not None:
+        ttl = _as_int(expiration_ttl)
+        if ttl is None or ttl <= 0:
+            raise kv_error(
+                "PUT",
+                400,
+                f"Invalid expiration_ttl of {ttl or 0}. Please specify integer greater than 0.",
+            )
+        if ttl < MIN_EXPIRATION_TTL:
+            raise kv_error(
+                "PUT",
+                400,
+                f"Invalid expiration_ttl of {expiration_ttl}. "
+                f"Expiration TTL must be at least {MIN_EXPIRATION_TTL}.",
+            )
+        return now + ttl
+    if expiration is not None:
+        when = _as_int(expiration)
+        if when is None or when <= now:
+            raise kv_error(
+                "PUT",
+                400,
+                f"Invalid expiration of {when or 0}. Please specify integer greater than "
+                "the current number of seconds since the UNIX epoch.",
+            )
+        if when < now + MIN_EXPIRATION_TTL:
+            raise kv_error(
+                "PUT",
+                400,
+                f"Invalid expiration of {expiration}. Expiration times must be at least "
+                f"{MIN_EXPIRATION_TTL} seconds in the future.",
+            )
+        return when
+    return None
+
+
+def list_window(limit: Any, cursor: str | None) -> tuple[int, str | None] | None:
+    """How many keys a list returns and the key it starts after; None: it lists nothing
+    (a cursor that does not decode)."""
+    count = _as_int(limit) if limit is not None else None
+    if count is None or count < 1:
+        count = MAX_LIST_LIMIT  # wrangler dev lists everything for 0 or junk
+    if count > MAX_LIST_LIMIT:
+        # workerd words this failure as a GET, not a LIST.
+        raise kv_error(
+            "GET",
+            400,
+            f"Invalid key_count_limit of {limit}. "
+            f"Please specify an integer less than {MAX_LIST_LIMIT}.",
+        )
+    after = _decode_cursor(cursor) if cursor else None
+    if cursor and after is None:
+        return None
+    return count, after
+
+
+def list_result(rows: list[Any], count: int) -> dict[str, Any]:
+    """A list's answer from up to `count + 1` rows of (name, expiration, metadata) in key
+    order (one more than asked for says there are more)."""
+    more = len(rows) > count
+    rows = rows[:count]
+    keys = []
+    for name, expiration, metadata in rows:
+        entry: dict[str, Any] = {"name": name}
+        if expiration is not None:
+            entry["expiration"] = expiration
+        if metadata is not None:
+            entry["metadata"] = metadata
+        keys.append(entry)
+    result: dict[str, Any] = {"keys": keys, "list_complete": not more}
+    if more:
+        result["cursor"] = _encode_cursor(rows[-1][0])
+    return result
 
 
 def _as_int(value: Any) -> int | None:

@@ -104,7 +104,7 @@ def check_key(method: str, key: Any) -> str:
     return key
 
 
-def _wire_object(row: tuple[Any, ...]) -> dict[str, Any]:
+def wire_object(row: tuple[Any, ...]) -> dict[str, Any]:
     key, _blob, size, etag, version, uploaded, http, custom, checksums = row
     return {
         "key": key,
@@ -119,7 +119,7 @@ def _wire_object(row: tuple[Any, ...]) -> dict[str, Any]:
     }
 
 
-def _precondition_ok(row: tuple[Any, ...] | None, only_if: dict[str, Any] | None) -> bool:
+def precondition_ok(row: tuple[Any, ...] | None, only_if: dict[str, Any] | None) -> bool:
     """R2's conditional rules; `uploaded` compares at one-second precision, as HTTP dates do."""
     if not only_if:
         return True
@@ -236,10 +236,10 @@ class R2Bucket:
 
     async def put(self, key: str, data: bytes, options: dict[str, Any]) -> dict[str, Any] | None:
         check_key("put", key)
-        _check_put_metadata(options)
+        check_put_metadata(options)
         if len(data) > MAX_UPLOAD_BYTES:
-            raise _too_large()
-        hashes = _Hashes(options)
+            raise too_large()
+        hashes = Hashes(options)
         hashes.update(data)
         checksums = hashes.verify(options)
 
@@ -247,7 +247,7 @@ class R2Bucket:
             conn: sqlite3.Connection, created: list[str], stale: list[str]
         ) -> dict[str, Any] | None:
             old = conn.execute(f"SELECT {_COLUMNS} FROM objects WHERE key = ?", (key,)).fetchone()
-            if not _precondition_ok(old, options.get("onlyIf")):
+            if not precondition_ok(old, options.get("onlyIf")):
                 return None
             blob = self._new_blob(data)
             created.append(blob)
@@ -262,8 +262,8 @@ class R2Bucket:
         (never held whole), renamed into place when complete. A body that fails or grows past
         MAX_UPLOAD_BYTES leaves nothing behind."""
         check_key("put", key)
-        _check_put_metadata(options)
-        hashes = _Hashes(options)
+        check_put_metadata(options)
+        hashes = Hashes(options)
         incoming = _Incoming(self.incoming)
         try:
             await asyncio.to_thread(incoming.open)
@@ -271,7 +271,7 @@ class R2Bucket:
             buffered = 0
             async for chunk in chunks:
                 if incoming.size + buffered + len(chunk) > MAX_UPLOAD_BYTES:
-                    raise _too_large()
+                    raise too_large()
                 pending.append(chunk)
                 buffered += len(chunk)
                 if buffered >= DISK_CHUNK_BYTES:
@@ -286,7 +286,7 @@ class R2Bucket:
                 old = conn.execute(
                     f"SELECT {_COLUMNS} FROM objects WHERE key = ?", (key,)
                 ).fetchone()
-                if not _precondition_ok(old, options.get("onlyIf")):
+                if not precondition_ok(old, options.get("onlyIf")):
                     return None
                 blob = incoming.place(self.blobs)
                 created.append(blob)
@@ -322,7 +322,7 @@ class R2Bucket:
         conn.execute(f"INSERT OR REPLACE INTO objects ({_COLUMNS}) VALUES (?,?,?,?,?,?,?,?,?)", row)
         if old is not None:
             stale.append(old[1])
-        return _wire_object(row)
+        return wire_object(row)
 
     # -- get / head ------------------------------------------------------------------------
 
@@ -344,14 +344,10 @@ class R2Bucket:
             row = conn.execute(f"SELECT {_COLUMNS} FROM objects WHERE key = ?", (key,)).fetchone()
             if row is None:
                 return None
-            wire = _wire_object(row)
-            wire["range"] = {"offset": 0, "length": row[2]}
-            if not body:
+            wire, span = answer_of(row, options, body=body)
+            if span is None:
                 return wire
-            if not _precondition_ok(row, options.get("onlyIf")):
-                return wire  # an R2Object without a body, as R2 answers
-            offset, length = _range(row[2], options.get("range"))
-            wire["range"] = {"offset": offset, "length": length}
+            offset, length = span
             try:
                 if stream_over is not None and length > stream_over:
                     wire["file"] = BodyFile(self.blobs / row[1], offset, length)
@@ -384,61 +380,19 @@ class R2Bucket:
         await self.file.run(self._write, remove)
 
     async def list(self, options: dict[str, Any]) -> dict[str, Any]:
-        prefix = str(options.get("prefix") or "")
-        delimiter = options.get("delimiter")
-        limit = options.get("limit")
-        if limit is None:
-            limit = MAX_LIST_LIMIT
-        if not isinstance(limit, int) or limit < 1 or limit > MAX_LIST_LIMIT:
-            raise r2_error("list", "MaxKeys params must be positive integer <= 1000.", 10022)
-        cursor = options.get("cursor")
-        after = options.get("startAfter")
-        if cursor:
-            try:
-                after = base64.urlsafe_b64decode(str(cursor).encode()).decode()
-            except (ValueError, UnicodeError):
-                raise r2_error("list", "The cursor is not valid.", 10023) from None
-        include = set(options.get("include") or ())
+        listing = Listing(options)
 
         def read(conn: sqlite3.Connection) -> dict[str, Any]:
             sql = f"SELECT {_COLUMNS} FROM objects WHERE substr(key, 1, ?) = ?"
-            args: list[Any] = [len(prefix), prefix]
-            if after is not None:
+            args: list[Any] = [len(listing.prefix), listing.prefix]
+            if listing.after is not None:
                 sql += " AND CAST(key AS BLOB) > CAST(? AS BLOB)"
-                args.append(after)
+                args.append(listing.after)
             sql += " ORDER BY CAST(key AS BLOB)"
-            objects: list[dict[str, Any]] = []
-            prefixes: list[str] = []
-            last = None
-            truncated = False
             for row in conn.execute(sql, args):
-                if len(objects) + len(prefixes) >= limit:
-                    truncated = True
+                if not listing.add(row):
                     break
-                key = row[0]
-                if delimiter:
-                    index = key.find(delimiter, len(prefix))
-                    if index >= 0:
-                        group = key[: index + len(delimiter)]
-                        if not prefixes or prefixes[-1] != group:
-                            prefixes.append(group)
-                        last = key
-                        continue
-                wire = _wire_object(row)
-                if "httpMetadata" not in include:
-                    wire["httpMetadata"] = {}
-                if "customMetadata" not in include:
-                    wire["customMetadata"] = {}
-                objects.append(wire)
-                last = key
-            result: dict[str, Any] = {
-                "objects": objects,
-                "truncated": truncated,
-                "delimitedPrefixes": prefixes,
-            }
-            if truncated and last is not None:
-                result["cursor"] = base64.urlsafe_b64encode(last.encode()).decode()
-            return result
+            return listing.result()
 
         return await self.file.run(read)
 
@@ -523,24 +477,7 @@ class R2Bucket:
                     (upload_id,),
                 )
             }
-            chosen = []
-            for index, part in enumerate(parts):
-                found = stored.get(part.get("partNumber"))
-                if found is None or found[2] != str(part.get("etag")).strip('"'):
-                    raise r2_error(
-                        "completeMultipartUpload",
-                        "One or more of the specified parts could not be found.",
-                        10025,
-                    )
-                if index < len(parts) - 1 and found[1] < MIN_PART_BYTES:
-                    raise r2_error(
-                        "completeMultipartUpload",
-                        "Your proposed upload is smaller than the minimum allowed object size.",
-                        10011,
-                    )
-                chosen.append(found)
-            digest = hashlib.md5(b"".join(bytes.fromhex(etag) for _, _, etag in chosen))
-            etag = f"{digest.hexdigest()}-{len(chosen)}"
+            chosen, etag = choose_parts(stored, parts)
             blob = self._joined_blob([name for name, _, _ in chosen])
             created.append(blob)
             size = sum(part_size for _, part_size, _ in chosen)
@@ -558,9 +495,109 @@ class R2Bucket:
             conn.execute("DELETE FROM parts WHERE upload_id = ?", (upload_id,))
             conn.execute("DELETE FROM uploads WHERE upload_id = ?", (upload_id,))
             stale.extend(part_blobs + ([old[0]] if old else []))
-            return _wire_object(row)
+            return wire_object(row)
 
         return await self.file.run(self._write, complete)
+
+
+def answer_of(
+    row: tuple[Any, ...], options: dict[str, Any], *, body: bool
+) -> tuple[dict[str, Any], tuple[int, int] | None]:
+    """The wire form of a get or head of `row`, and the (offset, length) of its body to
+    send (None: a head, or a get whose condition failed: an R2Object without a body, as
+    R2 answers)."""
+    wire = wire_object(row)
+    wire["range"] = {"offset": 0, "length": row[2]}
+    if not body or not precondition_ok(row, options.get("onlyIf")):
+        return wire, None
+    offset, length = body_range(row[2], options.get("range"))
+    wire["range"] = {"offset": offset, "length": length}
+    return wire, (offset, length)
+
+
+class Listing:
+    """One `list` call: its options checked, then fed the bucket's rows in key order
+    (`add` until it says the page is full) and answered by `result`."""
+
+    def __init__(self, options: dict[str, Any]) -> None:
+        self.prefix = str(options.get("prefix") or "")
+        self.delimiter = options.get("delimiter")
+        limit = options.get("limit")
+        if limit is None:
+            limit = MAX_LIST_LIMIT
+        if not isinstance(limit, int) or limit < 1 or limit > MAX_LIST_LIMIT:
+            raise r2_error("list", "MaxKeys params must be positive integer <= 1000.", 10022)
+        self.limit = limit
+        cursor = options.get("cursor")
+        self.after: str | None = options.get("startAfter")
+        if cursor:
+            try:
+                self.after = base64.urlsafe_b64decode(str(cursor).encode()).decode()
+            except (ValueError, UnicodeError):
+                raise r2_error("list", "The cursor is not valid.", 10023) from None
+        self.include = set(options.get("include") or ())
+        self.objects: list[dict[str, Any]] = []
+        self.prefixes: list[str] = []
+        self.last: str | None = None
+        self.truncated = False
+
+    def add(self, row: tuple[Any, ...]) -> bool:
+        """Take the next row; False once the page is full (the row is not taken)."""
+        if len(self.objects) + len(self.prefixes) >= self.limit:
+            self.truncated = True
+            return False
+        key = row[0]
+        if self.delimiter:
+            index = key.find(self.delimiter, len(self.prefix))
+            if index >= 0:
+                group = key[: index + len(self.delimiter)]
+                if not self.prefixes or self.prefixes[-1] != group:
+                    self.prefixes.append(group)
+                self.last = key
+                return True
+        wire = wire_object(row)
+        if "httpMetadata" not in self.include:
+            wire["httpMetadata"] = {}
+        if "customMetadata" not in self.include:
+            wire["customMetadata"] = {}
+        self.objects.append(wire)
+        self.last = key
+        return True
+
+    def result(self) -> dict[str, Any]:
+        result: dict[str, Any] = {
+            "objects": self.objects,
+            "truncated": self.truncated,
+            "delimitedPrefixes": self.prefixes,
+        }
+        if self.truncated and self.last is not None:
+            result["cursor"] = base64.urlsafe_b64encode(self.last.encode()).decode()
+        return result
+
+
+def choose_parts(
+    stored: dict[int, tuple[Any, int, str]], parts: list[dict[str, Any]]
+) -> tuple[list[tuple[Any, int, str]], str]:
+    """The stored parts (body, size, etag) a completion names, in its order, and the
+    object's etag; R2's errors for a part missing or too small."""
+    chosen = []
+    for index, part in enumerate(parts):
+        found = stored.get(part.get("partNumber"))  # type: ignore[arg-type]
+        if found is None or found[2] != str(part.get("etag")).strip('"'):
+            raise r2_error(
+                "completeMultipartUpload",
+                "One or more of the specified parts could not be found.",
+                10025,
+            )
+        if index < len(parts) - 1 and found[1] < MIN_PART_BYTES:
+            raise r2_error(
+                "completeMultipartUpload",
+                "Your proposed upload is smaller than the minimum allowed object size.",
+                10011,
+            )
+        chosen.append(found)
+    digest = hashlib.md5(b"".join(bytes.fromhex(etag) for _, _, etag in chosen))
+    return chosen, f"{digest.hexdigest()}-{len(chosen)}"
 
 
 class BodyFile:
@@ -588,7 +625,7 @@ class BodyFile:
         self._handle.close()
 
 
-class _Hashes:
+class Hashes:
     """MD5 (the etag) and the checksums a put asked to verify, fed as the body comes."""
 
     def __init__(self, options: dict[str, Any]) -> None:
@@ -637,13 +674,13 @@ class _Incoming:
         self._handle = open(self.path, "wb")  # noqa: SIM115 - closed by discard()
         fcntl.flock(self._handle.fileno(), fcntl.LOCK_EX)
 
-    def write(self, chunks: list[bytes], hashes: _Hashes) -> None:
+    def write(self, chunks: list[bytes], hashes: Hashes) -> None:
         for chunk in chunks:
             self._handle.write(chunk)
             hashes.update(chunk)
             self.size += len(chunk)
 
-    def finish(self, chunks: list[bytes], hashes: _Hashes) -> None:
+    def finish(self, chunks: list[bytes], hashes: Hashes) -> None:
         """Write the last chunks and make the body durable."""
         self.write(chunks, hashes)
         self._handle.flush()
@@ -680,7 +717,7 @@ def _remove_unless_locked(path: Path) -> None:
         pass
 
 
-def _check_put_metadata(options: dict[str, Any]) -> None:
+def check_put_metadata(options: dict[str, Any]) -> None:
     custom = options.get("customMetadata") or {}
     if _metadata_size(custom) > MAX_CUSTOM_METADATA_BYTES:
         raise r2_error(
@@ -688,7 +725,7 @@ def _check_put_metadata(options: dict[str, Any]) -> None:
         )
 
 
-def _too_large() -> HostError:
+def too_large() -> HostError:
     return r2_error("put", "Your proposed upload exceeds the maximum allowed object size.", 100100)
 
 
@@ -698,7 +735,7 @@ def _metadata_size(custom: dict[str, Any]) -> int:
     return sum(len(str(k).encode()) + len(str(v).encode()) for k, v in custom.items())
 
 
-def _range(size: int, spec: dict[str, Any] | None) -> tuple[int, int]:
+def body_range(size: int, spec: dict[str, Any] | None) -> tuple[int, int]:
     if not spec:
         return 0, size
     if "suffix" in spec and spec["suffix"] is not None:

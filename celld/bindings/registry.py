@@ -5,6 +5,10 @@ binding's local id and the method; js/bindings/ sends them. Stores live under th
 folder, one per namespace, database or bucket, so one project never sees another's data:
 
     <state>/kv/<id>.sqlite3    <state>/d1/<id>.sqlite3    <state>/r2/<bucket>/
+
+With a shared store (`store` a postgresql:// URL: several nodes on one database), KV
+namespaces and R2 buckets are rows in that database instead (celld/bindings/pgkv.py,
+pgr2.py), keyed the same way, so every node sees the same data.
 """
 
 from __future__ import annotations
@@ -19,6 +23,9 @@ from celld.bindings.d1 import D1Database
 from celld.bindings.errors import type_error
 from celld.bindings.kv import KvNamespace
 from celld.bindings.offline import warn_offline
+from celld.bindings.pgkv import PgKvNamespace
+from celld.bindings.pgr2 import PgR2Bucket
+from celld.bindings.pgshared import SharedPool
 from celld.bindings.r2 import R2Bucket
 from celld.bindings.wire import from_wire
 from celld.isolate.host import HostError, OpHandler
@@ -58,20 +65,28 @@ class Bindings:
         now_ms: Callable[[], int],
         *,
         synchronous: str = "FULL",
+        shared: str | None = None,
     ) -> None:
+        """`shared`: the DSN of a PostgreSQL store shared by several nodes, where KV and R2
+        live then (None: files under `state`)."""
         self.config = config
-        self.kv = {
-            ns.id: KvNamespace(kv_path(state, ns.id), now_ms, synchronous=synchronous)
-            for ns in config.kv
-        }
+        self.shared = SharedPool(shared) if shared else None
+        self.kv: dict[str, KvNamespace | PgKvNamespace] = {}
+        self.r2: dict[str, R2Bucket | PgR2Bucket] = {}
+        for ns in config.kv:
+            self.kv[ns.id] = (
+                PgKvNamespace(self.shared, ns.id, now_ms)
+                if self.shared
+                else KvNamespace(kv_path(state, ns.id), now_ms, synchronous=synchronous)
+            )
+        for b in config.r2:
+            self.r2[b.bucket_name] = (
+                PgR2Bucket(self.shared, b.bucket_name, now_ms)
+                if self.shared
+                else R2Bucket(r2_folder(state, b.bucket_name), now_ms, synchronous=synchronous)
+            )
         self.d1 = {
             db.id: D1Database(d1_path(state, db.id), synchronous=synchronous) for db in config.d1
-        }
-        self.r2 = {
-            b.bucket_name: R2Bucket(
-                r2_folder(state, b.bucket_name), now_ms, synchronous=synchronous
-            )
-            for b in config.r2
         }
         self.assets = AssetServer(config.assets) if config.assets else None
 
@@ -83,6 +98,8 @@ class Bindings:
     async def close(self) -> None:
         for store in [*self.kv.values(), *self.d1.values(), *self.r2.values()]:
             await store.close()
+        if self.shared is not None:
+            await self.shared.close()
 
     def env_message(self) -> dict[str, Any]:
         """What js/bindings/ needs to build `env`: binding name -> local id."""
@@ -94,6 +111,15 @@ class Bindings:
             "assets": c.assets.binding if c.assets and c.assets.binding else None,
             "offline": [
                 {"binding": o.binding, "kind": o.kind, "service": o.service} for o in c.offline
+            ],
+            "queues": [
+                {
+                    "binding": p.binding,
+                    "queue": p.queue,
+                    "deliveryDelay": p.delivery_delay,
+                    "defaultType": c.queues.default_content_type,
+                }
+                for p in c.queues.producers
             ],
         }
 
@@ -112,7 +138,7 @@ class Bindings:
 
     @staticmethod
     async def _put_stream(
-        bucket: R2Bucket, key: Any, value: dict[str, Any], options: dict[str, Any]
+        bucket: R2Bucket | PgR2Bucket, key: Any, value: dict[str, Any], options: dict[str, Any]
     ) -> Any:
         """A put whose body streams in from JS (a pipe) or from the host (a request body)."""
         chunks, _, stop = STREAMS.body_of(value)
@@ -125,7 +151,7 @@ class Bindings:
             raise
 
     async def op_kv(self, message: dict[str, Any]) -> Any:
-        ns: KvNamespace = self._pick(self.kv, message, "KV")
+        ns: KvNamespace | PgKvNamespace = self._pick(self.kv, message, "KV")
         method = message.get("method")
         if method == "get":
             keys = message.get("keys")
@@ -165,7 +191,7 @@ class Bindings:
         raise HostError(f"celld: D1 has no method {method!r}")
 
     async def op_r2(self, message: dict[str, Any]) -> Any:
-        bucket: R2Bucket = self._pick(self.r2, message, "R2")
+        bucket: R2Bucket | PgR2Bucket = self._pick(self.r2, message, "R2")
         method = message.get("method")
         key = message.get("key")
         options = message.get("options") or {}

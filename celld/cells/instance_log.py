@@ -13,7 +13,10 @@ the JS side turns back into values; a `sensitive: "output"` step's output is log
 `"[REDACTED]"` and never stored in the log.
 
 Commits are grouped, so a step that started and finished between two commits is logged
-as its whole sequence at once, in order.
+as its whole sequence at once, in order. The usual case, a step begun and done with its
+first attempt in one commit, is one compact entry that stands for its four events; the
+store expands it when the log is read (celld.store.logpack), so a log nobody reads costs
+little more than the step's own row.
 """
 
 from __future__ import annotations
@@ -28,6 +31,7 @@ from celld.engine import Machine, Status, StepRecord
 from celld.engine.rollback import COMPLETE as PHASE_COMPLETE
 from celld.engine.rollback import PHASE, PHASE_KEY, REGISTERED, ROLLBACK, ROLLING_BACK
 from celld.engine.state import Changes, StepKey
+from celld.store.logpack import STEP_DONE, step_done_body
 
 #: A logged event before the store numbers it: (timestamp ms, type, body as JSON text).
 LogEntry = tuple[int, str, str]
@@ -218,19 +222,17 @@ class InstanceLog:
 
     def _done_at_once(self, row: StepRecord, out: list[LogEntry]) -> None:
         """The events of a step whose first attempt began and succeeded since the last
-        commit (most steps): what `_do` emits for it, with its texts made directly."""
-        now = self._now
-        named = '{"stepName":' + orjson.dumps(f"{row.name}-{row.count}").decode()
+        commit (most steps): one compact entry the store expands when the log is read
+        (`STEP_DONE`: step_started, attempt_started, attempt_completed, step_completed)."""
         config, view = _config(row.config)
-        view_text = _view_text(row.config, view)
         sensitive = config.get("sensitive") == "output"
         output = REDACTED_TEXT if sensitive else (row.value or "null")
-        attempt = named + ',"attempt":1}'
-        out.append((now, "step_started", named + ',"config":' + view_text + "}"))
-        out.append((now, "attempt_started", attempt))
-        out.append((now, "attempt_completed", attempt))
-        output_text = orjson.dumps(output).decode()
-        out.append((now, "step_completed", named + ',"$output":' + output_text + "}"))
+        body = step_done_body(
+            orjson.dumps(f"{row.name}-{row.count}").decode(),
+            _view_text(row.config, view),
+            orjson.dumps(output).decode(),
+        )
+        out.append((self._now, STEP_DONE, body))
 
     def _rollback(self, row: StepRecord, emit: Any) -> None:
         """A rollback handler's row: nothing while it is only registered, then the same

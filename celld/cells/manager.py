@@ -74,6 +74,11 @@ SCAN_PAGE = 5_000
 MAX_YOUNG = 64
 REFILL_PAGE = 1_000
 MAX_ALARMS_IN_MEMORY = 500_000
+#: Every so often the horizon scan reads every deadline in the window again, not only
+#: those past the previous scan's horizon: a safety net that costs one pass of the index.
+FULL_SCAN_MS = 60_000
+#: Deadlines kept to preload at the next scan when no slot was free (at most this many).
+PRELOAD_LATER_MAX = 10_000
 
 
 #: What operator views show instead of a `sensitive: "output"` step's value.
@@ -185,7 +190,12 @@ class CellManager:
         self.residency.warm_idle = self.isolates.warm.__len__
         self.alarms = AlarmQueue(clock, self._on_alarm)
         self._refill = asyncio.Event()
+        self._refilling = False  # a refill pass is paging runnable instances in
         self._recovering: set[InstanceRef] = set()
+        #: every deadline before this was read by a horizon scan (None: scan them all)
+        self._scanned_to: int | None = None
+        self._full_scan_at = 0
+        self._preload_later: list[tuple[InstanceRef, int]] = []
         self._stopping = False
         self.log_hub = LogHub()  # subscribe(): wakes readers of an instance's event log
         self.scheduler = Scheduler(
@@ -382,6 +392,7 @@ class CellManager:
             new,
             len(cells),
         )
+        self._scanned_to = None  # the next horizon scan reads every deadline again
         for cell in cells:
             cell.break_(StoreUnavailable(f"node {old} was taken over"))
 
@@ -459,6 +470,7 @@ class CellManager:
 
     def _recover_later(self, ref: InstanceRef) -> None:
         """Load `ref` again once the store works, and carry on where its rows say."""
+        self._scanned_to = None  # the next horizon scan reads every deadline again
         if ref in self._recovering:
             return
         self._recovering.add(ref)
@@ -486,7 +498,10 @@ class CellManager:
     # -- paging runnable instances in ----------------------------------------------------------
 
     def _refill_wanted(self) -> None:
-        self._refill.set()
+        """The run queue has room: wake the refill, if it has anything to do (every
+        dispatch with room calls this; waking an idle refill cost each run a task step)."""
+        if self.residency.queue.overflowed or self._refilling:
+            self._refill.set()
 
     async def _refill_loop(self) -> None:
         """Whenever the run queue overflowed and has room again, page through the store's
@@ -508,6 +523,13 @@ class CellManager:
                 self._refill.set()
 
     async def _refill_pass(self) -> None:
+        self._refilling = True
+        try:
+            await self._refill_page_in()
+        finally:
+            self._refilling = False
+
+    async def _refill_page_in(self) -> None:
         queue = self.residency.queue
         after: InstanceRef | None = None
         while True:
@@ -571,26 +593,69 @@ class CellManager:
     async def _scan_horizon(self) -> None:
         """Load alarms for every deadline inside the window, and bring the earliest of those
         instances in ahead of time (while slots are free) so that they are resident and
-        only resolve a promise when their deadline comes."""
+        only resolve a promise when their deadline comes.
+
+        A scan reads only deadlines from where the previous one stopped (`_scanned_to`):
+        one already read was armed then, and once its alarm fires its wake-up is queued
+        (never left out) and commits the next deadline, while a deadline that moves
+        earlier is armed by the commit that moves it (`schedule`). Reading the overdue
+        rows again every half window cost a wake-up storm a scan of the whole backlog
+        each time (bench/PROFILE.md). A full scan still runs every `FULL_SCAN_MS`, at
+        start, after the clock moved back, and after anything that dropped cells."""
         now = self.clock.now()
         horizon = now + self.residency_ms
-        after: tuple[int, str, str] | None = None
+        scanned_to = self._scanned_to
+        if scanned_to is not None and (
+            scanned_to > horizon or now - self._full_scan_at >= FULL_SCAN_MS
+        ):
+            scanned_to = None
+        if scanned_to is None:
+            self._full_scan_at = now
+        self._scanned_to = None  # until this scan has read everything up to its horizon
+        after: tuple[int, str, str] | None = None if scanned_to is None else (scanned_to, "", "")
         residency = self.residency
         free = residency.max_resident - residency.resident_count - len(residency.queue)
         preload = max(0, free // 2)
+        # deadlines read earlier that found no free slot to preload then
+        waiting, self._preload_later = self._preload_later, []
+        for ref, when in waiting:
+            preload = self._preload(ref, when, now, preload)
         while len(self.alarms) < MAX_ALARMS_IN_MEMORY:
             page = await self.store.due(horizon, SCAN_PAGE, after)
             for ref, when in page:
-                if ref.workflow not in self.specs or residency.waking(ref):
-                    continue  # (a wake-up already under way commits its next deadline)
+                if ref.workflow not in self.specs:
+                    continue
+                # Armed even while a wake-up of it is queued or starting: if that run
+                # commits no new deadline, this alarm is the one that wakes it (a run
+                # queued already is not queued twice).
+                cell = residency.get(ref)
+                if cell is not None:
+                    # In memory, the cell's deadline is the truth: the row may still hold
+                    # one a resident wake-up settled without a commit of its own, and an
+                    # alarm for it would fire again for nothing.
+                    wake = cell.machine.next_wake()
+                    if wake is not None and wake <= horizon:
+                        self.alarms.schedule(ref, wake)
+                    continue
                 self.alarms.schedule(ref, when)
-                if preload and when > now and residency.get(ref) is None:
-                    preload -= 1
-                    self.request_run(ref, Priority.PRELOAD)
+                preload = self._preload(ref, when, now, preload)
             if len(page) < SCAN_PAGE:
+                self._scanned_to = horizon
                 return
             last_ref, last_when = page[-1]
             after = (last_when, last_ref.workflow, last_ref.id)
+
+    def _preload(self, ref: InstanceRef, when: int, now: int, budget: int) -> int:
+        """Bring a hibernated instance due at `when` in ahead of its deadline if the budget
+        allows, else keep it for the next scan; returns the budget left."""
+        if when <= now or self.residency.get(ref) is not None:
+            return budget
+        if budget:
+            self.request_run(ref, Priority.PRELOAD)
+            return budget - 1
+        if len(self._preload_later) < PRELOAD_LATER_MAX:
+            self._preload_later.append((ref, when))
+        return budget
 
     async def _horizon_loop(self) -> None:
         while True:

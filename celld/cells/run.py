@@ -366,7 +366,10 @@ class CellRun:
         if m.get("unserializable"):
             decision = self.machine.attempt_unserializable(key, attempt, now)
         elif m.get("ok"):
-            decision = self.machine.attempt_succeeded(key, attempt, str(m["value"]), now)
+            value = m["value"]  # (a BinaryValue is a str: kept as it is, with its bytes)
+            decision = self.machine.attempt_succeeded(
+                key, attempt, value if isinstance(value, str) else str(value), now
+            )
         else:
             error = ErrorInfo.from_dict(m.get("error") or {})
             decision = self.machine.attempt_failed(key, attempt, error, now, **failure_keywords(m))

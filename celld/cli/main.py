@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import os
 import re
 import secrets
 import sys
+from functools import partial
 from pathlib import Path
 
 import click
@@ -25,17 +27,25 @@ def cli() -> None:
 
 @cli.command()
 @click.argument(
-    "project",
-    required=False,
-    default=".",
+    "projects",
+    nargs=-1,
     type=click.Path(exists=True, file_okay=False, path_type=Path),
 )
 @click.option(
     "--config",
     "-c",
-    "config_file",
+    "config_files",
+    multiple=True,
     type=click.Path(exists=True, dir_okay=False, path_type=Path),
-    help="wrangler.toml / wrangler.json(c) to use instead of the one in PROJECT.",
+    help="wrangler.toml / wrangler.json(c) to use instead of the one in PROJECT; repeat it "
+    "to run several Workers (the first is served on the port).",
+)
+@click.option(
+    "--env",
+    "-e",
+    "env_name",
+    help="Run the named environment [env.NAME] of each config (default: CLOUDFLARE_ENV, "
+    "else the top level).",
 )
 @click.option(
     "--port",
@@ -77,6 +87,13 @@ def cli() -> None:
     "wrangler dev --test-scheduled does.",
 )
 @click.option(
+    "--watch/--no-watch",
+    default=True,
+    show_default=True,
+    help="Reload when the Worker's files, its config or its vars files change (and run "
+    "[build] command again when files under its watch_dir do), as wrangler dev does.",
+)
+@click.option(
     "--persist-to",
     type=click.Path(file_okay=False, path_type=Path),
     help="Folder for durable state (default: PROJECT/.celld).",
@@ -95,6 +112,13 @@ def cli() -> None:
     help="Set or override a var (repeatable).",
 )
 @click.option("--threads", type=click.IntRange(1, 256), help="JS threads (default: one per core).")
+@click.option(
+    "--workers",
+    "worker_processes",
+    type=click.IntRange(1, 256),
+    help="Processes sharing the port and the work, workflow instances sharded over them "
+    "(default: the number the state folder was last run with, else 1).",
+)
 @click.option(
     "--max-connections",
     default=1024,
@@ -141,8 +165,9 @@ def cli() -> None:
     help="pretty: wrangler dev's lines (in colour on a terminal); json: one object a line.",
 )
 def run(
-    project: Path,
-    config_file: Path | None,
+    projects: tuple[Path, ...],
+    config_files: tuple[Path, ...],
+    env_name: str | None,
     port: int | None,
     ip: str | None,
     local_protocol: str | None,
@@ -151,10 +176,12 @@ def run(
     upstream_protocol: str | None,
     host: str | None,
     test_scheduled: bool,
+    watch: bool,
     persist_to: Path | None,
     store: str | None,
     var_options: tuple[str, ...],
     threads: int | None,
+    worker_processes: int | None,
     max_connections: int,
     max_idle_connections: int,
     header_timeout: float,
@@ -162,19 +189,36 @@ def run(
     log_level: str,
     log_format: str,
 ) -> None:
-    """Serve the Worker project in PROJECT (default: the current folder)."""
+    """Serve the Worker project in PROJECT (default: the current folder).
+
+    Several PROJECT folders (or -c files) run several Workers in one session, bound to one
+    another by service bindings and `script_name`; the first is served on the port."""
     from celld.cells.clock import ManualClock
     from celld.cli import devsettings
-    from celld.cli.serve import DevServer, PortUnavailable, bind, bound_port
+    from celld.cli.serve import (
+        DevServer,
+        PortUnavailable,
+        WorkerArgs,
+        bind,
+        bound_port,
+        config_paths,
+        load_worker,
+        load_workers,
+    )
+    from celld.cluster import processes
     from celld.isolate.modules import ModuleError
     from celld.isolate.watchdog import NoCpuLimit
-    from celld.project.build import BuildFailed, read_build, run_build
-    from celld.project.config import ConfigError, find_config, load_config, parse_var_option
+    from celld.isolate.websockets import MAX_MESSAGE_BYTES
+    from celld.project.build import BuildFailed
+    from celld.project.config import ConfigError, parse_var_option
+    from celld.project.environments import requested_env
+    from celld.project.files import redirected_config, state_home
     from celld.server.admission import RequestCap
     from celld.server.connections import connection_budget, raise_open_files_limit
     from celld.server.local_cert import local_certificate
     from celld.server.logformat import configure_logging
-    from celld.server.service import Service, ServiceOptions
+    from celld.server.service import ServiceOptions
+    from celld.server.session import Session, state_folder
 
     try:
         from celld.server.protocol import guarded_protocol
@@ -188,14 +232,26 @@ def run(
     configure_logging(level, log_format)
     log = logging.getLogger("celld")
     try:
-        config_path = find_config(project, config_file)
-        build = read_build(config_path)
-        if build is not None:
-            run_build(build)
-        overrides = dict(parse_var_option(option) for option in var_options)
-        config = load_config(config_path, var_overrides=overrides)
-        for issue in config.warnings:
-            log.warning("%s: %s: %s", config.path.name, issue.key, issue.message)
+        member = processes.member()
+        worker_args = WorkerArgs(
+            projects=projects or (Path("."),),
+            config_files=config_files,
+            env=requested_env(env_name),
+            var_overrides=dict(parse_var_option(option) for option in var_options),
+            builds=member is None,  # a cluster's parent builds, once
+        )
+        paths = config_paths(worker_args)
+        first_dir = worker_args.projects[0]
+        first_file = config_files[0] if config_files else None
+        if first_file is None and redirected_config(first_dir) is not None:
+            log.info("using %s, the configuration the build generated", paths[0])
+        workers = load_workers(worker_args)
+        config = workers[0]
+        for worker in workers:
+            for issue in worker.warnings:
+                log.warning("%s: %s: %s", worker.path.name, issue.key, issue.message)
+            for used in worker.vars_files:
+                log.info("%s: using secrets defined in %s", worker.name, used.name)
         dev = devsettings.resolve(
             config.dev,
             ip=ip,
@@ -207,7 +263,11 @@ def run(
             https_cert_path=https_cert_path,
         )
         options = ServiceOptions(
-            persist_to=(persist_to or config.root / ".celld").resolve(),
+            # the served Worker's state: in its project also when a build redirected its
+            # config into the build's output (celld.project.files.state_home)
+            persist_to=state_folder(
+                config, 0, persist_to or state_home(first_dir, first_file, config.root) / ".celld"
+            ),
             js_threads=threads,
             synchronous=os.environ.get("CELLD_SQLITE_SYNC", "FULL"),
             store=store,
@@ -226,14 +286,28 @@ def run(
             # Tests drive time over HTTP (POST /cdn-cgi/celld/clock?advance=MS);
             # "manual:<epoch ms>" starts it at a given time (a restart resuming a test).
             _, _, start = test_clock.partition(":")
-            options.clock = ManualClock(int(start) if start else None)
+            options.clock = ManualClock(processes.clock_start(member, start))
         options.operator_token, printed = operator_token(
             dev.ip, os.environ.get("CELLD_ADMIN_TOKEN")
         )
+        if worker_processes not in (None, 1) and len(workers) > 1:
+            raise ValueError(
+                "--workers N (several processes) serves one Worker; run several Workers "
+                "with --workers 1"
+            )
+        processes_n = processes.settle(member, options, worker_processes, config.bindings)
         # The port is taken before anything starts: a port in use stops celld here, with
-        # nothing else begun.
-        sock = bind(dev.ip, dev.port)
-        service = Service(config, options)
+        # nothing else begun (a cluster's children accept on their parent's socket).
+        sock = bind(dev.ip, dev.port) if member is None else processes.inherited_socket(member)
+        session = Session.create(workers, options, persist_to)
+        if watch:
+            from celld.server.reload import Reloader
+
+            # the Reloader runs the [build] command itself, before it loads again
+            reloads = dataclasses.replace(worker_args, builds=False)
+            for index, (service, path) in enumerate(zip(session.services, paths, strict=True)):
+                reload = partial(load_worker, reloads, path, index)
+                Reloader(service, path, reload).attach()
         tls: dict[str, str] = {}
         made_cert: Path | None = None  # a certificate celld made (clients must trust it)
         if dev.local_protocol == "https":
@@ -257,7 +331,12 @@ def run(
     url = f"{dev.local_protocol}://{shown_host}:{bound_port(sock)}"
 
     def ready() -> None:
+        if member is not None:
+            member.ready()  # the parent says it once every process listens
+            return
         log.info("celld %s: serving %s on %s", __version__, config.name, url)
+        for other in workers[1:]:
+            log.info("also running Worker %s (reached through bindings)", other.name)
         log.info("operator page on %s/cdn-cgi/celld/", url)
         if dev.local_protocol == "https" and not tls["ssl_certfile"].startswith(
             str(dev.https_cert_path or "\0")
@@ -268,6 +347,8 @@ def run(
             )
         if test_scheduled:
             log.info("fire the Worker's scheduled() handler: %s/__scheduled?cron=*+*+*+*+*", url)
+        if processes_n > 1:
+            log.info("%d processes share the port and the workflow instances", processes_n)
         if printed:
             log.warning(
                 "listening beyond loopback; operator token (set CELLD_ADMIN_TOKEN to "
@@ -277,18 +358,25 @@ def run(
 
     sys.setswitchinterval(switch_interval_s(os.environ.get("CELLD_SWITCH_INTERVAL_MS")))
     max_open, backlog = connection_budget(raise_open_files_limit())
+    if processes_n > 1 and member is None:
+        sys.exit(processes.supervise(sock, processes_n, backlog, grace, ready, options))
     server_config = uvicorn.Config(
-        RequestCap(service.app(), max_connections),
+        RequestCap(processes.wrap(member, session.app()), max_connections),
         backlog=backlog,  # the pre-bound socket listens with it (uvicorn's startup)
         log_config=None,
         log_level=None,
         access_log=False,
         lifespan="on",
         http=guarded_protocol(header_timeout, max_idle_connections, max_open),
+        # WebSocket upgrades (celld/server/websocket.py): the `websockets` library's sans-I/O
+        # protocol, with workerd's 1 MiB limit on a received message; uvicorn's shutdown
+        # closes them with 1012 (service restart).
+        ws="websockets-sansio",
+        ws_max_size=MAX_MESSAGE_BYTES,
         timeout_graceful_shutdown=grace,
         **tls,  # type: ignore[arg-type]
     )
-    DevServer(server_config, ready).run(sockets=[sock])
+    DevServer(server_config, ready, on_stopping=session.stopping).run(sockets=[sock])
 
 
 #: How long a thread may keep the GIL while another waits for it. The event loop keeps it

@@ -13,12 +13,62 @@ import errno
 import logging
 import signal
 import socket
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
 from types import FrameType
 
 import uvicorn
 
+from celld.project.build import read_build, run_build
+from celld.project.config import ConfigError, ProjectConfig, find_config, load_config
+
 log = logging.getLogger("celld")
+
+
+@dataclass(frozen=True)
+class WorkerArgs:
+    """What `celld run` was told about its Workers: project folders, `-c` config files
+    (either names the Workers, in order; the first is served on the port), `--env`, and
+    the `--var` overrides (for the first Worker, the one served)."""
+
+    projects: tuple[Path, ...] = (Path("."),)
+    config_files: tuple[Path, ...] = ()
+    env: str | None = None
+    var_overrides: Mapping[str, str] = field(default_factory=dict)
+    #: run each Worker's ``[build] command`` (a cluster's child processes do not: the
+    #: parent built once)
+    builds: bool = True
+
+
+def config_paths(args: WorkerArgs) -> list[Path]:
+    """The config file of each Worker, in order. `-c` files name the Workers when given
+    (as `wrangler dev -c a -c b`); with a single PROJECT folder beside them, they are taken
+    as given, as before. Several folders and `-c` files together are refused."""
+    if args.config_files:
+        if len(args.projects) > 1:
+            raise ConfigError(
+                args.projects[1],
+                message="give the Workers either as PROJECT folders or as -c config files, "
+                "not both",
+            )
+        return [find_config(args.projects[0], file) for file in args.config_files]
+    return [find_config(project) for project in args.projects]
+
+
+def load_workers(args: WorkerArgs) -> list[ProjectConfig]:
+    """Build (``[build] command``) and load each Worker of the session from the CLI's
+    arguments. Raises ConfigError or BuildFailed, naming the file."""
+    return [load_worker(args, path, index) for index, path in enumerate(config_paths(args))]
+
+
+def load_worker(args: WorkerArgs, path: Path, index: int) -> ProjectConfig:
+    """Build and load Worker number `index` of the session (again, to reload it)."""
+    build = read_build(path, args.env)
+    if build is not None and args.builds:
+        run_build(build)
+    overrides = args.var_overrides if index == 0 else None
+    return load_config(path, var_overrides=overrides, env=args.env)
 
 
 class PortUnavailable(Exception):
@@ -72,9 +122,15 @@ def bound_port(sock: socket.socket) -> int:
 class DevServer(uvicorn.Server):
     """uvicorn's server, telling when it is ready and when it stops."""
 
-    def __init__(self, config: uvicorn.Config, on_ready: Callable[[], None]) -> None:
+    def __init__(
+        self,
+        config: uvicorn.Config,
+        on_ready: Callable[[], None],
+        on_stopping: Callable[[], None] | None = None,
+    ) -> None:
         super().__init__(config)
         self._on_ready = on_ready
+        self._on_stopping = on_stopping
         self._stop_said = False
 
     async def startup(self, sockets: list[socket.socket] | None = None) -> None:
@@ -85,6 +141,8 @@ class DevServer(uvicorn.Server):
     def handle_exit(self, sig: int, frame: FrameType | None) -> None:
         if not self._stop_said:
             self._stop_said = True
+            if self._on_stopping is not None:
+                self._on_stopping()
             try:
                 name = signal.Signals(sig).name
             except ValueError:

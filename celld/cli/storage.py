@@ -26,12 +26,14 @@ T = TypeVar("T")
 class Context:
     def __init__(self, project: Path, config_file: Path | None, persist_to: Path | None) -> None:
         from celld.project.config import ConfigError, find_config, load_config
+        from celld.project.files import state_home
 
         try:
             self.config = load_config(find_config(project, config_file))
         except ConfigError as error:
             raise click.ClickException(str(error)) from None
-        self.state = (persist_to or self.config.root / ".celld").resolve()
+        home = state_home(project, config_file, self.config.root)
+        self.state = (persist_to or home / ".celld").resolve()
 
     def d1(self, name: str) -> Any:
         for db in self.config.bindings.d1:

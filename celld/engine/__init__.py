@@ -41,10 +41,12 @@ from .errors import (
 from .lifecycle import (
     ACTIVE,
     FINAL,
+    OPERATOR_ACTIONS,
     TRANSITIONS,
     LifecycleError,
     LifecycleEvent,
     Status,
+    allowed_actions,
     transition,
 )
 from .machine import DEFAULT_STEP_LIMIT, Machine, event_json
@@ -68,6 +70,7 @@ __all__ = [
     "DEFAULT_STEP_LIMIT",
     "FINAL",
     "MAX_PAYLOAD_BYTES",
+    "OPERATOR_ACTIONS",
     "TRANSITIONS",
     "AlreadyExistsError",
     "BatchTooLargeError",
@@ -113,6 +116,7 @@ __all__ = [
     "retry_delay_ms",
     "status_error",
     "step_name_ok",
+    "allowed_actions",
     "transition",
     "validate_event_payload",
     "validate_event_type",

@@ -6,6 +6,7 @@ import json
 from dataclasses import dataclass
 from typing import Any, NamedTuple
 
+from .binary import BinaryValue, concat, join_texts, wire_member
 from .errors import ErrorInfo
 
 
@@ -93,7 +94,9 @@ class RunStart:
                 first.append(journal_member(key[len(FIRST_DO_PREFIX) :], entry))
             else:
                 keyed.append(journal_member(key, entry))
-        return '{"first":{' + ",".join(first) + '},"keyed":{' + ",".join(keyed) + "}}"
+        return concat(
+            '{"first":{', join_texts(",", first), '},"keyed":{', join_texts(",", keyed), "}}"
+        )
 
 
 #: The key prefix of a first ``step.do`` call of its name, journaled by name alone.
@@ -130,6 +133,8 @@ def journal_member(key: str, entry: JournalEntry) -> str:
         body = '{"$":"' + ERROR_TAG + '","error":' + data.to_json() + "}"  # type: ignore[union-attr]
     elif data is None:
         body = UNDEFINED_ENTRY
+    elif type(data) is BinaryValue:
+        return concat(json.dumps(key, ensure_ascii=False) + ":", wire_member(data))
     else:
         body = data  # type: ignore[assignment]
     return json.dumps(key, ensure_ascii=False) + ":" + body

@@ -103,6 +103,32 @@ def can(status: Status, event: LifecycleEvent) -> bool:
     return (status, event) in TRANSITIONS
 
 
+#: The operator's actions (the explorer API's `PATCH .../status` values, the binding's
+#: instance methods) and the lifecycle event each one asks for.
+OPERATOR_ACTIONS: dict[str, LifecycleEvent] = {
+    "pause": LifecycleEvent.PAUSE_REQUESTED,
+    "resume": LifecycleEvent.RESUME,
+    "terminate": LifecycleEvent.TERMINATE,
+    "restart": LifecycleEvent.RESTART,
+}
+#: What the machine still does while a rollback runs (the instance reads ``running``):
+#: a terminate stops the rollback and a restart forgets it; a pause or resume is a no-op.
+DURING_ROLLBACK = frozenset({"terminate", "restart"})
+
+
+def allowed_actions(status: Status | str, *, rolling_back: bool = False) -> tuple[str, ...]:
+    """The operator actions that change an instance in ``status``, in the order of
+    :data:`OPERATOR_ACTIONS`: those whose event the table allows from it. The others are
+    no-ops (pause, resume) or refused (terminate on a final status), so tools offer only
+    these (the operator page's buttons come from here)."""
+    current = Status(status)
+    return tuple(
+        action
+        for action, event in OPERATOR_ACTIONS.items()
+        if can(current, event) and (not rolling_back or action in DURING_ROLLBACK)
+    )
+
+
 def transition(status: Status, event: LifecycleEvent) -> Status:
     """The status after ``event``; raises :class:`LifecycleError` if it is not allowed."""
     try:

@@ -24,6 +24,7 @@ from typing import Any
 
 from . import rollback as rb
 from .backoff import retry_delay_ms
+from .binary import text_of
 from .decisions import (
     Decision,
     Fail,
@@ -115,7 +116,7 @@ def event_json(event: EventRecord) -> str:
     ``timestamp`` is epoch ms, which JS turns into a ``Date``.
     """
     return json.dumps(
-        {"payload": event.payload, "type": event.type, "timestamp": event.timestamp},
+        {"payload": text_of(event.payload), "type": event.type, "timestamp": event.timestamp},
         ensure_ascii=False,
         separators=(",", ":"),
     )

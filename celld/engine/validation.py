@@ -11,6 +11,7 @@ import json
 import re
 from typing import Any
 
+from .binary import BinaryValue
 from .durations import DAY_MS, DurationError, parse_duration
 from .errors import (
     EventBufferFullError,
@@ -84,6 +85,8 @@ def too_large(text: str, limit: int = MAX_PAYLOAD_BYTES) -> bool:
     """True when the value serialized as ``text`` exceeds ``limit`` bytes: its UTF-8 size,
     with binary data counted by its bytes rather than by the base64 that stores it (so a
     1,000,000-byte stream fits the 1 MiB limit, as in production)."""
+    if type(text) is BinaryValue:
+        return text.size > limit
     n = len(text)
     if n * 4 <= limit:
         return False
@@ -120,7 +123,10 @@ def _base64_overhead(text: str) -> int:
 def check_payload_size(what: str, text: str, limit: int = MAX_PAYLOAD_BYTES) -> None:
     """Raise :class:`PayloadTooLargeError` naming ``what`` ("params", "event payload")."""
     if too_large(text, limit):
-        raise PayloadTooLargeError(what, len(text.encode("utf-8", "surrogatepass")), limit)
+        size = (
+            text.size if type(text) is BinaryValue else len(text.encode("utf-8", "surrogatepass"))
+        )
+        raise PayloadTooLargeError(what, size, limit)
 
 
 def validate_params(params: str) -> str:

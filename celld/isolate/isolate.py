@@ -37,6 +37,7 @@ the same with an isolate that exceeds its limits).
 from __future__ import annotations
 
 import asyncio
+import enum
 import json
 import logging
 import time
@@ -48,11 +49,20 @@ import orjson
 import pybase64
 import quickjs
 
+from celld.engine.binary import (
+    WIRE_PREFIX,
+    BinaryValue,
+    BlobsText,
+    as_base64_text,
+    from_wire,
+    text_only,
+    wire_text,
+)
 from celld.isolate.bytecode import BYTECODE
 from celld.isolate.entropy import entropy_script
 from celld.isolate.gate import OutputGate
 from celld.isolate.inline import inline_turns
-from celld.isolate.layout import direct_pointers
+from celld.isolate.layout import direct_pointers, verdict
 from celld.isolate.native import NativeBridge, NativeJsError
 from celld.isolate.runtime import Script
 from celld.isolate.threads import JS_STACK_LIMIT_BYTES, JsThread
@@ -175,6 +185,9 @@ class Isolate:
         self._take: Any = None
         #: Direct calls into the context (None: through the binding; see native.py).
         self._native: NativeBridge | None = None
+        #: Binary data of values crosses as ArrayBuffers beside the messages (direct calls
+        #: whose ArrayBuffer calls passed their check, layout.py); else as base64 in them.
+        self._binary = False
         #: Run turns on the calling (event-loop) thread instead of `thread`; only takes
         #: effect for isolates with the direct path (`native`).
         self.inline = False
@@ -192,6 +205,10 @@ class Isolate:
         self.runnable = False
         #: `time.monotonic()` when the current turn was handed to the thread, else None.
         self.turn_queued_at: float | None = None
+        #: Byte areas JS sent that no message named yet (attachment id -> (area, the take
+        #: it came with)): a value serialized in one turn may be sent in the next.
+        self._areas: dict[int, tuple[bytes, int]] = {}
+        self._takes = 0
         #: User code replaced a built-in the runtime watches (JSON.parse,
         #: Array.prototype.push, ...): the isolate is not handed to another run.
         self.tainted = False
@@ -236,9 +253,18 @@ class Isolate:
             # From here on the runtime's interrupt handler is the bridge's, which enforces
             # the same CPU limits per turn (and, inline, the wall-time limit).
             context.set_time_limit(-1)
-            self._native = NativeBridge.attach(pointers, "__celld_deliver", "__celld_take")
+            self._binary = pointers is not None and verdict().binary_values
+            self._native = NativeBridge.attach(
+                pointers,
+                "__celld_deliver",
+                "__celld_take",
+                "__celld_take_attachment" if self._binary else None,
+            )
             if self._native is None:
+                self._binary = False
                 context.set_time_limit(self.limits.cpu_ms / 1000)
+        # Binary data crosses as ArrayBuffers only through verified direct calls (js/host.js).
+        context.eval(f"__celld_binary_bridge({'true' if self._binary else 'false'})")
 
     def _lost_write(self, error: BaseException) -> None:
         if self.fault is None:
@@ -300,7 +326,7 @@ class Isolate:
         Raises IsolateFault (and sets `fault`) on a limit or a broken bridge."""
         if self.fault is not None:
             raise self.fault
-        payload = _payload(inbox)
+        payload = _payload(inbox, self._binary)
         self.turn_queued_at = time.monotonic()
         try:
             if self.inline and self._native is not None:
@@ -325,7 +351,7 @@ class Isolate:
         if self.fault is not None:
             loop.call_soon(done, None, self.fault)
             return
-        payload = _payload(inbox)
+        payload = _payload(inbox, self._binary)
         self.turn_queued_at = time.monotonic()
 
         def finish(outbox: bytes | str | None, error: BaseException | None) -> None:
@@ -348,10 +374,28 @@ class Isolate:
         if self.fault is not None:
             raise self.fault
         try:
-            outbox = self._turn_sync(_payload(inbox), inline=True)
+            outbox = self._turn_sync(_payload(inbox, self._binary), inline=True)
         except _TURN_FAILURES as error:
             raise self._faulted(error) from None
         return self._messages(outbox)
+
+    def _with_areas(
+        self, messages: list[dict[str, Any]], areas: dict[int, bytes]
+    ) -> list[dict[str, Any]]:
+        """Messages with each `{"$":"Blobs"}` text that names a byte area JS sent made a
+        BinaryValue (celld/engine/binary.py). An area no message named yet is kept for the
+        next take, then dropped (the text that named it was never sent)."""
+        if messages and messages[-1].get("op") == _AREAS_OP:
+            messages = messages[:-1]
+        self._takes += 1
+        for at, area in areas.items():
+            self._areas[at] = (area, self._takes)
+        pending = {at: area for at, (area, _) in self._areas.items()}
+        messages = [_bind_areas(message, pending) for message in messages]
+        self._areas = {
+            at: kept for at, kept in self._areas.items() if at in pending and kept[1] == self._takes
+        }
+        return messages
 
     def _faulted(self, error: BaseException) -> IsolateFault:
         """The fault a failed turn leaves on the isolate."""
@@ -369,6 +413,9 @@ class Isolate:
             # the isolate cannot talk to the host any more.
             self.fault = IsolateFault("the isolate's message bridge is broken", str(error))
             raise self.fault from None
+        areas = getattr(outbox, "areas", None)
+        if areas is not None or self._areas:
+            messages = self._with_areas(messages, areas or {})
         for message in messages:
             if message.get("op") == INTRINSICS_CHANGED:
                 self.tainted = True
@@ -440,12 +487,19 @@ class Isolate:
         )
         try:
             if payload != b"[]":
-                bridge.deliver(payload)
+                bridge.deliver(payload, getattr(payload, "areas", None))
             while not drained:
                 drained = bridge.run_jobs(_JOBS_PER_CLOCK_CHECK)
                 if time.perf_counter() >= slice_end:
                     break
             outbox = bridge.take()
+            mark = outbox.rfind(_AREAS_MARK)
+            if mark >= 0:
+                ids = orjson.loads(
+                    outbox[mark + len(_AREAS_MARK) - 1 : outbox.index(b"]", mark) + 1]
+                )
+                outbox = _Outbox(outbox)
+                outbox.areas = dict(zip(ids, bridge.take_attachments(len(ids)), strict=True))
         except NativeJsError as error:
             if bridge.deadlines.fired == "long":
                 raise IsolateFault(
@@ -548,9 +602,43 @@ class Piece:
         self.data = data
 
 
-def _payload(inbox: Sequence[dict[str, Any]]) -> bytes:
+#: The last message of an outbox that sends byte areas (js/host.js, `take`).
+_AREAS_OP = "$attachments"
+_AREAS_MARK = b'{"op":"$attachments","ids":['
+
+
+class _Outbox(bytes):
+    """A turn's outbox text and the byte areas JS sent with it (attachment id -> bytes)."""
+
+    areas: dict[int, bytes]
+
+
+class _Payload(bytes):
+    """A turn's inbox text and the byte areas it attaches, in the order of its `$attach`."""
+
+    areas: list[bytes]
+
+
+def _bind_areas(node: Any, areas: dict[int, bytes]) -> Any:
+    """`node` (a message, or a part of one) with its `{"$":"Blobs"}` texts made values."""
+    if isinstance(node, str):
+        if node.startswith(WIRE_PREFIX):
+            value = from_wire(node, areas)
+            if value is not None:
+                return value
+        return node
+    if isinstance(node, dict):
+        return {key: _bind_areas(item, areas) for key, item in node.items()}
+    if isinstance(node, list):
+        return [_bind_areas(item, areas) for item in node]
+    return node
+
+
+def _payload(inbox: Sequence[dict[str, Any]], binary: bool = False) -> bytes:
     """A turn's inbox as the text `deliver` takes: the messages' JSON, then a NUL and the
-    base64 of each piece (JSON text never holds a raw NUL)."""
+    base64 of each piece (JSON text never holds a raw NUL). With `binary`, the byte areas
+    of binary values go beside it as ArrayBuffers (a `_Payload`); without, binary values
+    go in their base64 form."""
     pieces: list[bytes] = []
     for index, message in enumerate(inbox):
         value = message.get("v")
@@ -560,18 +648,80 @@ def _payload(inbox: Sequence[dict[str, Any]]) -> bytes:
             rest = {k: v for k, v in message.items() if k != "v"}
             inbox[index] = {**rest, "piece": len(pieces)}  # type: ignore[index]
             pieces.append(pybase64.b64encode(value.data))
+    ids: list[int] = []
+    areas: list[bytes] = []
+    text = _dumps(inbox, _Values(binary, ids, areas))
+    if ids:
+        head = b'[{"k":"$attach","ids":' + orjson.dumps(ids) + b"}"
+        text = _Payload(head + (b"," if len(text) > 2 else b"") + text[1:])
+        text.areas = areas
     if not pieces:
-        return _dumps(inbox)
-    return b"\0".join([_dumps(inbox), *pieces])
+        return text
+    joined = _Payload(b"\0".join([text, *pieces]))
+    joined.areas = areas
+    return joined
 
 
-def _dumps(value: Any) -> bytes:
+class _Values:
+    """orjson's `default` for an inbox: RawJson, binary values and the subclasses of str,
+    int, dict and list that orjson is told to pass here (so that binary values do)."""
+
+    __slots__ = ("binary", "ids", "areas")
+
+    def __init__(self, binary: bool, ids: list[int], areas: list[bytes]) -> None:
+        self.binary = binary
+        self.ids = ids
+        self.areas = areas
+
+    def __call__(self, value: Any) -> Any:
+        if type(value) is BinaryValue:
+            if not self.binary:
+                return orjson.Fragment(as_base64_text(value))
+            text, at = wire_text(value)
+            self.ids.append(at)
+            self.areas.append(value.area)
+            return orjson.Fragment(text)
+        if isinstance(value, RawJson):
+            text = value.text
+            if type(text) is BlobsText:
+                if not self.binary:
+                    return orjson.Fragment(text_only(text))
+                for at, carried in text.values.items():
+                    self.ids.append(at)
+                    self.areas.append(carried.area)
+                return orjson.Fragment(str(text))  # (orjson takes exactly str or bytes)
+            return orjson.Fragment(text)
+        if isinstance(value, enum.Enum):
+            return value.value
+        for base in (str, int, float, dict, list):
+            if isinstance(value, base):
+                return base(value)
+        raise TypeError(f"{type(value).__name__} cannot be sent to JS")
+
+
+def _dumps(value: Any, default: Any = None) -> bytes:
     try:
-        return orjson.dumps(value, default=_raw)
+        return orjson.dumps(
+            value,
+            default=default or _Values(False, [], []),
+            option=orjson.OPT_PASSTHROUGH_SUBCLASS,
+        )
     except TypeError:
         # orjson refuses strings holding lone surrogates (JS strings may); the stdlib writes
         # them as \uXXXX escapes, which JSON.parse turns back into the same JS string.
-        return json.dumps(value, default=_raw_parsed).encode()
+        return json.dumps(_plain(value), default=_raw_parsed).encode()
+
+
+def _plain(value: Any) -> Any:
+    """`value` with binary values in their base64 form (for the stdlib's encoder, which
+    writes a str subclass as its text and would drop a value's bytes)."""
+    if type(value) is BinaryValue:
+        return RawJson(as_base64_text(value))
+    if isinstance(value, dict):
+        return {key: _plain(item) for key, item in value.items()}
+    if isinstance(value, list | tuple):
+        return [_plain(item) for item in value]
+    return value
 
 
 def _loads(text: bytes | str) -> Any:
@@ -592,13 +742,7 @@ class RawJson:
         self.text = text
 
 
-def _raw(value: Any) -> Any:
-    if isinstance(value, RawJson):
-        return orjson.Fragment(value.text)
-    raise TypeError(f"{type(value).__name__} cannot be sent to JS")
-
-
 def _raw_parsed(value: Any) -> Any:
     if isinstance(value, RawJson):
-        return json.loads(value.text)
+        return json.loads(text_only(value.text))
     raise TypeError(f"{type(value).__name__} cannot be sent to JS")

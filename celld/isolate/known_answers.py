@@ -6,7 +6,9 @@ undefined, null and both booleans, then a thrown value, a call of a function the
 defined with a string made by a direct call (as turns call the bridge), and a global set
 on each side (the JSContext is the binding's). The tags must be those of
 native.EXPECTED.tags and the payloads, read as direct calls read them, what the binding
-reports. A value is read further (as text, as a pointer) only once its tag matched; every
+reports. Apart (`check_buffers`), the two calls binary values cross the bridge by:
+an ArrayBuffer the binding made, read in place, and one made by a direct call, read by
+the binding's JS. A value is read further (as text, as a pointer) only once its tag matched; every
 value goes back to `JS_FreeValue` with the bits it came with, which is right whatever the
 layout, so a failed check leaks nothing into the probe's runtime.
 """
@@ -128,27 +130,48 @@ def _check_call(lib: Any, context: Any, js_context: int) -> str | None:
         return f"the global object has tag {global_object.tag} where {tags.obj} was expected"
     held = [global_object]
     try:
-        function = lib.get_property(js_context, global_object, b"__celld_probe_echo")
-        held.append(function)
-        undefined = lib.get_property(js_context, global_object, b"undefined")
-        held.append(undefined)
-        if function.tag != tags.obj or undefined.tag != tags.undefined:
-            return f"a function and undefined have tags {function.tag}, {undefined.tag}"
         text = lib.new_string(js_context, argument, len(argument))
-        held.append(text)
-        if text.tag != tags.string:
-            return f"a new string has tag {text.tag} where {tags.string} was expected"
-        result = lib.call(js_context, function, undefined, 1, ctypes.byref(text))
-        held.append(result)
-        if result.tag != tags.string:
-            return f"a call's result has tag {result.tag} where {tags.string} was expected"
-        answer = native._value_text(lib, js_context, result).decode()
+        problem, answer = _call_global(
+            lib, js_context, global_object, b"__celld_probe_echo", (text, "string"), held
+        )
+        if problem:
+            return problem
         if answer != "ab\u00e9!":
             return f"a call returned {answer!r} where 'ab\u00e9!' was expected"
     finally:
         for value in reversed(held):
             lib.free_value(js_context, value)
     return None
+
+
+def _call_global(
+    lib: Any,
+    js_context: int,
+    global_object: native.JSValue,
+    name: bytes,
+    argument: tuple[native.JSValue, str],
+    held: list[native.JSValue],
+) -> tuple[str | None, str]:
+    """`globalThis[name](value)` by direct calls, as turns call the bridge, where
+    `argument` is (value, the name of the tag it must have): (what did not match, or None;
+    the result as text). The value and what this makes go into `held` (the caller frees
+    them)."""
+    tags = native.EXPECTED.tags
+    value, kind = argument
+    held.append(value)
+    if value.tag != getattr(tags, kind):
+        return f"a new {kind} has tag {value.tag} where {getattr(tags, kind)} was expected", ""
+    function = lib.get_property(js_context, global_object, name)
+    held.append(function)
+    undefined = lib.get_property(js_context, global_object, b"undefined")
+    held.append(undefined)
+    if function.tag != tags.obj or undefined.tag != tags.undefined:
+        return f"a function and undefined have tags {function.tag}, {undefined.tag}", ""
+    result = lib.call(js_context, function, undefined, 1, ctypes.byref(value))
+    held.append(result)
+    if result.tag != tags.string:
+        return f"a call's result has tag {result.tag} where {tags.string} was expected", ""
+    return None, native._value_text(lib, js_context, result).decode()
 
 
 def _check_identity(lib: Any, context: Any, js_context: int) -> str | None:
@@ -170,6 +193,62 @@ def _check_identity(lib: Any, context: Any, js_context: int) -> str | None:
     lib.free_value(js_context, done)
     if context.get("__celld_probe_back") != f"n{nonce}":
         return "a global set by direct calls is not seen through the binding"
+    return None
+
+
+def check_buffers(lib: Any, context: Any, js_context: int) -> str | None:
+    """`JS_GetArrayBuffer` and `JS_NewArrayBufferCopy` (native.BUFFER_SYMBOLS): bytes of
+    every value, NULs included, read in place from an ArrayBuffer the binding made (through
+    the kernel, memread.py: a wrong pointer reads as unreadable, not as a fault), a value
+    that is not an ArrayBuffer refused with an exception, and an ArrayBuffer made by the
+    direct call seen by the binding's JS with the same bytes; the first mismatch, or None."""
+    missing = [
+        name
+        for name, function in zip(
+            native.BUFFER_SYMBOLS, (lib.get_array_buffer, lib.new_array_buffer_copy), strict=True
+        )
+        if function is None
+    ]
+    if missing:
+        return f"the binding's library does not export {', '.join(missing)}"
+    tags = native.EXPECTED.tags
+    known = bytes(range(256)) + secrets.token_bytes(61)
+    listed = ",".join(str(b) for b in known)
+    context.eval(
+        f"globalThis.__celld_probe_buffer = new Uint8Array([{listed}]).buffer;"
+        "globalThis.__celld_probe_hex = (b) => b instanceof ArrayBuffer ? Array.from("
+        "new Uint8Array(b), (x) => x.toString(16).padStart(2, '0')).join('') : typeof b;"
+    )
+    global_object = lib.global_object(js_context)
+    held = [global_object]
+    try:
+        buffer = lib.get_property(js_context, global_object, b"__celld_probe_buffer")
+        held.append(buffer)
+        if buffer.tag != tags.obj:
+            return f"an ArrayBuffer has tag {buffer.tag} where {tags.obj} was expected"
+        size = ctypes.c_size_t()
+        pointer = lib.get_array_buffer(js_context, ctypes.byref(size), buffer)
+        if not pointer or size.value != len(known):
+            return f"an ArrayBuffer of {len(known)} bytes reads as {size.value} bytes"
+        if memread.read(pointer, size.value) != known:
+            return "an ArrayBuffer's bytes, read in place, are not the bytes JS wrote"
+        if lib.get_array_buffer(js_context, ctypes.byref(size), global_object):
+            return "JS_GetArrayBuffer read an object that is not an ArrayBuffer as one"
+        refused = lib.get_exception(js_context)
+        lib.free_value(js_context, refused)
+        if refused.tag != tags.obj:
+            return f"refusing a non-ArrayBuffer threw tag {refused.tag}, not an error object"
+        made = lib.new_array_buffer_copy(js_context, known, len(known))
+        problem, seen = _call_global(
+            lib, js_context, global_object, b"__celld_probe_hex", (made, "obj"), held
+        )
+        if problem:
+            return problem
+        if seen != known.hex():
+            return f"a new ArrayBuffer is seen in JS as {seen[:40]!r}..., not its bytes"
+    finally:
+        for value in reversed(held):
+            lib.free_value(js_context, value)
     return None
 
 

@@ -15,7 +15,9 @@ on a layout the binding does not promise (native.EXPECTED). The rule here:
   a string, an object, undefined, null, booleans, a thrown value, a function call and a
   global set on each side, evaluated through direct calls and through the binding's own
   API (known_answers.py). The tags and payloads direct calls read must give what the
-  binding reports. An
+  binding reports. Then, only where those passed, the two ArrayBuffer calls binary values
+  cross by (known bytes read in place and made for JS); where they fail, binary values
+  go as base64 text inside the messages instead, said once. An
   interrupt handler set on the verified runtime must stop JS that the binding runs: the
   watchdog's way of stopping a turn.
 - On a mismatch celld says once what did not match, and uses the binding's own methods:
@@ -42,7 +44,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from celld.isolate import memread, native
-from celld.isolate.known_answers import check_values
+from celld.isolate.known_answers import check_buffers, check_values
 
 log = logging.getLogger("celld.isolate")
 
@@ -66,11 +68,20 @@ class Verdict:
     #: Where the watchdog reads a context's pointers: the expected offset, or the one
     #: where they were found and verified instead; None when none passed (no interrupts).
     runtime_at: int | None = None
+    #: QuickJS's ArrayBuffer calls (known_answers.check_buffers), by which binary values
+    #: cross the bridge as bytes; checked only where direct calls passed.
+    buffers: str | None = None
 
     @property
     def direct_calls(self) -> bool:
         """Turns and script loads may call QuickJS directly."""
         return self.pointers is None and self.values is None
+
+    @property
+    def binary_values(self) -> bool:
+        """Binary data of serialized values crosses direct calls as ArrayBuffers (else
+        as base64 text inside the message, js/web/serialize.js)."""
+        return self.direct_calls and self.buffers is None
 
     @property
     def interrupts(self) -> bool:
@@ -190,7 +201,13 @@ def _probe() -> Verdict:
         values = check_values(lib, context, js_context)
     except Exception as error:  # noqa: BLE001 - as above
         values = f"a known-answer check failed: {error!r}"
-    return Verdict(pointers, values, expected if pointers is None else None)
+    buffers = "not checked (direct calls are off)"
+    if pointers is None and values is None:
+        try:
+            buffers = check_buffers(lib, context, js_context)
+        except Exception as error:  # noqa: BLE001 - as above
+            buffers = f"checking the ArrayBuffer calls failed: {error!r}"
+    return Verdict(pointers, values, expected if pointers is None else None, buffers)
 
 
 def _watchdog_only(lib: Any, context: Any, mismatch: str) -> Verdict:
@@ -272,4 +289,10 @@ def _report(result: Verdict) -> None:
             "direct calls into QuickJS are off: the quickjs binding's JSValue layout is not "
             "the one expected (%s). Isolates use the binding's own methods (slower).",
             result.values,
+        )
+    elif result.buffers is not None:
+        log.warning(
+            "binary values cross into QuickJS as base64 text: its ArrayBuffer calls did not "
+            "pass their check (%s). Direct calls are on otherwise.",
+            result.buffers,
         )

@@ -1502,6 +1502,8 @@ for (let i = 0; i < __celld_tables.length; i++) {
   __celld_S.push(0);
   __celld_N.push(__celld_namespace(__celld_tables[i]));
 }
+// node:module's createRequire loads the bundle's modules by index (js/node/module.js)
+if (globalThis.__celld_node !== undefined) globalThis.__celld_node.required = __celld_required;
 globalThis.__celld_main = __celld_run(0);
 })(__CELLD_TABLES__, __CELLD_DEPS__, __CELLD_SCC__, __CELLD_KINDS__);
 """

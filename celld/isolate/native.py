@@ -90,6 +90,10 @@ class NativeJsError(Exception):
     """JS threw where nothing in JS could catch it (an interrupt, memory, a broken runtime)."""
 
 
+#: QuickJS's calls that read and make ArrayBuffers (byte areas of binary values).
+BUFFER_SYMBOLS = ("JS_GetArrayBuffer", "JS_NewArrayBufferCopy")
+
+
 class _Library:
     """The QuickJS functions of the binding's shared library, typed for ctypes."""
 
@@ -139,6 +143,16 @@ class _Library:
         )
         self.eval_function = self._fn(unlocked.JS_EvalFunction, JSValue, [_P, JSValue])
         self.free = self._fn(lib.js_free, None, [_P, _P])
+        #: Byte areas of serialized values (js/host.js, attachments): read in place and
+        #: copied once into Python bytes, or copied once into a new ArrayBuffer. Used only
+        #: once known_answers.check_buffers passed (layout.py); None where not exported.
+        get_buffer, new_buffer = (getattr(lib, name, None) for name in BUFFER_SYMBOLS)
+        self.get_array_buffer = get_buffer and self._fn(
+            get_buffer, _P, [_P, ctypes.POINTER(ctypes.c_size_t), JSValue]
+        )
+        self.new_array_buffer_copy = new_buffer and self._fn(
+            new_buffer, JSValue, [_P, ctypes.c_char_p, ctypes.c_size_t]
+        )
 
     @staticmethod
     def _fn(function: Any, restype: Any, argtypes: list[Any]) -> Any:
@@ -285,7 +299,15 @@ def _value_text(lib: _Library, context: int, value: JSValue) -> bytes:
 class NativeBridge:
     """Direct calls into one context: deliver, run jobs, take."""
 
-    def __init__(self, lib: _Library, runtime: int, context: int, deliver: str, take: str) -> None:
+    def __init__(
+        self,
+        lib: _Library,
+        runtime: int,
+        context: int,
+        deliver: str,
+        take: str,
+        take_attachment: str | None = None,
+    ) -> None:
         self._lib = lib
         self.runtime = runtime
         self._context = context
@@ -296,6 +318,11 @@ class NativeBridge:
             self._deliver = lib.get_property(context, global_object, deliver.encode())
             self._take = lib.get_property(context, global_object, take.encode())
             self._undefined = lib.get_property(context, global_object, b"undefined")
+            self._take_attachment = (
+                lib.get_property(context, global_object, take_attachment.encode())
+                if take_attachment
+                else None
+            )
         finally:
             lib.free_value(context, global_object)
         self.deadlines = _Deadlines()
@@ -306,15 +333,20 @@ class NativeBridge:
 
     @classmethod
     def attach(
-        cls, pointers: tuple[int, int] | None, deliver: str, take: str
+        cls,
+        pointers: tuple[int, int] | None,
+        deliver: str,
+        take: str,
+        take_attachment: str | None = None,
     ) -> NativeBridge | None:
         """A bridge to the context whose (JSRuntime*, JSContext*) are `pointers`, verified
         by layout.direct_pointers (None: the layout did not pass, so no bridge). Its runtime
-        has `deliver` and `take` functions."""
+        has `deliver` and `take` functions, and `take_attachment` when byte areas cross
+        as ArrayBuffers (js/host.js)."""
         lib = _load_library()
         if lib is None or pointers is None:
             return None
-        return cls(lib, *pointers, deliver, take)
+        return cls(lib, *pointers, deliver, take, take_attachment)
 
     def enter(self, stack_bytes: int) -> None:
         """Before any use from the calling thread: QuickJS's stack limit, measured here
@@ -339,11 +371,22 @@ class NativeBridge:
         self.deadlines.fired = None
         return fired
 
-    def deliver(self, payload: bytes) -> None:
+    def deliver(self, payload: bytes, attachments: list[bytes] | None = None) -> None:
+        """Call `deliver(text, ...areas)`: each attachment becomes a new ArrayBuffer (one
+        copy, made by QuickJS from the bytes object's own buffer)."""
         lib, context = self._lib, self._context
-        text = lib.new_string(context, payload, len(payload))
-        result = lib.call(context, self._deliver, self._undefined, 1, ctypes.byref(text))
-        lib.free_value(context, text)
+        if not attachments:
+            text = lib.new_string(context, payload, len(payload))
+            result = lib.call(context, self._deliver, self._undefined, 1, ctypes.byref(text))
+            lib.free_value(context, text)
+        else:
+            args = (JSValue * (1 + len(attachments)))()
+            args[0] = lib.new_string(context, payload, len(payload))
+            for index, data in enumerate(attachments, 1):
+                args[index] = lib.new_array_buffer_copy(context, data, len(data))
+            result = lib.call(context, self._deliver, self._undefined, len(args), args)
+            for value in args:
+                lib.free_value(context, value)
         self._check(result)
         if result.tag < 0:  # (only values with a negative tag are counted: deliver's is undefined)
             lib.free_value(context, result)
@@ -372,6 +415,27 @@ class NativeBridge:
         finally:
             lib.free_value(context, result)
 
+    def take_attachments(self, count: int) -> list[bytes]:
+        """The byte areas of the last take, in order (`count` of them), each copied once
+        out of its ArrayBuffer."""
+        lib, context = self._lib, self._context
+        if self._take_attachment is None:
+            raise NativeJsError("this bridge takes no attachments")
+        out: list[bytes] = []
+        size = ctypes.c_size_t()
+        for _ in range(count):
+            value = lib.call(context, self._take_attachment, self._undefined, 0, None)
+            self._check(value)
+            try:
+                pointer = lib.get_array_buffer(context, ctypes.byref(size), value)
+                if not pointer:  # (JS never sends an empty area: js/web/serialize.js)
+                    lib.free_value(context, lib.get_exception(context))
+                    raise NativeJsError("an attachment is not an ArrayBuffer")
+                out.append(ctypes.string_at(pointer, size.value))
+            finally:
+                lib.free_value(context, value)
+        return out
+
     def close(self) -> None:
         """Free what the bridge holds; the context may be freed after this, not before."""
         if self._closed:
@@ -380,8 +444,9 @@ class NativeBridge:
         lib, context = self._lib, self._context
         if _armed.get(self.runtime) is self.deadlines:
             del _armed[self.runtime]
-        for value in (self._deliver, self._take, self._undefined):
-            lib.free_value(context, value)
+        for value in (self._deliver, self._take, self._undefined, self._take_attachment):
+            if value is not None:
+                lib.free_value(context, value)
 
     def __del__(self) -> None:
         # An isolate dropped without close() still frees these before its context goes.

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+import json
 from collections.abc import Iterable
 from dataclasses import dataclass
 from functools import cached_property
@@ -33,6 +34,38 @@ class Program:
         if self.bundle is None:
             return None
         return hashlib.sha256(self.bundle.source.encode()).hexdigest()[:16]
+
+
+#: The modules that read the Worker's own files at run time (node:fs's /bundle, and
+#: node:module's require by path).
+_FILE_READERS = frozenset({"node:fs", "node:fs/promises", "node:module"})
+
+
+def bundle_files_scripts(bundle: Bundle, entry: Path) -> tuple[Script, ...]:
+    """The script that hands node:fs the Worker's modules as /bundle and node:module their
+    bundle indexes; empty unless the Worker imports one of them (the files would otherwise
+    cost every isolate their size again). A module's place under /bundle is its path from
+    the entry's folder, as wrangler's bundle names modules from the main module's folder;
+    modules outside it (packages of a parent folder) are named from the file system root."""
+    if not (_FILE_READERS & set(bundle.builtins)):
+        return ()
+    base = entry.resolve().parent
+    files: dict[str, str] = {}
+    paths: dict[str, int] = {}
+    for index, path in enumerate(bundle.files):
+        try:
+            name = path.relative_to(base).as_posix()
+        except ValueError:
+            name = path.as_posix().lstrip("/")
+        paths[f"bundle/{name}"] = index
+        paths[path.as_posix().lstrip("/")] = index
+        if "node:fs" in bundle.builtins or "node:fs/promises" in bundle.builtins:
+            files[name] = path.read_bytes().decode("utf-8", "replace")
+    source = (
+        f"globalThis.__celld_bundle_files = {json.dumps(files)};\n"
+        f"globalThis.__celld_bundle_paths = {json.dumps(paths)};\n"
+    )
+    return (Script("celld bundle files", source),)
 
 
 def build_program(
@@ -80,6 +113,8 @@ def build_program(
     node: tuple[Script, ...] = ()
     if nodejs_compat:
         node = node_scripts(None if bundle is None else frozenset(bundle.builtins))
+        if bundle is not None and entry is not None:
+            node = bundle_files_scripts(bundle, Path(entry)) + node
     # The `node:` modules are runtime code: they load before seal.js takes the reference
     # state of the built-ins (node:async_hooks wraps Promise.prototype.then).
     runtime = runtime_scripts()

@@ -33,8 +33,10 @@ WEB_FILES: tuple[str, ...] = (
     "web/headers.js",
     "web/streams.js",
     "web/hoststreams.js",
+    "web/transform.js",
     "web/blob.js",
     "web/body.js",
+    "web/websocket.js",
     "web/fetch.js",
     "web/final.js",
 )
@@ -50,6 +52,8 @@ CLOUDFLARE_FILES: tuple[str, ...] = (
     "bindings/r2.js",
     "bindings/assets.js",
     "bindings/offline.js",
+    "bindings/service.js",
+    "bindings/queue.js",
     "seal.js",
 )
 
@@ -98,6 +102,27 @@ def object_scripts() -> tuple[Script, ...]:
     return tuple(Script(name, (root / name).read_text(encoding="utf-8")) for name in OBJECT_FILES)
 
 
+#: The `node:` modules answered as workerd answers them, with functions that throw
+#: (js/node/unsupported.js).
+UNSUPPORTED_NODE_MODULES: tuple[str, ...] = (
+    "node:child_process",
+    "node:cluster",
+    "node:dgram",
+    "node:domain",
+    "node:http2",
+    "node:inspector",
+    "node:net",
+    "node:readline",
+    "node:repl",
+    "node:tls",
+    "node:trace_events",
+    "node:tty",
+    "node:v8",
+    "node:vm",
+    "node:wasi",
+    "node:worker_threads",
+)
+
 #: The `node:` module files nodejs_compat adds, in load order, each with the specifiers it
 #: registers and the files it needs loaded before it. process.js, buffer.js and timers.js
 #: are always loaded (they define the `process`, `Buffer` and `setImmediate` globals); the
@@ -132,6 +157,17 @@ NODE_FILES: dict[str, tuple[frozenset[str], tuple[str, ...]]] = {
         frozenset({"node:zlib"}),
         ("vendor/pako.js", "node/buffer.js", "node/events.js", "node/stream.js"),
     ),
+    "node/fs.js": (
+        frozenset({"node:fs", "node:fs/promises"}),
+        ("node/buffer.js", "node/events.js", "node/stream.js"),
+    ),
+    "node/module.js": (frozenset({"node:module"}), ()),
+    "node/dns.js": (frozenset({"node:dns", "node:dns/promises"}), ()),
+    "node/http.js": (
+        frozenset({"node:http", "node:https"}),
+        ("node/buffer.js", "node/events.js", "node/stream.js"),
+    ),
+    "node/unsupported.js": (frozenset(UNSUPPORTED_NODE_MODULES), ()),
 }
 _ALWAYS = ("node/process.js", "node/buffer.js", "node/timers.js")
 #: Every `node:` specifier celld provides.
@@ -145,6 +181,8 @@ def _node_source(name: str) -> Script:
 
 def node_scripts(used: frozenset[str] | None = None) -> tuple[Script, ...]:
     """The `node:` module files to load for a Worker importing `used` (None: all of them)."""
+    if used is not None and "node:module" in used:
+        used = None  # createRequire can ask for any of them at run time
     wanted = set(_ALWAYS)
     for name, (provides, needs) in NODE_FILES.items():
         if used is None or provides & used:

@@ -37,6 +37,7 @@ from celld.isolate.isolate import CPU_LIMIT_REASON, Isolate, IsolateFault, Limit
 from celld.isolate.program import Program
 from celld.isolate.streams import STREAMS, StreamAborted
 from celld.isolate.threads import JsThread, JsThreadPool
+from celld.isolate.websockets import End, IsolateSink, SocketHub
 
 log = logging.getLogger("celld.worker")
 
@@ -64,6 +65,9 @@ class WireResponse:
     #: Called once the HTTP exchange is over: None when all of the body was sent, else why
     #: it stopped (the client went away). It frees what the request still holds.
     release: Callable[[str | None], None] = lambda _: None
+    #: A 101 answer's WebSocket: the host id of the end the client's connection gets
+    #: (celld/isolate/websockets.py).
+    web_socket: str | None = None
 
 
 @dataclass
@@ -98,6 +102,8 @@ class _Slot:
     #: Responses whose body JS is still streaming: request id -> pipe id.
     streams: dict[int, str] = field(default_factory=dict)
     spare: bool = False
+    #: the sockets this isolate accepted
+    sockets: IsolateSink | None = None
 
     def stalled(self, now: float) -> bool:
         queued = self.isolate.turn_queued_at
@@ -136,6 +142,7 @@ class WorkerPool:
         size: int | None = None,
         limits: Limits | None = None,
         on_setup: Callable[[IsolateHost], None] | None = None,
+        sockets: SocketHub | None = None,
     ) -> None:
         self.program = program
         self.threads = threads
@@ -143,6 +150,7 @@ class WorkerPool:
         self.env_message = env_message
         self.size = size or len(threads.threads)
         self.limits = limits or Limits()
+        self.sockets = sockets
         self._slots: list[_Slot] = []
         self._slot_ready = asyncio.Event()
         self._next_id = 0
@@ -167,9 +175,13 @@ class WorkerPool:
             ops["log"] = self._locating_log(ops["log"])
         ops["done"] = lambda message: self._on_done(slot, message)
         ops["fault"] = lambda message: self._on_js_fault(message)
+        sink: IsolateSink | None = None
+        if self.sockets is not None:
+            sink = IsolateSink(lambda: slot.host, lambda end, event: self._socket_event(slot, end))
+            ops.update(self.sockets.ops(lambda: sink))  # type: ignore[arg-type, return-value]
         host = IsolateHost(isolate, ops, on_fault=lambda fault: self._on_fault(slot, fault))
         host.prompt = True  # a client waits on every turn (see IsolateHost.prompt)
-        slot = _Slot(isolate, host, spare=thread is not None)
+        slot = _Slot(isolate, host, spare=thread is not None, sockets=sink)
         host.post({"k": "env", **self.env_message})
         host.idle_callback = lambda: self._check_hung(slot)
         host.cpu_callback = lambda ms: self._charge(slot, ms)
@@ -242,6 +254,51 @@ class WorkerPool:
             stack = self.program.lines.rewrite(error.get("stack", ""))
             error = WorkerError(error.get("name", "Error"), error.get("message", ""), stack)
         return ScheduledOutcome(answer["outcome"], bool(answer.get("noRetry")), error)
+
+    async def export_names(self) -> frozenset[str]:
+        """The names the Worker's main module exports, read from one of its isolates (each
+        loaded the same program): what bindings from other Workers may name as entrypoints."""
+        slot = await self._pick()
+        text = await slot.isolate.eval("JSON.stringify(Object.keys(globalThis.__celld_main ?? {}))")
+        return frozenset(orjson.loads(text))
+
+    async def call_entrypoint(self, call: dict[str, Any]) -> dict[str, Any]:
+        """Serve one service binding call from another isolate: ``{entrypoint, kind:
+        "fetch", request}`` or ``{entrypoint, kind: "call", method, args}``, answered as JS
+        answers it: ``{response}``, ``{v}`` (the structured-cloned result) or ``{e}`` (the
+        error thrown, cloned). It is a request like any other: it gets a CPU limit, is moved
+        off a stuck isolate, and its waitUntil() work runs on after the answer."""
+        self._next_id += 1
+        request_id = self._next_id
+        future: asyncio.Future[WireResponse] = asyncio.get_running_loop().create_future()
+        slot = await self._pick()
+        self._dispatch(slot, request_id, future, {"k": "fetch", "id": request_id, "rpc": call})
+        self._ensure_watchdog()
+        answer: dict[str, Any] = orjson.loads((await future).body)
+        return answer
+
+    async def queue(
+        self, queue: str, messages: list[dict[str, Any]], metadata: dict[str, Any]
+    ) -> dict[str, Any]:
+        """Deliver one batch to the Worker's queue() handler; what the handler said about
+        it (js/bindings/queue.js). A handler that threw is logged as an uncaught error."""
+        self._next_id += 1
+        request_id = self._next_id
+        future: asyncio.Future[WireResponse] = asyncio.get_running_loop().create_future()
+        batch = {"name": queue, "messages": messages, "metadata": metadata}
+        message = {"k": "fetch", "id": request_id, "queue": batch}
+        slot = await self._pick()
+        self._dispatch(slot, request_id, future, message)
+        self._ensure_watchdog()
+        answer: dict[str, Any] = orjson.loads((await future).body)
+        error = answer.get("error")
+        if error is not None:
+            stack = self.program.lines.rewrite(error.get("stack", ""))
+            log.error(
+                "queue(%r): Uncaught %s: %s\n%s",
+                queue, error.get("name", "Error"), error.get("message", ""), stack,
+            )  # fmt: skip
+        return answer
 
     def _dispatch(
         self,
@@ -342,6 +399,12 @@ class WorkerPool:
 
     # -- answers from JS -------------------------------------------------------------
 
+    def _socket_event(self, slot: _Slot, end: End) -> None:
+        """A WebSocket event for a request: its CPU limit counts afresh, as workerd's does
+        for each message."""
+        if end.request in slot.live:
+            slot.live[end.request] = 0.0
+
     def _on_done(self, slot: _Slot, message: dict[str, Any]) -> None:
         """JS finished a request: its response is out and its waitUntil work settled."""
         slot.live.pop(message.get("id"), None)  # type: ignore[arg-type]
@@ -365,11 +428,15 @@ class WorkerPool:
         future = slot.pending.pop(message["id"], None)
         if future is None or future.done():
             return
-        if "scheduled" in message:  # a scheduled event's outcome (see `scheduled`)
-            outcome = message["scheduled"]
-            status = 200 if outcome.get("outcome") == "ok" else 500
-            future.set_result(WireResponse(status, [], orjson.dumps(outcome)))
+        if "rpc" in message:  # a service binding call's answer (see `call_entrypoint`)
+            future.set_result(WireResponse(200, [], orjson.dumps(message["rpc"])))
             return
+        for event in ("scheduled", "queue"):  # an event's outcome (see `scheduled`, `queue`)
+            if event in message:
+                outcome = message[event]
+                status = 200 if outcome.get("outcome") == "ok" else 500
+                future.set_result(WireResponse(status, [], orjson.dumps(outcome)))
+                return
         if "error" in message:
             shape = message["error"]
             stack = self.program.lines.rewrite(shape.get("stack", ""))
@@ -380,6 +447,7 @@ class WorkerPool:
             status=int(wire["status"]),
             headers=[(str(k), str(v)) for k, v in wire["headers"]],
             body=base64.b64decode(wire["body"]) if wire.get("body") else b"",
+            web_socket=str(wire["webSocket"]) if wire.get("webSocket") else None,
         )
         try:
             if "pipe" in wire or "source" in wire:
@@ -442,6 +510,8 @@ class WorkerPool:
         slot.pending.clear()
         slot.live.clear()
         slot.streams.clear()
+        if slot.sockets is not None and self.sockets is not None:
+            self.sockets.isolate_gone(slot.sockets)
         if slot.spare:
             # Spares exist for a burst of stuck isolates; one that fails is not replaced.
             self._in_background(slot.host.close(), "closing a failed spare isolate")
@@ -471,6 +541,8 @@ class WorkerPool:
         pending, waiting for its response or for more of a response body it streams."""
         if not (slot.pending or slot.streams) or slot.host.busy or slot.isolate.runnable:
             return
+        if slot.sockets is not None and any(not end.closed_in for end in slot.sockets.ends):
+            return  # a WebSocket it accepted may still bring an event, as in workerd
         for request_id, future in slot.pending.items():
             if not future.done():
                 future.set_exception(WorkerError("Error", HUNG_MESSAGE))
@@ -505,6 +577,28 @@ class WorkerPool:
         self._slots.append(fresh)
         self._slot_ready.set()
         await slot.host.close()
+
+    @property
+    def busy(self) -> bool:
+        """A request is in flight: its answer, its streamed body, its waitUntil work or a
+        WebSocket it accepted."""
+        return any(
+            slot.pending
+            or slot.live
+            or slot.streams
+            or (slot.sockets is not None and any(not end.closed_in for end in slot.sockets.ends))
+            for slot in self._slots
+        )
+
+    async def drained(self, timeout: float) -> bool:
+        """Wait up to `timeout` seconds for the requests in flight to finish (a replaced
+        Worker's, before it is closed); False if some were still going."""
+        deadline = asyncio.get_running_loop().time() + timeout
+        while self.busy:
+            if asyncio.get_running_loop().time() >= deadline:
+                return False
+            await asyncio.sleep(0.02)
+        return True
 
     async def close(self) -> None:
         self._closed = True

@@ -21,6 +21,7 @@ from celld.isolate.host import HostError, IsolateHost, OpHandler
 from celld.isolate.isolate import CPU_LIMIT_REASON, Isolate, IsolateFault, Limits
 from celld.isolate.program import Program
 from celld.isolate.threads import JsThread
+from celld.isolate.websockets import IsolateSink, SocketHub
 from celld.objects.ids import ObjectRef
 from celld.objects.storage import ObjectStorage
 
@@ -59,6 +60,9 @@ class LiveObject:
         #: Events not yet delivered: one starts per turn (see `_deliver_next`).
         self._queue: list[dict[str, Any]] = []
         self._delivering: dict[str, Any] | None = None  # posted, its turn not yet over
+        #: sockets accepted with accept() (not to hibernate): they keep the object live
+        self.socket_sink = IsolateSink(lambda: self.host)
+        self.sockets: SocketHub | None = None
 
     async def start(
         self,
@@ -67,6 +71,7 @@ class LiveObject:
         limits: Limits,
         ops: Mapping[str, OpHandler],
         env_message: dict[str, Any],
+        sockets: SocketHub | None = None,
     ) -> None:
         isolate = Isolate(
             thread,
@@ -77,6 +82,11 @@ class LiveObject:
         await isolate.load([program.script])
         own = dict(ops)
         own["do.result"] = self._on_result
+        self.sockets = sockets
+        if sockets is not None:
+            own.update(
+                sockets.ops(lambda: self.socket_sink, owner=self.ref, owner_name=lambda: self.name)
+            )
         own["fault"] = lambda message: log.error(
             "error in the runtime's %s handler of Durable Object %s: %s",
             message.get("kind"),
@@ -105,6 +115,8 @@ class LiveObject:
                 "id": self.ref.id,
                 "name": self.name,
                 "sqlite": self.storage.sqlite,
+                # hibernatable sockets still open: the object wakes with them
+                "sockets": sockets.sockets_of(self.ref) if sockets is not None else [],
             }
         )
 
@@ -114,7 +126,11 @@ class LiveObject:
 
     @property
     def idle(self) -> bool:
-        return not self.calls and (self.host is None or not self.host.busy)
+        return (
+            not self.calls
+            and (self.host is None or not self.host.busy)
+            and all(end.done for end in self.socket_sink.ends)
+        )
 
     async def call(self, message: dict[str, Any]) -> dict[str, Any]:
         """Deliver one event (an RPC call, a fetch, an alarm) and wait for its result."""
@@ -167,8 +183,14 @@ class LiveObject:
                 future.set_exception(HostError(self.broken))
         self.on_gone(self)
 
+    def submit(self, message: dict[str, Any]) -> asyncio.Future[dict[str, Any]]:
+        """`call` without waiting: the event is queued now, in the order submitted."""
+        return asyncio.ensure_future(self.call(message))
+
     async def close(self) -> None:
         """Free the isolate and the storage connection (storage stays on disk)."""
+        if self.sockets is not None:
+            self.sockets.isolate_gone(self.socket_sink)
         if self.host is not None:
             await self.host.close()
             self.host = None

@@ -33,6 +33,7 @@ from celld.isolate.host import HostError, OpHandler
 from celld.isolate.isolate import Limits
 from celld.isolate.program import Program
 from celld.isolate.threads import JsThreadPool
+from celld.isolate.websockets import End, Event, SocketHub
 from celld.objects.ids import ObjectRef, check_id
 from celld.objects.index import ObjectIndex
 from celld.objects.live import LiveObject
@@ -66,6 +67,7 @@ class ObjectManager:
         synchronous: str = "FULL",
         idle_ms: int | None = None,
         max_resident: int | None = None,
+        sockets: SocketHub | None = None,
     ) -> None:
         self.config = config
         self.state = state
@@ -93,6 +95,13 @@ class ObjectManager:
         self.activations = 0
         self.evictions = 0
         self.alarm_runs = 0
+        #: WebSockets: hibernatable ones wake their object (`_socket_event`)
+        self.sockets = sockets
+        self._socket_queues: dict[ObjectRef, list[tuple[End, Event]]] = {}
+        self.socket_wakes = 0
+        if sockets is not None:
+            sockets.object_event = self._socket_event
+            sockets.auto_seen = self._auto_seen
 
     # -- lifecycle -------------------------------------------------------------------
 
@@ -172,7 +181,12 @@ class ObjectManager:
         obj = LiveObject(ref, name, storage, self._gone)
         try:
             await obj.start(
-                self.threads.pick(), self.program, self.limits, self.ops, self.env_message
+                self.threads.pick(),
+                self.program,
+                self.limits,
+                self.ops,
+                self.env_message,
+                self.sockets,
             )
         except BaseException:
             await obj.close()
@@ -225,6 +239,44 @@ class ObjectManager:
         for obj in idle:
             await self._evict(obj)
         return len(idle)
+
+    # -- hibernatable WebSockets ---------------------------------------------------------
+
+    def _socket_event(self, ref: Any, end: End, event: Event) -> None:
+        """An event for a socket the object accepted to hibernate: delivered in order, the
+        object activated first if it was evicted (its constructor runs again)."""
+        queue = self._socket_queues.get(ref)
+        if queue is not None:
+            queue.append((end, event))
+            return
+        self._socket_queues[ref] = [(end, event)]
+        self.tasks.spawn(self._deliver_socket_events(ref), f"WebSocket events of {ref}")
+
+    async def _deliver_socket_events(self, ref: ObjectRef) -> None:
+        queue = self._socket_queues[ref]
+        try:
+            while queue:
+                end, event = queue.pop(0)
+                if ref.cls not in self.classes:
+                    continue
+                if ref not in self.live:
+                    self.socket_wakes += 1
+                try:
+                    obj = await self.activate(ref, end.owner_name)
+                except HostError as error:
+                    log.warning("a WebSocket event of %s was dropped: %s", ref, error)
+                    continue
+                if obj.idle_timer is not None:
+                    obj.idle_timer.cancel()
+                    obj.idle_timer = None
+                obj.submit({"kind": "ws", "ws": end.id, **event}).add_done_callback(_retrieved)
+        finally:
+            self._socket_queues.pop(ref, None)
+
+    def _auto_seen(self, end: End) -> None:
+        obj = self.live.get(end.owner)
+        if obj is not None and obj.host is not None:
+            obj.host.post({"k": "ws.ts", "ws": end.id, "ts": end.auto_ts})
 
     # -- alarms ----------------------------------------------------------------------
 
@@ -311,3 +363,9 @@ class ObjectManager:
             "alarms_pending": len(self.alarms),
             "alarm_runs": self.alarm_runs,
         }
+
+
+def _retrieved(future: asyncio.Future[Any]) -> None:
+    """A socket event's outcome: the handler's errors were logged in the object."""
+    if not future.cancelled():
+        future.exception()

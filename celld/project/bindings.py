@@ -2,8 +2,8 @@
 
 Rules (see also celld/bindings/RULES.md):
 
-* Every binding name (vars, workflows, KV, D1, R2, assets, offline bindings) is one name in
-  ``env``; a name used twice is refused, naming both places.
+* Every binding name (vars, workflows, KV, D1, R2, assets, queues, offline bindings) is one
+  name in ``env``; a name used twice is refused, naming both places.
 * Local storage is keyed as ``wrangler dev`` keys it: a KV namespace by ``id`` (else its
   binding), a D1 database by ``database_id`` (else ``database_name``, else its binding), an R2
   bucket by ``bucket_name`` (else its binding). Two bindings with the same key share the data,
@@ -21,6 +21,7 @@ from pathlib import Path
 from .errors import Issue
 from .keys import OFFLINE_BINDINGS
 from .objects import DurableObjectsConfig, resolve_objects
+from .queues import QueuesConfig, resolve_queues
 from .schema import TopLevelModel
 
 DEFAULT_MIGRATIONS_DIR = "migrations"
@@ -76,6 +77,15 @@ class OfflineBindingConfig:
 
 
 @dataclass(frozen=True)
+class ServiceBindingConfig:
+    """``env.<binding>``: Worker `service`'s `entrypoint` (None: its default export)."""
+
+    binding: str
+    service: str
+    entrypoint: str | None = None
+
+
+@dataclass(frozen=True)
 class BindingsConfig:
     kv: tuple[KvNamespaceConfig, ...] = ()
     d1: tuple[D1DatabaseConfig, ...] = ()
@@ -83,11 +93,20 @@ class BindingsConfig:
     assets: AssetsConfig | None = None
     offline: tuple[OfflineBindingConfig, ...] = ()
     objects: DurableObjectsConfig = DurableObjectsConfig()
+    services: tuple[ServiceBindingConfig, ...] = ()
+    queues: QueuesConfig = QueuesConfig()
 
     @property
     def empty(self) -> bool:
         return not (
-            self.kv or self.d1 or self.r2 or self.assets or self.offline or self.objects.bindings
+            self.kv
+            or self.d1
+            or self.r2
+            or self.assets
+            or self.offline
+            or self.objects.bindings
+            or self.services
+            or not self.queues.empty
         )
 
 
@@ -163,8 +182,25 @@ def resolve_bindings(
     for index, email in enumerate(model.send_email):
         claim(email.name, f"send_email[{index}].name")
         offline.append(OfflineBindingConfig("send_email", email.name))
+    services = []
+    for index, spec in enumerate(model.services):
+        where = f"services[{index}]"
+        claim(spec.binding, f"{where}.binding")
+        if spec.environment is not None:
+            issues.append(
+                Issue(
+                    f"{where}.environment",
+                    "service environments were removed from wrangler; name the Worker "
+                    "(<name>-<env>) in `service`",
+                )
+            )
+        if spec.props:
+            issues.append(Issue(f"{where}.props", "`props` are not supported by celld yet"))
+        services.append(ServiceBindingConfig(spec.binding, spec.service, spec.entrypoint))
     objects, object_issues = resolve_objects(model, worker_name, claim)
     issues.extend(object_issues)
+    queues, queue_issues = resolve_queues(model, claim)
+    issues.extend(queue_issues)
     config = BindingsConfig(
         kv=tuple(kv),
         d1=tuple(d1),
@@ -172,5 +208,7 @@ def resolve_bindings(
         assets=assets,
         offline=tuple(offline),
         objects=objects,
+        services=tuple(services),
+        queues=queues,
     )
     return config, issues

@@ -6,11 +6,14 @@ serves anything. ``cwd`` is taken relative to the config file's folder (its defa
 wrangler takes it relative to the folder it was started in, which is the same folder
 when it is started in the project, as it usually is.
 
-The build runs once, before serving: ``watch_dir`` is accepted, and a warning says that
-celld does not rebuild when files change (restart ``celld run`` to rebuild).
+The build runs before serving and, unless ``celld run --no-watch``, again whenever a file
+under ``watch_dir`` changes (default ``src``; a folder or a list of them, relative to the
+config file's folder), before the Worker is reloaded (celld/server/reload.py).
 
 The section is read here on its own, before the rest of the config is checked, because
-the build may be what creates ``main``.
+the build may be what creates ``main``. With ``--env NAME`` it is ``[env.NAME.build]`` when
+that environment has one, else the top level's, whole (wrangler inherits `build` as one
+value: an environment's ``build`` replaces the top level's, keys are not merged).
 """
 
 from __future__ import annotations
@@ -23,6 +26,7 @@ from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict, ValidationError
 
+from .environments import select_environment
 from .errors import ConfigError
 from .files import read_raw
 from .schema import BuildModel, render_errors
@@ -42,11 +46,14 @@ class _BuildSection(BaseModel):
 class BuildStep:
     command: str
     cwd: Path
+    #: folders whose changes run the command again (reload on change)
+    watch_dirs: tuple[Path, ...] = ()
 
 
-def read_build(path: Path) -> BuildStep | None:
-    """The config's build step, or None when it has no ``[build] command``."""
-    raw = read_raw(path).get("build")
+def read_build(path: Path, env: str | None = None) -> BuildStep | None:
+    """The build step of the config's environment `env` (None: the top level), or None
+    when it has no ``[build] command``."""
+    raw = select_environment(path, read_raw(path), env).raw.get("build")
     if raw is None:
         return None
     try:
@@ -59,7 +66,9 @@ def read_build(path: Path) -> BuildStep | None:
     cwd = (root / model.cwd).resolve() if model.cwd else root
     if not cwd.is_dir():
         raise ConfigError(path, "build.cwd", f"not a folder: {model.cwd!r} (resolved to {cwd})")
-    return BuildStep(model.command.strip(), cwd)
+    given = model.watch_dir if model.watch_dir is not None else "src"
+    folders = [given] if isinstance(given, str) else given
+    return BuildStep(model.command.strip(), cwd, tuple((root / f).resolve() for f in folders))
 
 
 class BuildFailed(Exception):

@@ -4,8 +4,8 @@ Choices that differ from, or go beyond, wrangler:
 
 * ``name`` is optional, as it is for ``wrangler dev``; without it the config folder's name is
   used, so logs and ``script_name`` checks still have a Worker name to refer to.
-* Only the top level is used; named environments under ``env`` are accepted with a warning,
-  as ``wrangler dev`` runs the top level without ``--env``.
+* ``--env NAME`` selects ``[env.NAME]`` with wrangler's inheritance rules
+  (celld.project.environments); without it the top level runs and ``env`` is not read.
 * A workflow whose ``script_name`` names another Worker is bound as ``wrangler dev`` binds it
   when that Worker is not running: instances are created, and each errors at its start with
   wrangler's message that the Worker was not found (js/workflows/step.js); celld warns at
@@ -23,7 +23,8 @@ from typing import Any
 from pydantic import ValidationError
 
 from .bindings import BindingsConfig, resolve_bindings
-from .devvars import parse_var_option, read_dev_vars
+from .devvars import parse_var_option, read_local_vars
+from .environments import select_environment
 from .errors import ConfigError, Issue
 from .files import CONFIG_FILE_NAMES, find_config, read_raw
 from .keys import classify_top_level
@@ -93,16 +94,29 @@ class ProjectConfig:
     jsx_fragment: str | None = None
     dev: DevConfig = DevConfig()
     warnings: tuple[Issue, ...] = ()
+    #: the environment `--env` selected (None: the top level)
+    env: str | None = None
+    #: the files local variables were read from (.dev.vars, .env...), to name at start
+    vars_files: tuple[Path, ...] = ()
 
 
-def load_config(path: Path, *, var_overrides: Mapping[str, str] | None = None) -> ProjectConfig:
+def load_config(
+    path: Path,
+    *,
+    var_overrides: Mapping[str, str] | None = None,
+    env: str | None = None,
+    environ: Mapping[str, str] | None = None,
+) -> ProjectConfig:
     """Read, validate and resolve ``path``; raises :class:`ConfigError` listing every problem.
 
-    Variables are layered as in ``wrangler dev``: config ``vars``, then ``.dev.vars`` beside
-    the config file, then ``var_overrides`` (from ``--var KEY:VALUE``).
+    `env` selects a named environment (`--env`). Variables are layered as in ``wrangler
+    dev``: config ``vars``, then ``.dev.vars[.<env>]`` (or the ``.env`` files) beside the
+    config file, then ``var_overrides`` (from ``--var KEY:VALUE``). `environ` stands for the
+    process environment (CLOUDFLARE_INCLUDE_PROCESS_ENV...).
     """
-    raw = read_raw(path)
-    supported, issues, warnings = classify_top_level(raw)
+    selected = select_environment(path, read_raw(path), env)
+    supported, issues, warnings = classify_top_level(selected.raw)
+    warnings = [*selected.warnings, *warnings]
     try:
         model = TopLevelModel.model_validate(supported)
     except ValidationError as exc:
@@ -128,7 +142,8 @@ def load_config(path: Path, *, var_overrides: Mapping[str, str] | None = None) -
     warnings.extend(unused_keys(model))
     dev = model.dev
     variables: dict[str, Any] = dict(model.vars)
-    variables.update(read_dev_vars(root))
+    local, vars_files = read_local_vars(root, env, environ)
+    variables.update(local)
     variables.update(var_overrides or {})
     return ProjectConfig(
         path=path.resolve(),
@@ -165,6 +180,8 @@ def load_config(path: Path, *, var_overrides: Mapping[str, str] | None = None) -
         if dev is not None
         else DevConfig(),
         warnings=tuple(warnings),
+        env=env,
+        vars_files=vars_files,
     )
 
 

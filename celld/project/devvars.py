@@ -1,30 +1,79 @@
-"""Local-only variables: the ``.dev.vars`` file and ``--var KEY:VALUE`` options.
+"""Local-only variables: ``.dev.vars``, ``.env`` files and ``--var KEY:VALUE`` options.
 
-Secrets are kept out of the Wrangler config, so ``wrangler dev`` reads them from ``.dev.vars``
-beside the config file and lets them override ``vars``; ``--var`` overrides both. Values from
-either source are strings, as in wrangler.
+Secrets are kept out of the Wrangler config, so ``wrangler dev`` reads them from a file beside
+the config and lets them override ``vars``; ``--var`` overrides both. Values are strings, as
+in wrangler. Which file, as wrangler chooses:
 
-``.dev.vars`` is read without ``${VAR}`` interpolation because wrangler reads it with
-``dotenv.parse``, which does not interpolate. wrangler's fallback to ``.env``/``.env.local``
-when there is no ``.dev.vars`` is not implemented yet.
+* ``.dev.vars.<env>`` with ``--env <env>`` when it exists, else ``.dev.vars``; read without
+  ``${VAR}`` interpolation (wrangler reads it with ``dotenv.parse``, which has none);
+* only when neither exists: ``.env``, ``.env.local``, then with an environment
+  ``.env.<env>`` and ``.env.<env>.local``, each overriding the ones before, and ``${VAR}``
+  references expanded as ``dotenv-expand`` does (celld.project.expand); not at all when
+  CLOUDFLARE_LOAD_DEV_VARS_FROM_DOT_ENV is false. With CLOUDFLARE_INCLUDE_PROCESS_ENV true,
+  celld's own environment variables are vars too, under the files' values.
 """
 
 from __future__ import annotations
 
+import os
+from collections.abc import Mapping
 from pathlib import Path
 
 from dotenv import dotenv_values
 
 from .errors import ConfigError
+from .expand import expand_values
 
 DEV_VARS_FILE = ".dev.vars"
+LOAD_FROM_DOT_ENV = "CLOUDFLARE_LOAD_DEV_VARS_FROM_DOT_ENV"
+INCLUDE_PROCESS_ENV = "CLOUDFLARE_INCLUDE_PROCESS_ENV"
 
 
-def read_dev_vars(root: Path) -> dict[str, str]:
-    """Variables from ``<root>/.dev.vars``, or ``{}`` when there is no such file."""
-    path = root / DEV_VARS_FILE
-    if not path.is_file():
-        return {}
+def _flag(environ: Mapping[str, str], name: str, default: bool) -> bool:
+    value = environ.get(name, "").strip().lower()
+    if not value:
+        return default
+    if value in ("true", "1"):
+        return True
+    if value in ("false", "0"):
+        return False
+    raise ConfigError(Path(name), message=f"{name} must be true or false, not {value!r}")
+
+
+def dot_env_files(env: str | None) -> tuple[str, ...]:
+    """The ``.env`` files wrangler reads, lowest precedence first."""
+    names = [".env", ".env.local"]
+    if env is not None:
+        names += [f".env.{env}", f".env.{env}.local"]
+    return tuple(names)
+
+
+def read_local_vars(
+    root: Path, env: str | None = None, environ: Mapping[str, str] | None = None
+) -> tuple[dict[str, str], tuple[Path, ...]]:
+    """The local variables of the config folder `root` for `env`, and the files they came
+    from (`celld run` names them, as wrangler's "Using secrets defined in ..." does)."""
+    environ = os.environ if environ is None else environ
+    candidates = ([root / f"{DEV_VARS_FILE}.{env}"] if env is not None else []) + [
+        root / DEV_VARS_FILE
+    ]
+    for path in candidates:
+        if path.is_file():
+            return _read_file(path), (path,)
+    if not _flag(environ, LOAD_FROM_DOT_ENV, True):
+        return {}, ()
+    parsed: dict[str, str] = {}
+    used: list[Path] = []
+    for name in dot_env_files(env):
+        path = root / name
+        if path.is_file():
+            parsed.update(_read_file(path))
+            used.append(path)
+    base = dict(environ) if _flag(environ, INCLUDE_PROCESS_ENV, False) else {}
+    return {**base, **expand_values(parsed, base)}, tuple(used)
+
+
+def _read_file(path: Path) -> dict[str, str]:
     try:
         # Unparsable lines are skipped (as Node's dotenv does) with a logged warning.
         values = dotenv_values(path, interpolate=False, encoding="utf-8")

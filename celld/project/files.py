@@ -5,6 +5,11 @@ Precedence follows wrangler (``findWranglerConfig`` in workers-sdk): ``wrangler.
 folder it is given and never in parent folders: ``celld run`` names the project explicitly,
 and wrangler's separate upward search per file name can let a parent's ``wrangler.json`` win
 over the project's own ``wrangler.toml``.
+
+A build tool may *redirect* the project to the config it generated (the Cloudflare Vite plugin
+writes ``.wrangler/deploy/config.json`` with ``{"configPath": "../../dist/NAME/wrangler.json"}``
+beside the project's own config); wrangler dev and deploy then use the generated one, whose
+``main`` is the built Worker and whose assets are the built client, and so does celld.
 """
 
 from __future__ import annotations
@@ -18,6 +23,8 @@ from . import jsonc
 from .errors import ConfigError
 
 CONFIG_FILE_NAMES: tuple[str, ...] = ("wrangler.json", "wrangler.jsonc", "wrangler.toml")
+#: where a build tool leaves the path of the config it generated (see the module docstring)
+DEPLOY_REDIRECT = Path(".wrangler") / "deploy" / "config.json"
 _SUFFIXES = (".json", ".jsonc", ".toml")
 _TOML_POSITION = re.compile(r"\s*\(at line (\d+), column (\d+)\)\s*$")
 
@@ -39,6 +46,9 @@ def find_config(project_dir: Path, explicit: Path | None = None) -> Path:
         return explicit
     if not project_dir.is_dir():
         raise ConfigError(project_dir, message="project folder not found")
+    redirect = redirected_config(project_dir)
+    if redirect is not None:
+        return redirect
     for name in CONFIG_FILE_NAMES:
         candidate = project_dir / name
         if candidate.is_file():
@@ -49,6 +59,36 @@ def find_config(project_dir: Path, explicit: Path | None = None) -> Path:
         + ", ".join(CONFIG_FILE_NAMES)
         + ")",
     )
+
+
+def redirected_config(project_dir: Path) -> Path | None:
+    """The generated config ``.wrangler/deploy/config.json`` points to, if there is one.
+
+    A redirect that is unreadable or points nowhere is an error, as in wrangler: serving the
+    unbuilt config instead would hide a stale or broken build.
+    """
+    marker = project_dir / DEPLOY_REDIRECT
+    if not marker.is_file():
+        return None
+    data = read_raw(marker)
+    target = data.get("configPath")
+    if not isinstance(target, str) or not target:
+        raise ConfigError(marker, message="configPath must name the generated configuration")
+    path = (marker.parent / target).resolve()
+    if not path.is_file():
+        raise ConfigError(
+            marker, message=f"configPath {target!r} names no file ({path}); run the build again"
+        )
+    return path
+
+
+def state_home(project_dir: Path, explicit: Path | None, config_root: Path) -> Path:
+    """The folder the default ``.celld`` state folder goes in: the project's own, also when a
+    build redirected it to a generated config (a rebuild empties the build's output folder,
+    and wrangler too keeps its ``.wrangler/state`` in the project)."""
+    if explicit is None and (project_dir / DEPLOY_REDIRECT).is_file():
+        return project_dir
+    return config_root
 
 
 def read_raw(path: Path) -> dict[str, Any]:

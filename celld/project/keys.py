@@ -41,7 +41,9 @@ SUPPORTED: frozenset[str] = frozenset(
         "r2_buckets",
         "assets",
         "durable_objects",
+        "services",
         "migrations",
+        "queues",
         # How wrangler's esbuild compiles the code (celld.isolate.tsconfig)
         "tsconfig",
         "jsx_factory",
@@ -61,7 +63,7 @@ _BUNDLING = (
 # Settings celld runs without, each with why: `celld run` warns once per key present, so
 # nothing in a config is ignored silently. Deploy-only keys mean nothing to a local
 # runtime (as under `wrangler dev`); bundler settings have no counterpart in celld's
-# loader; named environments wait for `--env`.
+# loader.
 NOT_ACTED_ON: Mapping[str, str] = {
     "account_id": _DEPLOY,
     "workers_dev": _DEPLOY,
@@ -87,22 +89,24 @@ NOT_ACTED_ON: Mapping[str, str] = {
     "base_dir": _BUNDLING,
     "preserve_file_names": _BUNDLING,
     "rules": _BUNDLING,
-    "env": "named environments are not used: celld runs the top level, as `wrangler dev` "
-    "does without --env",
     "triggers": "cron triggers do not fire on their own, as under `wrangler dev`; fire the "
     "Worker's scheduled() with `curl http://HOST:PORT/cdn-cgi/handler/scheduled?cron=...` "
     "(or /__scheduled with `celld run --test-scheduled`)",
 }
 
-# Keys that are no setting at all: never warned about.
-SILENT: frozenset[str] = frozenset({"$schema"})  # an editor's JSON schema reference
+# Keys that are no setting at all: never warned about. Besides an editor's JSON schema
+# reference and named environments (`--env NAME` selects one: celld.project.environments),
+# the bookkeeping wrangler writes into a config it generates for a build (the one
+# `.wrangler/deploy/config.json` redirects to: celld/project/files.py).
+GENERATED_MARKS: frozenset[str] = frozenset(
+    {"configPath", "userConfigPath", "topLevelName", "definedEnvironments"}
+)
+SILENT: frozenset[str] = frozenset({"$schema", "env"}) | GENERATED_MARKS
 
 IGNORED: frozenset[str] = frozenset(NOT_ACTED_ON) | SILENT
 
 # Bindings celld does not provide, with wrangler's friendly names.
 UNSUPPORTED_BINDINGS: Mapping[str, str] = {
-    "queues": "Queue",
-    "services": "Service",
     "ai_search": "AI Search",
     "ai_search_namespaces": "AI Search Namespace",
     "websearch": "Web Search",
@@ -171,13 +175,15 @@ def classify_top_level(
     supported: dict[str, Any] = {}
     issues: list[Issue] = []
     warnings: list[Issue] = []
+    # wrangler writes every binding kind into a config it generates, most of them empty
+    generated = "topLevelName" in raw and "configPath" in raw
     for key, value in raw.items():
+        if generated and _generated_default(key, value, raw):
+            continue
         if key in SUPPORTED:
             supported[key] = value
         elif key in IGNORED:
-            if key == "env" and not isinstance(value, dict):
-                issues.append(Issue(key, "expected a table of named environments"))
-            elif key == "triggers" and not _has_crons(value):
+            if key == "triggers" and not _has_crons(value):
                 pass  # an empty [triggers] asks for nothing
             elif key in NOT_ACTED_ON:
                 warnings.append(Issue(key, NOT_ACTED_ON[key]))
@@ -190,6 +196,26 @@ def classify_top_level(
         else:
             issues.append(Issue(key, unknown_key_message(key, KNOWN)))
     return supported, issues, warnings
+
+
+def _generated_default(key: str, value: Any, raw: Mapping[str, Any]) -> bool:
+    """A refused key of a generated config that asks for nothing: an empty binding list or
+    table (`"queues": {"producers": [], "consumers": []}`), or the Python module rules of a
+    Worker whose `main` is not Python."""
+    if key not in UNSUPPORTED_BINDINGS and key not in UNSUPPORTED_FEATURES:
+        return False
+    if key == "python_modules":
+        return not str(raw.get("main", "")).endswith(".py")
+    return declares_nothing(value)
+
+
+def declares_nothing(value: Any) -> bool:
+    """An empty list or table, or one of only empty ones."""
+    if isinstance(value, list):
+        return not value
+    if isinstance(value, dict):
+        return all(declares_nothing(inner) for inner in value.values())
+    return False
 
 
 def _has_crons(value: Any) -> bool:

@@ -237,8 +237,83 @@ class DurableObjectBindingModel(_Strict):
     _check_class_name = field_validator("class_name")(_class_name)
 
 
+class ServiceBindingModel(_Strict):
+    """``[[services]]``: another Worker (or this one) as ``env.<binding>``."""
+
+    binding: str
+    service: str
+    entrypoint: str | None = None
+    environment: str | None = None
+    props: dict[str, Any] | None = None
+    remote: bool | None = None
+
+    _check_binding = field_validator("binding")(_binding_name)
+
+
 class DurableObjectsModel(_Strict):
     bindings: list[DurableObjectBindingModel] = []
+
+
+# Cloudflare's bounds for a consumer's settings (Queues limits); a value past them is refused
+# at start, as wrangler refuses it at deploy.
+MAX_QUEUE_BATCH_SIZE = 100
+MAX_QUEUE_BATCH_TIMEOUT_S = 60
+MAX_QUEUE_RETRIES = 100
+MAX_QUEUE_DELAY_S = 86_400
+MAX_QUEUE_CONCURRENCY = 250
+
+
+def _bounded(value: float | None, low: float, high: float) -> float | None:
+    if value is not None and not low <= value <= high:
+        raise _fail(f"must be between {low:,} and {high:,}, got {value}")
+    return value
+
+
+class QueueProducerModel(_Strict):
+    binding: str
+    queue: str
+    delivery_delay: int | None = None
+    remote: bool | None = None
+
+    _check_binding = field_validator("binding")(_binding_name)
+    _check_queue = field_validator("queue")(lambda value: _storage_name(value))
+    _check_delay = field_validator("delivery_delay")(
+        lambda value: _bounded(value, 0, MAX_QUEUE_DELAY_S)
+    )
+
+
+class QueueConsumerModel(_Strict):
+    queue: str
+    type: str | None = None
+    max_batch_size: int | None = None
+    max_batch_timeout: float | None = None
+    max_retries: int | None = None
+    dead_letter_queue: str | None = None
+    max_concurrency: int | None = None
+    retry_delay: int | None = None
+    visibility_timeout_ms: int | None = None
+
+    _check_queues = field_validator("queue", "dead_letter_queue")(_storage_name)
+    _check_size = field_validator("max_batch_size")(
+        lambda value: _bounded(value, 1, MAX_QUEUE_BATCH_SIZE)
+    )
+    _check_timeout = field_validator("max_batch_timeout")(
+        lambda value: _bounded(value, 0, MAX_QUEUE_BATCH_TIMEOUT_S)
+    )
+    _check_retries = field_validator("max_retries")(
+        lambda value: _bounded(value, 0, MAX_QUEUE_RETRIES)
+    )
+    _check_concurrency = field_validator("max_concurrency")(
+        lambda value: _bounded(value, 1, MAX_QUEUE_CONCURRENCY)
+    )
+    _check_retry_delay = field_validator("retry_delay")(
+        lambda value: _bounded(value, 0, MAX_QUEUE_DELAY_S)
+    )
+
+
+class QueuesModel(_Strict):
+    producers: list[QueueProducerModel] = []
+    consumers: list[QueueConsumerModel] = []
 
 
 class RenamedClassModel(BaseModel):
@@ -328,6 +403,8 @@ class TopLevelModel(_Strict):
     analytics_engine_datasets: list[OfflineBindingModel] = []
     send_email: list[SendEmailModel] = []
     durable_objects: DurableObjectsModel | None = None
+    services: list[ServiceBindingModel] = []
+    queues: QueuesModel | None = None
     migrations: list[MigrationModel] = []
     tsconfig: str | None = None
     jsx_factory: str | None = None

@@ -3,8 +3,8 @@
 Each becomes a warning naming the key path (`celld run` prints it once at start), so a
 setting that would change what `wrangler dev` does never goes unnoticed: preview and
 remote resources (celld keeps every binding's data locally), R2 jurisdictions, the
-subrequest limit, wrangler's inspector and containers, and `build.watch_dir` (the build
-command runs once, at start).
+subrequest limit, wrangler's inspector and containers, and a `build.watch_dir` with no
+`build.command` to run.
 """
 
 from __future__ import annotations
@@ -48,6 +48,9 @@ def unused_keys(model: TopLevelModel) -> list[Issue]:
             )
         if bucket.remote:
             note(f"r2_buckets[{index}].remote", _REMOTE)
+    for index, service in enumerate(model.services):
+        if service.remote:
+            note(f"services[{index}].remote", _REMOTE)
     if model.limits is not None and model.limits.subrequests is not None:
         note("limits.subrequests", "celld does not count or limit subrequests")
     dev = model.dev
@@ -62,10 +65,6 @@ def unused_keys(model: TopLevelModel) -> list[Issue]:
         if dev.generate_types is not None:
             note("dev.generate_types", "celld does not generate types; run `wrangler types`")
     build = model.build
-    if build is not None and build.watch_dir is not None:
-        note(
-            "build.watch_dir",
-            "celld runs [build] command once, before serving, and does not rebuild when files "
-            "change yet: restart `celld run` to rebuild",
-        )
+    if build is not None and build.watch_dir is not None and not (build.command or "").strip():
+        note("build.watch_dir", "there is no build.command to run again when files change")
     return found

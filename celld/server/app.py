@@ -15,10 +15,11 @@ from contextlib import asynccontextmanager
 from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import PlainTextResponse, Response
-from starlette.routing import Match, Route
-from starlette.types import Scope
+from starlette.routing import BaseRoute, Match, NoMatchFound, Route
+from starlette.types import Receive, Scope, Send
 
 from celld.bindings.assets import AssetServer
+from celld.isolate.websockets import SocketHub
 from celld.isolate.worker_pool import WorkerError, WorkerPool
 from celld.server.limits import (
     INLINE_BODY_BYTES,
@@ -31,6 +32,7 @@ from celld.server.limits import (
 )
 from celld.server.request_log import log_request
 from celld.server.streaming import Receiver, StreamedResponse
+from celld.server.websocket import socket_app
 
 log = logging.getLogger("celld.server")
 
@@ -61,6 +63,24 @@ class WorkerFirst(WorkerRoute):
         if scope["type"] == "http" and not scope["path"].startswith("/cdn-cgi/"):
             return super().matches(scope)
         return Match.NONE, {}
+
+
+class WorkerSocketRoute(BaseRoute):
+    """WebSocket upgrades: every path goes to the Worker (celld/server/websocket.py)."""
+
+    def __init__(self, app: Callable[[Scope, Receive, Send], Awaitable[None]]) -> None:
+        self.app = app
+
+    def matches(self, scope: Scope) -> tuple[Match, Scope]:
+        if scope["type"] == "websocket" and not scope["path"].startswith(INTERNAL_PREFIX):
+            return Match.FULL, {}
+        return Match.NONE, {}
+
+    def url_path_for(self, name: str, /, **path_params: object) -> object:
+        raise NoMatchFound(name, path_params)
+
+    async def handle(self, scope: Scope, receive: Receive, send: Send) -> None:
+        await self.app(scope, receive, send)
 
 
 def worker_url(request: Request) -> str:
@@ -118,21 +138,24 @@ def build_app(
     shutdown: Callable[[], Awaitable[None]],
     metrics: Callable[[], Awaitable[str]] | None = None,
     internal_routes: list[Route] | None = None,
-    assets: AssetServer | None = None,
+    assets: Callable[[], AssetServer | None] | None = None,
     before_worker: list[Route] | None = None,
     url_rewrite: tuple[str | None, str | None] | None = None,
+    sockets: Callable[[], SocketHub | None] | None = None,
 ) -> Starlette:
     """The app. `before_worker` routes take their paths from the Worker (`/__scheduled`
     with --test-scheduled); `url_rewrite` is ([dev] upstream_protocol, [dev] host): what
-    the Worker's request.url says instead of the URL it was called with."""
+    the Worker's request.url says instead of the URL it was called with. `get_pool` and
+    `assets` are asked on each request: a reload on change replaces them."""
 
     async def serve_worker(request: Request) -> Response:
-        if assets is not None:
+        static = assets() if assets is not None else None
+        if static is not None:
             # The path as sent (not re-quoted), so needless escapes can be redirected away.
             raw_path = request.scope.get("raw_path") or request.url.path.encode()
             query = request.url.query
             target = raw_path.decode("latin-1") + (f"?{query}" if query else "")
-            found = await assets.answer(
+            found = await static.answer(
                 request.method,
                 target,
                 {k.lower(): v for k, v in request.headers.items()},
@@ -243,5 +266,6 @@ def build_app(
         Route(f"{INTERNAL_PREFIX}/metrics", serve_metrics, methods=["GET"]),
         *(internal_routes or []),
         WorkerRoute("/{path:path}", serve_and_log, methods=methods),
+        WorkerSocketRoute(socket_app(get_pool, sockets or (lambda: None))),
     ]
     return Starlette(routes=routes, lifespan=lifespan)

@@ -106,9 +106,11 @@ def explorer_routes(operator: Operator) -> list[Route]:
             status=params.get("status") or None,
             date_start=params.get("date_start") or None,
             date_end=params.get("date_end") or None,
+            search=params.get("search") or None,  # celld's: ids containing it
         )
         if not shape.wants_details(request):
             items = [shape.instance_item(item) for item in items]
+            info = shape.result_info(info)
         return envelope(items, result_info=info)
 
     async def create_instance(request: Request) -> Response:
@@ -146,7 +148,7 @@ def explorer_routes(operator: Operator) -> list[Route]:
             body.get("from"),
             rollback=rollback is True,
         )
-        return envelope(result)
+        return envelope(result if shape.wants_details(request) else shape.status_change(result))
 
     async def send_event(request: Request) -> Response:
         payload = await json_body(request)

@@ -40,6 +40,17 @@ def instance_item(item: dict[str, Any]) -> dict[str, Any]:
     return {"id": item["id"], "status": item["status"], "created_on": item["created_on"]}
 
 
+def result_info(info: dict[str, Any]) -> dict[str, Any]:
+    """A listing's paging facts, without celld's `now`."""
+    return {key: info[key] for key in ("page", "per_page", "total_count", "total_pages")}
+
+
+def status_change(result: dict[str, Any]) -> dict[str, Any]:
+    """`PATCH .../status`'s answer, `{status, timestamp}` (celld's tools also get
+    `applied`: whether the lifecycle let the action change anything)."""
+    return {"status": result["status"], "timestamp": result["timestamp"]}
+
+
 def instance(details: dict[str, Any]) -> dict[str, Any]:
     shaped: dict[str, Any] = {"status": details["status"], "params": details["params"]}
     trigger = details.get("trigger")

@@ -35,7 +35,7 @@ class Introspector:
 
     def _registry(self, workflow: str) -> Introspection:
         self.operator.require_workflow(workflow)
-        registry = self.operator.cells().introspection
+        registry = self.operator.cells(workflow).introspection
         if registry is None:
             raise OperatorError(403, NOT_TEST_MODE)
         return registry
@@ -78,7 +78,7 @@ class Introspector:
             modifiers = registry.prepare(ref, operations)
         except ModifierError as error:
             raise _refused(error) from None
-        cell = self.operator.cells().loaded(ref)
+        cell = self.operator.cells(workflow).loaded(ref)
         run = cell.run if cell is not None else None
         if run is None:
             registry.install(ref, modifiers)

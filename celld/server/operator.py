@@ -18,6 +18,7 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 from celld.cells.manager import CellManager
+from celld.engine.lifecycle import allowed_actions
 from celld.isolate.host import HostError
 from celld.project.cron import parse_scheduled_id
 from celld.server.attempts import attempts_of, logged_attempts
@@ -31,6 +32,7 @@ STATUSES = (
 FINAL = frozenset({"errored", "terminated", "complete"})
 ACTIONS = ("pause", "resume", "terminate", "restart")
 MAX_PER_PAGE = 100
+MAX_SEARCH = 100  # an instance id is at most 100 characters
 MAX_WAIT_MS = 300_000
 POLL_S = 0.025
 
@@ -73,22 +75,45 @@ def _binding_error(error: HostError, instance_id: Any = None) -> OperatorError:
     return OperatorError(400, message)
 
 
-class Operator:
-    """The operations behind every operator route; `cells` and `store` appear at start."""
+Parts = Callable[[], tuple[CellManager | None, Store | None]]
 
-    def __init__(
-        self,
-        get_parts: Callable[[], tuple[CellManager | None, Store | None]],
-        workflows: list[dict[str, str]],
-    ) -> None:
+
+class Operator:
+    """The operations behind every operator route; `cells` and `store` appear at start.
+
+    One Operator may stand for several Workers (`combined`): each workflow is answered by
+    the cells and store of the Worker that runs it."""
+
+    def __init__(self, get_parts: Parts, workflows: list[dict[str, str]]) -> None:
         self._get_parts = get_parts
         #: [{name, binding, class_name, script_name}] from the project config
         self.workflows = workflows
+        #: workflow name -> the parts of the Worker that runs it (when not `get_parts`)
+        self._owners: dict[str, Parts] = {}
+
+    @classmethod
+    def combined(cls, operators: list[Operator]) -> Operator:
+        """One Operator over the workflows of several Workers (a session of several),
+        listed in the order given. A name two of them run is answered by the first, as
+        ``wrangler dev``'s explorer lists one workflow per name."""
+        first = operators[0]
+        merged = cls(first._get_parts, [])
+        for operator in operators:
+            for workflow in operator.workflows:
+                if any(w["name"] == workflow["name"] for w in merged.workflows):
+                    continue
+                merged.workflows.append(workflow)
+                merged._owners[workflow["name"]] = operator._owners.get(
+                    workflow["name"], operator._get_parts
+                )
+        return merged
 
     # -- plumbing ------------------------------------------------------------------------
 
-    def _parts(self) -> tuple[CellManager, Store]:
-        cells, store = self._get_parts()
+    def _parts(self, workflow: str | None = None) -> tuple[CellManager, Store]:
+        """The cells and store running `workflow` (None: the first Worker's)."""
+        get = self._owners.get(workflow or "", self._get_parts)
+        cells, store = get()
         if cells is None or store is None:
             raise OperatorError(404, "this project has no workflows", CODE_NOT_FOUND)
         return cells, store
@@ -100,7 +125,7 @@ class Operator:
         raise OperatorError(404, f"Workflow '{name}' not found.", CODE_NOT_FOUND)
 
     async def _call(self, workflow: str, method: str, **fields: Any) -> Any:
-        cells, _ = self._parts()
+        cells, _ = self._parts(workflow)
         self.require_workflow(workflow)
         handle: Callable[[dict[str, Any]], Awaitable[Any]] = cells.ops["wf.binding"]  # type: ignore[assignment]
         try:
@@ -118,7 +143,7 @@ class Operator:
 
     async def workflow_details(self, name: str) -> dict[str, Any]:
         workflow = self.require_workflow(name)
-        cells, store = self._parts()
+        cells, store = self._parts(name)
         counts = dict.fromkeys(sorted(STATUSES), 0)  # wrangler dev's order
         counts.update(await store.workflow_counts(name))
         return {
@@ -146,15 +171,20 @@ class Operator:
         status: str | None = None,
         date_start: str | None = None,
         date_end: str | None = None,
+        search: str | None = None,
     ) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+        """One page of instances, newest first, with their allowed `actions`; `search`
+        keeps those whose id contains it (ignoring case)."""
         self.require_workflow(name)
-        _, store = self._parts()
+        cells, store = self._parts(name)
         if page < 1:
             raise OperatorError(400, "page must be a whole number >= 1")
         if not 1 <= per_page <= MAX_PER_PAGE:
             raise OperatorError(400, f"per_page must be between 1 and {MAX_PER_PAGE}")
         if status is not None and status not in STATUSES:
             raise OperatorError(400, f"status must be one of {', '.join(STATUSES)}")
+        if search is not None and len(search) > MAX_SEARCH:
+            raise OperatorError(400, f"search must be at most {MAX_SEARCH} characters")
         try:
             start = parse_iso(date_start) if date_start else None
             end = parse_iso(date_end) if date_end else None
@@ -173,8 +203,11 @@ class Operator:
             status=status,
             created_from=start,
             created_to=end,
+            id_contains=search,
         )
-        total = await store.count_instances(name, status=status, created_from=start, created_to=end)
+        total = await store.count_instances(
+            name, status=status, created_from=start, created_to=end, id_contains=search
+        )
         items = [
             {
                 "id": r.id,
@@ -182,6 +215,7 @@ class Operator:
                 "created_on": iso(r.created_at),
                 "started_on": iso(r.started_at),
                 "ended_on": iso(r.finished_at),
+                "actions": actions_for(r.status),
             }
             for r in rows
         ]
@@ -190,6 +224,7 @@ class Operator:
             "per_page": per_page,
             "total_count": total,
             "total_pages": max(1, -(-total // per_page)),
+            "now": iso(cells.clock.now()),  # the engine's clock: an unfinished one's duration
         }
         return items, info
 
@@ -241,9 +276,20 @@ class Operator:
             fields["from"] = restart_from
         if action == "terminate":
             fields["rollback"] = rollback
+        before = await self._call(name, "status", id=instance_id)
         await self._call(name, action, **fields)
         view = await self._call(name, "status", id=instance_id)
-        return {"status": view["status"], "timestamp": iso(time.time() * 1000)}
+        # Cloudflare answers a pause or resume that changes nothing (a resume of a complete
+        # instance) as a success; `applied` (for celld's tools) says whether the lifecycle
+        # allowed the action from the status found just before, so they report no success
+        # for it. (A status read does not tell a rollback in progress, which reads
+        # `running`: a pause then counts as applied though the machine ignores it.)
+        applied = action in allowed_actions(before["status"])
+        return {
+            "status": view["status"],
+            "timestamp": iso(time.time() * 1000),
+            "applied": applied,
+        }
 
     async def delete(self, name: str, instance_id: str) -> None:
         await self._call(name, "delete", id=instance_id)
@@ -259,7 +305,7 @@ class Operator:
         """Delete every instance of the workflow (`wrangler workflows delete NAME`), a
         page at a time through the binding's deleteBatch."""
         self.require_workflow(name)
-        _, store = self._parts()
+        _, store = self._parts(name)
         while True:
             rows = await store.list_instances(name, offset=0, limit=MAX_PER_PAGE)
             if not rows:
@@ -280,8 +326,9 @@ class Operator:
         """sendEvent with the payload already in the serializer's text."""
         await self._call(name, "sendEvent", id=instance_id, type=event_type, payload=payload)
 
-    def cells(self) -> CellManager:
-        return self._parts()[0]
+    def cells(self, workflow: str | None = None) -> CellManager:
+        """The cells running `workflow` (None: the first Worker's)."""
+        return self._parts(workflow)[0]
 
     async def describe(
         self, name: str, instance_id: str, *, attempts: bool = True
@@ -291,7 +338,7 @@ class Operator:
         (celld.server.attempts); without, only from its step rows (the waiting helpers,
         which poll)."""
         self.require_workflow(name)
-        cells, store = self._parts()
+        cells, store = self._parts(name)
         await self._call(name, "get", id=instance_id)  # validates the id: 404 otherwise
         found = await cells.describe(name, instance_id)
         if found is None:
@@ -336,6 +383,10 @@ class Operator:
                 for e in found["events"]
             ],
             "rollback": _rollback(found.get("rollback")),
+            "actions": actions_for(
+                found["status"],
+                rolling_back=(found.get("rollback") or {}).get("state") == "rolling_back",
+            ),
         }
 
     # -- test helpers --------------------------------------------------------------------
@@ -413,6 +464,12 @@ class Operator:
             if time.monotonic() >= deadline:
                 raise OperatorError(408, f"step {step!r} has no result after {timeout_ms} ms")
             await asyncio.sleep(POLL_S)
+
+
+def actions_for(status: str, *, rolling_back: bool = False) -> list[str]:
+    """What an operator may do to an instance in `status`: the lifecycle's allowed actions
+    (celld.engine.lifecycle decides), and delete, which any status allows."""
+    return [*allowed_actions(status, rolling_back=rolling_back), "delete"]
 
 
 def _rollback(progress: dict[str, Any] | None) -> dict[str, Any] | None:

@@ -105,6 +105,12 @@ class GuardedHttpToolsProtocol(HttpToolsProtocol):
         self.celld_idle.closed(self)
         super().connection_lost(exc)
 
+    def handle_websocket_upgrade(self) -> None:
+        """The connection becomes a WebSocket (another protocol object serves it from now
+        on): it leaves the registry, as its close is never told to this one."""
+        self.celld_idle.closed(self)
+        super().handle_websocket_upgrade()
+
     def close_idle(self) -> None:
         """Called by the registry: past the header deadline, or shed to make room."""
         transport = self._celld_transport

@@ -104,6 +104,8 @@ def _readable(node: Any, defs: dict[int, Any]) -> Any:
         return f"/{node.get('source', '')}/{node.get('flags', '')}"
     if tag == "Error":
         return {"name": node.get("name"), "message": node.get("message")}
+    if tag == "Blobs":  # a value as a message carries it (its bytes beside it)
+        return _readable(node.get("v"), defs)
     if tag == "Def":
         readable = _readable(value, defs)
         defs[int(node.get("id", 0))] = readable
@@ -113,4 +115,7 @@ def _readable(node: Any, defs: dict[int, Any]) -> Any:
     if isinstance(value, str):  # ArrayBuffer, typed arrays, DataView: bytes in base64
         size = len(base64.b64decode(value)) if value else 0
         return f"[{tag} {size} bytes]"
+    blob = node.get("blob")
+    if isinstance(blob, list) and len(blob) == 2:  # the same, as bytes (celld/engine/binary.py)
+        return f"[{tag} {blob[1]} bytes]"
     return node

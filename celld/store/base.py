@@ -63,7 +63,8 @@ class Write:
     runnable: bool  # queued or running: must be resumed after a restart
     delete: bool = False  # delete the instance and every row of it (its id becomes free)
     #: event log entries (timestamp ms, type, body JSON) committed with the changes; the
-    #: store numbers them (celld.cells.instance_log)
+    #: store numbers them (celld.cells.instance_log; a `STEP_DONE` entry stands for four
+    #: events, celld.store.logpack)
     log: tuple[tuple[int, str, str], ...] = ()
 
 
@@ -224,7 +225,8 @@ class Store(Protocol):
     # -- instance event log (subscribe) ---------------------------------------------
 
     async def log_after(self, ref: InstanceRef, after: int, limit: int) -> list[LogRow]:
-        """`ref`'s logged events with an id above `after`, oldest first."""
+        """`ref`'s logged events with an id above `after`, oldest first, from at most
+        `limit` stored rows (one row may hold several events: celld.store.logpack)."""
         ...
 
     async def log_ended(self, ref: InstanceRef, upto: int) -> bool:
@@ -253,8 +255,10 @@ class Store(Protocol):
         status: str | None = None,
         created_from: int | None = None,
         created_to: int | None = None,
+        id_contains: str | None = None,
     ) -> list[InstanceSummary]:
-        """One page of a workflow's instances, newest first."""
+        """One page of a workflow's instances, newest first; `id_contains` keeps those
+        whose id contains it, ignoring case."""
         ...
 
     async def count_instances(
@@ -264,5 +268,6 @@ class Store(Protocol):
         status: str | None = None,
         created_from: int | None = None,
         created_to: int | None = None,
+        id_contains: str | None = None,
     ) -> int: ...
     async def workflow_counts(self, workflow: str) -> dict[str, int]: ...

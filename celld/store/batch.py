@@ -9,9 +9,11 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
+from celld.engine.binary import store_form
 from celld.store.base import DuplicateInstance, InstanceRef, Write
 from celld.store.health import StoreHealth
-from celld.store.rows import event_row, step_row
+from celld.store.logpack import expand_entries, pack
+from celld.store.rows import Encode, event_row, step_row
 
 log = logging.getLogger("celld.store")
 
@@ -60,7 +62,13 @@ class Gathered:
     instances: list[tuple[Any, ...]] = field(default_factory=list)
     steps: list[tuple[Any, ...]] = field(default_factory=list)
     events: list[tuple[Any, ...]] = field(default_factory=list)
-    log: list[tuple[Any, ...]] = field(default_factory=list)  # instance event log entries
+    #: instance event log rows: (workflow, id, timestamp, type, body), plus the number of
+    #: events the row holds when `pack_log` (celld.store.logpack)
+    log: list[tuple[Any, ...]] = field(default_factory=list)
+    #: one log row per write, numbered by the store; otherwise one row per event
+    pack_log: bool = False
+    #: how the store writes serialized values (celld/store/rows.py)
+    encode: Encode = store_form
 
     def add_history(self, write: Write) -> None:
         """The write's step and event rows (and what it wipes or deletes of them), and
@@ -73,9 +81,15 @@ class Gathered:
             self.deleted_steps.append((workflow, instance_id, key.type, key.name, key.count))
         for seq in changes.deleted_events:
             self.deleted_events.append((workflow, instance_id, seq))
-        self.steps.extend(step_row(workflow, instance_id, s) for s in changes.steps)
-        self.events.extend(event_row(workflow, instance_id, e) for e in changes.events)
-        self.log.extend((workflow, instance_id, *entry) for entry in write.log)
+        encode = self.encode
+        self.steps.extend(step_row(workflow, instance_id, s, encode) for s in changes.steps)
+        self.events.extend(event_row(workflow, instance_id, e, encode) for e in changes.events)
+        if not write.log:
+            return
+        if self.pack_log:
+            self.log.append((workflow, instance_id, *pack(write.log)))
+        else:
+            self.log.extend((workflow, instance_id, *e) for e in expand_entries(write.log))
 
     def in_order(self, sql: Statements) -> list[tuple[str, list[tuple[Any, ...]]]]:
         """(statement, rows) for every kind that has rows, deletions first."""

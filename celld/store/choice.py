@@ -27,12 +27,20 @@ def check_store(spec: str | None, bindings: BindingsConfig) -> None:
         raise ValueError(
             f"--store must be 'sqlite' or a postgresql://USER@HOST:PORT/DB URL, not {spec!r}"
         )
+    # KV namespaces and R2 buckets live in the shared database (celld/bindings/pgkv.py,
+    # pgr2.py). D1 databases and Durable Objects still have one SQLite file per database or
+    # object under --persist-to and no placement on one node at a time: refused.
+    if not bindings.queues.empty:
+        raise ValueError(
+            f"--store {redact(spec)} (several nodes on one database) cannot be combined with "
+            "Queues yet: celld keeps queue messages in a SQLite file under --persist-to "
+            "(queues.sqlite3) and has no PostgreSQL table for them, so nodes would each hold "
+            "different messages. Run this project on the default SQLite store (one node)."
+        )
     kinds = [
         f"{kind} ({', '.join(b.binding for b in found)})"
         for kind, found in (
-            ("KV", bindings.kv),
             ("D1", bindings.d1),
-            ("R2", bindings.r2),
             ("Durable Object", bindings.objects.bindings),
         )
         if found
@@ -40,11 +48,11 @@ def check_store(spec: str | None, bindings: BindingsConfig) -> None:
     if kinds:
         raise ValueError(
             f"--store {redact(spec)} (several nodes on one database) cannot be combined with "
-            f"{', '.join(kinds)} bindings: celld keeps KV, D1, R2 and Durable Object data in "
-            "files under --persist-to on each node, so nodes sharing workflows would each see "
-            "different data (and run the same object twice). Run this project on the default "
-            "SQLite store (one node), or move its storage bindings to a service every node "
-            "reaches and remove them from the config."
+            f"{', '.join(kinds)} bindings yet: celld keeps D1 databases and Durable Object "
+            "storage in files under --persist-to on each node, so nodes would each see "
+            "different data (and run the same object twice). KV and R2 bindings do work on a "
+            "shared store. Run this project on the default SQLite store (one node), or move "
+            "those bindings to a service every node reaches and remove them from the config."
         )
 
 

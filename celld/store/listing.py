@@ -13,6 +13,7 @@ from typing import Any
 
 from celld.engine import rollback
 from celld.store.base import InstanceRef, InstanceSummary, Loaded, LogRow
+from celld.store.logpack import unpack
 from celld.store.rows import instance_from_row, step_from_row
 
 
@@ -27,35 +28,51 @@ class SharedReads:
         raise NotImplementedError
 
     def _listing_filter(
-        self, workflow: str, status: str | None, created_from: int | None, created_to: int | None
+        self,
+        workflow: str,
+        status: str | None,
+        created_from: int | None,
+        created_to: int | None,
+        id_contains: str | None = None,
     ) -> tuple[str, list[Any]]:
         where = [f"workflow = {self._mark(1)}"]
         params: list[Any] = [workflow]
-        for clause, value in (
-            ("status = ", status),
-            ("created_at >= ", created_from),
-            ("created_at <= ", created_to),
+        for clause, value, tail in (
+            ("status = ", status, ""),
+            ("created_at >= ", created_from, ""),
+            ("created_at <= ", created_to, ""),
+            # case-insensitive on both backends (SQLite's LIKE is, PostgreSQL's is not)
+            ("LOWER(id) LIKE ", _like_pattern(id_contains), " ESCAPE '\\'"),
         ):
             if value is not None:
                 params.append(value)
-                where.append(clause + self._mark(len(params)))
+                where.append(clause + self._mark(len(params)) + tail)
         return " AND ".join(where), params
 
+    async def _fetch_many(self, queries: list[tuple[str, tuple[Any, ...]]]) -> list[list[Any]]:
+        """Several SELECTs; a store that can runs them in one trip (SQLite)."""
+        return [await self._fetch(sql, params) for sql, params in queries]
+
     async def peek(self, ref: InstanceRef) -> Loaded | None:
-        """Two indexed reads, no history: a status poll of an instance that is not in
-        memory costs no load (three reads, a cell built and dropped)."""
+        """The instance row and its rollback phase, no history: a status poll of an
+        instance that is not in memory costs no load (a cell built and dropped)."""
         key = (ref.workflow, ref.id)
-        rows = await self._fetch(
-            f"SELECT * FROM instances WHERE workflow = {self._mark(1)} AND id = {self._mark(2)}",
-            key,
+        rows, phase = await self._fetch_many(
+            [
+                (
+                    f"SELECT * FROM instances WHERE workflow = {self._mark(1)} "
+                    f"AND id = {self._mark(2)}",
+                    key,
+                ),
+                (
+                    f"SELECT * FROM steps WHERE workflow = {self._mark(1)} AND instance_id = "
+                    f"{self._mark(2)} AND type = '{rollback.PHASE}'",
+                    key,
+                ),
+            ]
         )
         if not rows:
             return None
-        phase = await self._fetch(
-            f"SELECT * FROM steps WHERE workflow = {self._mark(1)} AND instance_id = "
-            f"{self._mark(2)} AND type = '{rollback.PHASE}'",
-            key,
-        )
         return Loaded(
             instance_from_row(rows[0]), [step_from_row(r) for r in phase], [], history_dropped=True
         )
@@ -84,7 +101,14 @@ class SharedReads:
             f"LIMIT {m(4)}",
             (ref.workflow, ref.id, after, limit),
         )
-        return [LogRow(r["event_id"], r["timestamp"], r["type"], r["body"]) for r in rows]
+        events: list[LogRow] = []
+        for r in rows:  # a row may hold several events (celld.store.logpack)
+            events.extend(
+                e
+                for e in unpack(r["event_id"], r["timestamp"], r["type"], r["body"])
+                if e.event_id > after
+            )
+        return events
 
     async def log_ended(self, ref: InstanceRef, upto: int) -> bool:
         """Whether a final event (completed, errored, terminated) is logged at or before
@@ -118,9 +142,12 @@ class SharedReads:
         status: str | None = None,
         created_from: int | None = None,
         created_to: int | None = None,
+        id_contains: str | None = None,
     ) -> list[InstanceSummary]:
         """One page of a workflow's instances, newest first (ties broken by id)."""
-        where, params = self._listing_filter(workflow, status, created_from, created_to)
+        where, params = self._listing_filter(
+            workflow, status, created_from, created_to, id_contains
+        )
         n = len(params)
         rows = await self._fetch(
             "SELECT id, status, created_at, started_at, finished_at FROM instances "
@@ -142,9 +169,12 @@ class SharedReads:
         status: str | None = None,
         created_from: int | None = None,
         created_to: int | None = None,
+        id_contains: str | None = None,
     ) -> int:
         """How many instances `list_instances` with these filters pages through."""
-        where, params = self._listing_filter(workflow, status, created_from, created_to)
+        where, params = self._listing_filter(
+            workflow, status, created_from, created_to, id_contains
+        )
         rows = await self._fetch(
             f"SELECT COUNT(*) AS n FROM instances WHERE {where}", tuple(params)
         )
@@ -158,3 +188,12 @@ class SharedReads:
             (workflow,),
         )
         return {row["status"]: row["n"] for row in rows}
+
+
+def _like_pattern(text: str | None) -> str | None:
+    """A LIKE pattern matching ids that contain `text` (lowercased), its `%`, `_` and `\\`
+    taken literally."""
+    if text is None:
+        return None
+    escaped = text.lower().replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
+    return f"%{escaped}%"

@@ -376,10 +376,13 @@ class NodeMembership:
     # -- forwarded operations: the owner's side ----------------------------------------------
 
     def serve(self, events: NodeEvents) -> None:
+        """Hand takeovers and forwarded operations to `events` (again to a new one when
+        the Worker is reloaded: the inbox loop already running serves it)."""
         self.events = events
-        self._inbox_task = asyncio.get_running_loop().create_task(
-            self._inbox_loop(), name="celld-inbox"
-        )
+        if self._inbox_task is None or self._inbox_task.done():
+            self._inbox_task = asyncio.get_running_loop().create_task(
+                self._inbox_loop(), name="celld-inbox"
+            )
         self._wake.set()
 
     async def _inbox_loop(self) -> None:

@@ -126,6 +126,87 @@ CREATE TABLE schedule_ticks (
 );
 """,
     ),
+    (
+        4,
+        """
+-- Serialized values as bytes: step values, event payloads and params hold either UTF-8
+-- JSON text or, for a value with binary data, a NUL, its JSON, a NUL and its bytes
+-- (celld/engine/binary.py), so ArrayBuffers are stored as themselves, not as base64.
+-- The rows already there are text, kept as its UTF-8 (the tables are rewritten once).
+ALTER TABLE steps ALTER COLUMN value TYPE BYTEA USING convert_to(value, 'UTF8');
+ALTER TABLE events ALTER COLUMN payload TYPE BYTEA USING convert_to(payload, 'UTF8');
+ALTER TABLE instances ALTER COLUMN params TYPE BYTEA USING convert_to(params, 'UTF8');
+""",
+    ),
+    (
+        5,
+        """
+-- KV namespaces and R2 buckets shared by every node (celld/bindings/pgkv.py, pgr2.py).
+-- Keys are their UTF-8 bytes: they sort bytewise, as on Cloudflare, and may hold NUL.
+CREATE TABLE kv_entries (
+    namespace TEXT NOT NULL,
+    key BYTEA NOT NULL,
+    value BYTEA NOT NULL,
+    expiration BIGINT,
+    metadata TEXT,
+    PRIMARY KEY (namespace, key)
+);
+CREATE INDEX kv_entries_expiring ON kv_entries (namespace, expiration)
+    WHERE expiration IS NOT NULL;
+-- An R2 body is a row here and its bytes in r2_chunks, one row per piece of at most
+-- 256 KiB keyed by its offset. `state`: 'writing' (a streamed put still arriving),
+-- 'live' (an object or a multipart part points at it) or 'dropped' (replaced or deleted,
+-- kept a while for readers still streaming it); `touched` is when the state last changed
+-- or a piece last arrived, by the database's clock.
+CREATE TABLE r2_bodies (
+    id BIGSERIAL PRIMARY KEY,
+    state TEXT NOT NULL,
+    touched TIMESTAMPTZ NOT NULL DEFAULT now()
+);
+CREATE INDEX r2_bodies_not_live ON r2_bodies (state, touched) WHERE state <> 'live';
+CREATE TABLE r2_chunks (
+    body BIGINT NOT NULL REFERENCES r2_bodies (id) ON DELETE CASCADE,
+    start BIGINT NOT NULL,
+    data BYTEA NOT NULL,
+    PRIMARY KEY (body, start)
+);
+-- Bodies are mostly incompressible: stored out of line without trying to compress them.
+ALTER TABLE r2_chunks ALTER COLUMN data SET STORAGE EXTERNAL;
+CREATE TABLE r2_objects (
+    bucket TEXT NOT NULL,
+    key BYTEA NOT NULL,
+    body BIGINT NOT NULL REFERENCES r2_bodies (id),
+    size BIGINT NOT NULL,
+    etag TEXT NOT NULL,
+    version TEXT NOT NULL,
+    uploaded BIGINT NOT NULL,
+    http_metadata TEXT NOT NULL,
+    custom_metadata TEXT NOT NULL,
+    checksums TEXT NOT NULL,
+    PRIMARY KEY (bucket, key)
+);
+CREATE TABLE r2_uploads (
+    bucket TEXT NOT NULL,
+    upload_id TEXT NOT NULL,
+    key BYTEA NOT NULL,
+    http_metadata TEXT NOT NULL,
+    custom_metadata TEXT NOT NULL,
+    PRIMARY KEY (bucket, upload_id)
+);
+CREATE TABLE r2_parts (
+    bucket TEXT NOT NULL,
+    upload_id TEXT NOT NULL,
+    part_number INTEGER NOT NULL,
+    body BIGINT NOT NULL REFERENCES r2_bodies (id),
+    size BIGINT NOT NULL,
+    etag TEXT NOT NULL,
+    PRIMARY KEY (bucket, upload_id, part_number)
+);
+-- (Removing a body checks nothing points at it: these make that check an index probe.)
+CREATE INDEX r2_objects_by_body ON r2_objects (body);
+CREATE INDEX r2_parts_by_body ON r2_parts (body);
+""",
+    ),
 ]
 
 LATEST = MIGRATIONS[-1][0]

@@ -24,6 +24,7 @@ from typing import Any
 
 import asyncpg
 
+from celld.engine.binary import store_bytes
 from celld.engine.decisions import JournalText
 from celld.store.base import (
     Fenced,
@@ -326,7 +327,7 @@ class PostgresStore(GroupCommitWrites, SharedReads):
         assert state is not None
         if not await self._claim_id(connection, write.ref, state.created_at):
             return False
-        row = instance_row(state, write.next_wake, write.runnable)
+        row = instance_row(state, write.next_wake, write.runnable, store_bytes)
         inserted = await connection.execute(INSERT_INSTANCE, *row, self.node) == "INSERT 0 1"
         self.rows_written += inserted
         return inserted
@@ -338,7 +339,7 @@ class PostgresStore(GroupCommitWrites, SharedReads):
         everything else is gathered by kind and written with one executemany each."""
         not_owned = await self._fence(connection, batch)
         skipped: dict[int, Any] = {}
-        rows = Gathered()
+        rows = Gathered(encode=store_bytes)  # (value columns are BYTEA: pgschema.py)
         for index, pending in enumerate(batch):
             if pending.probe:
                 await connection.execute(_PROBE)
@@ -363,7 +364,7 @@ class PostgresStore(GroupCommitWrites, SharedReads):
                         continue
                 elif changes.instance is not None:
                     rows.instances.append(
-                        instance_row(changes.instance, write.next_wake, write.runnable)
+                        instance_row(changes.instance, write.next_wake, write.runnable, store_bytes)
                     )
                 rows.add_history(write)
         for sql, values in rows.in_order(_STATEMENTS):

@@ -1,11 +1,17 @@
-"""Mapping between the engine's records and SQLite rows."""
+"""Mapping between the engine's records and the SQL stores' rows.
+
+Serialized values that may hold binary data (step values, event payloads, params) go
+through an `encode` function (celld/engine/binary.py): `store_form` for SQLite, whose
+columns take text or a BLOB, `store_bytes` for PostgreSQL's BYTEA columns; `load_form`
+reads either back. The output stays text (its base64 form)."""
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from typing import Any
 
 from celld.engine import rollback as rb
+from celld.engine.binary import join_texts, load_form, store_form, text_of
 from celld.engine.decisions import ERROR_TAG, UNDEFINED_ENTRY, JournalText, journal_member
 from celld.engine.errors import ErrorInfo
 from celld.engine.lifecycle import Status
@@ -98,6 +104,9 @@ CREATE TABLE IF NOT EXISTS schedule_ticks (
 ) WITHOUT ROWID;
 """
 
+#: How a store writes a serialized value (see the module's docstring).
+Encode = Callable[[str | None], str | bytes | None]
+
 #: Columns added after the first release, with their type: added to older state files.
 ADDED_INSTANCE_COLUMNS = {"version": "TEXT"}
 
@@ -134,10 +143,12 @@ def _error_value(text: str | None) -> ErrorInfo | None:
     return ErrorInfo.from_json(text) if text else None
 
 
-def instance_row(state: InstanceState, next_wake: int | None, runnable: bool) -> tuple[Any, ...]:
+def instance_row(
+    state: InstanceState, next_wake: int | None, runnable: bool, encode: Encode = store_form
+) -> tuple[Any, ...]:
     return (
-        state.workflow, state.id, state.status.value, state.params, state.created_at,
-        state.output, _error_text(state.error), state.started_at, state.finished_at,
+        state.workflow, state.id, state.status.value, encode(state.params), state.created_at,
+        text_of(state.output), _error_text(state.error), state.started_at, state.finished_at,
         state.paused_at, state.success_retention_ms, state.error_retention_ms,
         state.expires_at, state.generation, state.next_seq, state.next_event_seq,
         next_wake, int(runnable), state.version,
@@ -148,7 +159,7 @@ def instance_from_row(row: Any) -> InstanceState:
     return InstanceState(
         workflow=row["workflow"],
         id=row["id"],
-        params=row["params"],
+        params=load_form(row["params"]),
         created_at=row["created_at"],
         status=Status(row["status"]),
         output=row["output"],
@@ -166,10 +177,12 @@ def instance_from_row(row: Any) -> InstanceState:
     )
 
 
-def step_row(workflow: str, instance_id: str, step: StepRecord) -> tuple[Any, ...]:
+def step_row(
+    workflow: str, instance_id: str, step: StepRecord, encode: Encode = store_form
+) -> tuple[Any, ...]:
     return (
         workflow, instance_id, step.type, step.name, step.count, step.seq, step.state,
-        step.attempts, step.config, step.value, _error_text(step.error), step.wake_at,
+        step.attempts, step.config, encode(step.value), _error_text(step.error), step.wake_at,
         step.event_type, step.started_at, step.finished_at,
     )  # fmt: skip
 
@@ -183,7 +196,7 @@ def step_from_row(row: Any) -> StepRecord:
         state=row["state"],
         attempts=row["attempts"],
         config=row["config"],
-        value=row["value"],
+        value=load_form(row["value"]),
         error=_error_value(row["error"]),
         wake_at=row["wake_at"],
         event_type=row["event_type"],
@@ -192,10 +205,13 @@ def step_from_row(row: Any) -> StepRecord:
     )
 
 
-def event_row(workflow: str, instance_id: str, event: EventRecord) -> tuple[Any, ...]:
+def event_row(
+    workflow: str, instance_id: str, event: EventRecord, encode: Encode = store_form
+) -> tuple[Any, ...]:
     consumed = str(event.consumed_by) if event.consumed_by is not None else None
     return (
-        workflow, instance_id, event.seq, event.type, event.payload, event.timestamp, consumed,
+        workflow, instance_id, event.seq, event.type, encode(event.payload), event.timestamp,
+        consumed,
     )  # fmt: skip
 
 
@@ -204,7 +220,7 @@ def event_from_row(row: Any) -> EventRecord:
     return EventRecord(
         seq=row["seq"],
         type=row["type"],
-        payload=row["payload"],
+        payload=load_form(row["payload"]),
         timestamp=row["timestamp"],
         consumed_by=StepKey.parse(consumed) if consumed else None,
     )
@@ -239,16 +255,24 @@ JOURNAL_STEPS_WHERE = (
     f"type IN ({_sql_list(STEP_TYPES)}) "
     f"AND state IN ({_sql_list({DO_DONE, DO_FAILED, WAIT_RECEIVED, WAIT_TIMED_OUT})})"
 )
+#: Rows whose value is text (SQLite splices it into the journal); a binary value (a BLOB,
+#: celld/engine/binary.py) is read apart (`BINARY_JOURNAL_SQL`) and joined in Python.
+_TEXT_VALUE = "typeof(value) != 'blob'"
 _FIRST_DO_WHERE = "type = 'do' AND count = 1"
 #: Both sections of an instance's journal (parameters: workflow, instance id), one row
 #: each, tagged 0 (first) and 1 (keyed): two range reads of the primary key.
 JOURNAL_SQL = (
     f"SELECT 0, group_concat({FIRST_DO_MEMBER_SQL}, ',') FROM steps "
     f"WHERE workflow = ?1 AND instance_id = ?2 AND {_FIRST_DO_WHERE} "
-    f"AND state IN ('{DO_DONE}', '{DO_FAILED}') "
+    f"AND state IN ('{DO_DONE}', '{DO_FAILED}') AND {_TEXT_VALUE} "
     f"UNION ALL SELECT 1, group_concat({JOURNAL_MEMBER_SQL}, ',') FROM steps "
     f"WHERE workflow = ?1 AND instance_id = ?2 AND NOT ({_FIRST_DO_WHERE}) "
-    f"AND {JOURNAL_STEPS_WHERE}"
+    f"AND {JOURNAL_STEPS_WHERE} AND {_TEXT_VALUE}"
+)
+#: The finished steps of an instance whose value is binary (see `JOURNAL_SQL`).
+BINARY_JOURNAL_SQL = (
+    "SELECT * FROM steps WHERE workflow = ?1 AND instance_id = ?2 "
+    f"AND typeof(value) = 'blob' AND {JOURNAL_STEPS_WHERE}"
 )
 
 
@@ -266,4 +290,4 @@ def journal_text(steps: Iterable[StepRecord]) -> JournalText:
             first.append(journal_member(row.name, entry))
         else:
             keyed.append(journal_member(str(row.key), entry))
-    return JournalText(",".join(first), ",".join(keyed))
+    return JournalText(join_texts(",", first), join_texts(",", keyed))

@@ -37,6 +37,7 @@ from typing import Any
 
 import aiosqlite
 
+from celld.engine.binary import join_texts
 from celld.engine.decisions import JournalText
 from celld.store.base import (
     InstanceRef,
@@ -50,6 +51,7 @@ from celld.store.lease import NO_LEASE, Lease
 from celld.store.listing import SharedReads
 from celld.store.rows import (
     ADDED_INSTANCE_COLUMNS,
+    BINARY_JOURNAL_SQL,
     INSERT_INSTANCE,
     JOURNAL_SQL,
     SCHEMA,
@@ -60,6 +62,7 @@ from celld.store.rows import (
     event_from_row,
     instance_from_row,
     instance_row,
+    journal_text,
     step_from_row,
 )
 
@@ -72,8 +75,15 @@ _WIPE_STEPS = "DELETE FROM steps WHERE workflow = ? AND instance_id = ?"
 _WIPE_EVENTS = "DELETE FROM events WHERE workflow = ? AND instance_id = ?"
 _DELETE_INSTANCE = "DELETE FROM instances WHERE workflow = ? AND id = ?"
 _DELETE_LOG = "DELETE FROM instance_log WHERE workflow = ? AND instance_id = ?"
+#: one row per write, with the id of its last event (celld.store.logpack)
 _INSERT_LOG = (
-    "INSERT INTO instance_log (workflow, instance_id, timestamp, type, body) VALUES (?, ?, ?, ?, ?)"
+    "INSERT INTO instance_log (event_id, workflow, instance_id, timestamp, type, body) "
+    "VALUES (?, ?, ?, ?, ?, ?)"
+)
+#: the last event id ever used: AUTOINCREMENT's record, or a row written without it
+_LAST_LOG_ID = (
+    "SELECT max(coalesce((SELECT seq FROM sqlite_sequence WHERE name = 'instance_log'), 0), "
+    "coalesce((SELECT max(event_id) FROM instance_log), 0))"
 )
 _DELETE_STEP = (
     "DELETE FROM steps WHERE workflow = ? AND instance_id = ? AND type = ? AND name = ? "
@@ -126,6 +136,8 @@ class SqliteStore(GroupCommitWrites, SharedReads):
         self.rows_written = 0
         self.claims = 0  # instances loaded to run or change (for benchmarks and tests)
         self.writer_restarts = 0
+        #: the last event log id handed out (the writer thread numbers the log's events)
+        self._log_id = 0
 
     async def open(self) -> None:
         self.path.parent.mkdir(parents=True, exist_ok=True)
@@ -191,6 +203,7 @@ class SqliteStore(GroupCommitWrites, SharedReads):
             if column not in have:  # a state folder from an older celld
                 connection.execute(f"ALTER TABLE instances ADD COLUMN {column} {kind}")
         connection.commit()
+        self._log_id = connection.execute(_LAST_LOG_ID).fetchone()[0]
         return connection
 
     def _writer_main(self, ready: Future[None], jobs: queue.SimpleQueue[Pending | None]) -> None:
@@ -311,7 +324,7 @@ class SqliteStore(GroupCommitWrites, SharedReads):
             self.fault()
         skipped: dict[int, set[InstanceRef]] = {}
         created_here: set[InstanceRef] = set()
-        rows = Gathered()
+        rows = Gathered(pack_log=True)
         for index, pending in enumerate(batch):
             if pending.probe:
                 connection.execute(_PROBE)
@@ -337,12 +350,26 @@ class SqliteStore(GroupCommitWrites, SharedReads):
                     row = instance_row(changes.instance, write.next_wake, write.runnable)
                     (rows.created if changes.created else rows.instances).append(row)
                 rows.add_history(write)
+        if rows.log:
+            rows.log = self._number_log(rows.log)
         for sql, values in rows.in_order(_STATEMENTS):
             connection.executemany(sql, values)
         connection.commit()
         self.commits += 1
         self.rows_written += rows.rows_written
         return skipped
+
+    def _number_log(self, packed: list[tuple[Any, ...]]) -> list[tuple[Any, ...]]:
+        """Give each packed log row the id of its last event: it owns the ids of its
+        events (celld.store.logpack). Ids of a batch that fails to commit are skipped,
+        never reused: they only need to increase."""
+        numbered = []
+        last = self._log_id
+        for workflow, instance_id, timestamp, kind, body, events in packed:
+            last += events
+            numbered.append((last, workflow, instance_id, timestamp, kind, body))
+        self._log_id = last
+        return numbered
 
     # -- reads -----------------------------------------------------------------------
 
@@ -361,23 +388,53 @@ class SqliteStore(GroupCommitWrites, SharedReads):
     async def load(self, ref: InstanceRef) -> Loaded | None:
         return await self._load(ref, light=False)
 
+    async def _fetch_many(self, queries: list[tuple[str, tuple[Any, ...]]]) -> list[list[Any]]:
+        """Several SELECTs in one trip to the reader's thread, in one read transaction
+        (one snapshot for all). A trip costs two thread hand-overs and a pass of the
+        event loop; an instance's load is three queries (measured in bench/PROFILE.md,
+        "The log nobody reads and the reads of a wake-up")."""
+        if self._reader is None:
+            raise StoreUnavailable("the store is not open")
+        reader = self._reader
+
+        def run() -> list[list[Any]]:
+            # aiosqlite runs this on its own thread, where its connection lives
+            connection = reader._conn  # noqa: SLF001 - the thread's own connection
+            began = not connection.in_transaction
+            if began:
+                connection.execute("BEGIN")
+            try:
+                return [connection.execute(sql, params).fetchall() for sql, params in queries]
+            finally:
+                if began:
+                    connection.execute("COMMIT")
+
+        try:
+            return await reader._execute(run)  # noqa: SLF001 - aiosqlite's one-trip call
+        except (sqlite3.Error, ValueError) as error:  # ValueError: aiosqlite closed
+            raise StoreUnavailable(f"the store could not be read: {error}") from error
+
     async def _load(self, ref: InstanceRef, *, light: bool) -> Loaded | None:
-        rows = await self._fetch(
-            "SELECT * FROM instances WHERE workflow = ? AND id = ?", (ref.workflow, ref.id)
+        key = (ref.workflow, ref.id)
+        steps_where = f" AND {UNFINISHED_STEPS_WHERE}" if light else ""
+        events_where = " AND consumed_by IS NULL" if light else ""
+        rows, steps, events = await self._fetch_many(
+            [
+                ("SELECT * FROM instances WHERE workflow = ? AND id = ?", key),
+                (
+                    "SELECT * FROM steps WHERE workflow = ? AND instance_id = ?"
+                    f"{steps_where} ORDER BY seq",
+                    key,
+                ),
+                (
+                    f"SELECT * FROM events WHERE workflow = ? AND instance_id = ?{events_where} "
+                    "ORDER BY seq",
+                    key,
+                ),
+            ]
         )
         if not rows:
             return None
-        steps_where = f" AND {UNFINISHED_STEPS_WHERE}" if light else ""
-        steps = await self._fetch(
-            f"SELECT * FROM steps WHERE workflow = ? AND instance_id = ?{steps_where} ORDER BY seq",
-            (ref.workflow, ref.id),
-        )
-        events_where = " AND consumed_by IS NULL" if light else ""
-        events = await self._fetch(
-            f"SELECT * FROM events WHERE workflow = ? AND instance_id = ?{events_where} "
-            "ORDER BY seq",
-            (ref.workflow, ref.id),
-        )
         return Loaded(
             instance_from_row(rows[0]),
             [step_from_row(r) for r in steps],
@@ -395,7 +452,17 @@ class SqliteStore(GroupCommitWrites, SharedReads):
         """Built by SQLite in one statement: no row becomes a Python object."""
         rows = await self._fetch(JOURNAL_SQL, (ref.workflow, ref.id))
         sections = {row[0]: row[1] or "" for row in rows}
-        return JournalText(sections.get(0, ""), sections.get(1, ""))
+        text = JournalText(sections.get(0, ""), sections.get(1, ""))
+        binary = await self._fetch(BINARY_JOURNAL_SQL, (ref.workflow, ref.id))
+        if not binary:
+            return text
+        extra = journal_text(step_from_row(row) for row in binary)
+        return JournalText(
+            *(
+                join_texts(",", [part for part in pair if part])
+                for pair in zip(text, extra, strict=True)
+            )
+        )
 
     async def serve(self, events: NodeEvents) -> None:
         """Nothing to do: no other node shares this file."""

@@ -6,6 +6,9 @@
 
   /** The `env` a Worker's handlers receive; filled in when the isolate is set up. */
   const env = {};
+  /** `exports`: the Worker's own exported Durable Object classes as namespaces, by class
+   * name (js/objects/namespace.js fills it); loopback WorkerEntrypoint stubs are not in it. */
+  const exports = {};
 
   class WorkerEntrypoint {
     constructor(ctx, env) {
@@ -55,8 +58,9 @@
     WorkflowEntrypoint,
     RpcTarget,
     DurableObject,
-    WebSocketPair: unsupportedClass("WebSocketPair"),
+    WebSocketPair: globalThis.__celld_web.WebSocketPair,
     env,
+    exports,
     waitUntil(promise) {
       if (!currentWaitUntil) throw new TypeError("waitUntil() called outside a request");
       currentWaitUntil(promise);
@@ -93,6 +97,7 @@
   Object.defineProperty(globalThis, "__celld_cloudflare", {
     value: ObjectFreeze({
       env,
+      exports,
       WorkerEntrypoint,
       WorkflowEntrypoint,
       DurableObject,

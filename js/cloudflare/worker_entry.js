@@ -1,11 +1,15 @@
-// Serves HTTP requests through the Worker's default export, and scheduled events through
-// its scheduled() handler.
+// Serves HTTP requests through the Worker's default export, scheduled events through
+// its scheduled() handler and queue batches through its queue() handler.
 //
 // The host delivers `{k: "fetch", id, request}`; the answer is one `respond`
 // notification carrying either the response or the error that stopped it. A scheduled
 // event comes as `{k: "fetch", id, scheduled: {cron, scheduledTime}}` (the same path, so
 // it is moved off a stuck isolate like a request) and is answered with
 // `{id, scheduled: {outcome: "ok" | "exception", noRetry, error?}}`, workerd's outcome.
+// A service binding call from another isolate comes as `{k: "fetch", id, rpc: {entrypoint,
+// kind: "fetch" | "call", ...}}` (celld/isolate/worker_pool.py call_entrypoint) and is
+// answered with `{id, rpc: {response} | {v} | {e}}`: the response, or the method's result or
+// error, structured-cloned.
 "use strict";
 (() => {
   const host = globalThis.__celld_host;
@@ -64,6 +68,7 @@
 
   function maybeFinish(owner) {
     if (!owner.responded || owner.finished) return;
+    if (owner.sockets > 0) return; // a WebSocket it accepted is open: the request lives on
     if (owner.waits === 0) {
       finish(owner);
       return;
@@ -202,14 +207,95 @@
     );
   }
 
+  /** The object a service binding call reaches: an instance of the named entrypoint (or
+   * the default export's class), or the default export object itself. */
+  function entrypointTarget(main, name, ctx) {
+    const exported = name === null || name === undefined ? main.default : main[name];
+    if (typeof exported === "function" && exported.prototype instanceof cloudflare.WorkerEntrypoint) {
+      return { instance: new exported(ctx, cloudflare.env), object: null };
+    }
+    if (name !== null && name !== undefined) {
+      throw new TypeError(`The Worker has no named entrypoint "${name}" (an exported class extending WorkerEntrypoint).`);
+    }
+    if (exported && typeof exported === "object") return { instance: null, object: exported };
+    throw new TypeError("The Worker has no default export to call.");
+  }
+
+  function cloneFailure(error) {
+    try {
+      return web.serialize(error);
+    } catch (cloneError) {
+      const shape = host.describeError(error);
+      return web.serialize(new Error(`${shape.name}: ${shape.message}`));
+    }
+  }
+
+  async function serveRpc(call, ctx) {
+    const target = entrypointTarget(globalThis.__celld_main, call.entrypoint, ctx);
+    if (call.kind === "fetch") {
+      const request = web.requestFromWire(call.request);
+      const response = target.instance !== null
+        ? await target.instance.fetch(request)
+        : await target.object.fetch(request, cloudflare.env, ctx);
+      if (!(response instanceof Response)) {
+        throw new TypeError("The Worker's fetch handler did not return a Response");
+      }
+      return { response: await web.responseToWire(response) };
+    }
+    if (target.instance === null) {
+      throw new TypeError(
+        "The receiving Worker does not support RPC, because its default export is not a class extending WorkerEntrypoint.",
+      );
+    }
+    const method = call.method === "constructor" ? undefined : target.instance[call.method];
+    if (typeof method !== "function") {
+      throw new TypeError(`The RPC receiver does not implement the method "${call.method}".`);
+    }
+    const args = web.deserialize(call.args);
+    return { v: web.serialize(await method.apply(target.instance, args)) };
+  }
+
+  function runRpc(owner, message, ctx) {
+    const outcome = host.runAs(owner, () => {
+      try {
+        return PromiseResolve(serveRpc(message.rpc, ctx));
+      } catch (error) {
+        return PromiseReject(error);
+      }
+    });
+    PromisePrototypeThen(
+      outcome,
+      (answer) => respond(owner, { id: message.id, rpc: answer }),
+      (error) => respond(owner, { id: message.id, rpc: { e: cloneFailure(error) } }),
+    );
+  }
+
   host.on("fetch", (message) => {
-    const owner = { id: message.id, waits: 0, responded: false, finished: false, cap: null };
+    const owner = {
+      id: message.id, waits: 0, responded: false, finished: false, cap: null, sockets: 0,
+      socketOpened() {
+        owner.sockets++;
+      },
+      socketClosed() {
+        owner.sockets--;
+        maybeFinish(owner);
+      },
+    };
     live.set(message.id, owner);
     const keepGoing = tracker(owner);
     const ctx = new ExecutionContext(keepGoing);
     cloudflare.setWaitUntil(keepGoing);
     if (message.scheduled !== undefined) {
       runScheduled(owner, message, ctx);
+      return;
+    }
+    if (message.rpc !== undefined) {
+      runRpc(owner, message, ctx);
+      return;
+    }
+    if (message.queue !== undefined) {
+      // A batch for the queue() handler (js/bindings/queue.js).
+      globalThis.__celld_queues.run(owner, message, ctx, (fields) => respond(owner, fields));
       return;
     }
     const outcome = host.runAs(owner, () => {

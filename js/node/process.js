@@ -22,7 +22,7 @@
     title: "workerd",
     exitCode: undefined,
     browser: false,
-    cwd: () => "/",
+    cwd: () => "/bundle",  // (workerd: the folder node:fs shows the modules in)
     chdir() {
       throw new Error("process.chdir() is not supported in a Worker");
     },

@@ -1,7 +1,7 @@
 // node:zlib on pako (js/vendor/pako.js), a port of zlib's C code whose output is zlib's byte
 // for byte: deflate, inflate, their raw and gzip forms and unzip, synchronous, with a
-// callback, and as streams; crc32. Brotli is refused: there is no audited pure-JS Brotli to
-// run it synchronously in the isolate, and Python's standard library, on the host, has none.
+// callback, and as streams; crc32. Brotli runs on the host (Google's library), so only its
+// asynchronous forms are provided.
 "use strict";
 (() => {
   const modules = globalThis.__celld_builtin_modules;
@@ -123,17 +123,93 @@
     return new DataView(member.buffer, member.byteOffset, member.byteLength).getUint32(member.length - 8, true);
   };
 
-  function noBrotli(name) {
+  // -- Brotli, on the host (celld/isolate/nodeops.py: Google's library) ----------------------
+  // The bridge to the host is asynchronous, so the callback forms, the promisified ones and
+  // the streams work; the *Sync forms, which must answer before returning, are refused
+  // with the asynchronous alternative named (as node:crypto's synchronous OpenSSL calls are).
+  const host = globalThis.__celld_host;
+  function brotliParams(options = {}) {
+    const params = {};
+    for (const [key, value] of Object.entries(options.params ?? {})) params[key] = Number(value);
+    return params;
+  }
+  async function brotli(method, data, options) {
+    const bytes = bytesOf(data);
+    const answer = await host.request("nodezlib", {
+      method, data: bytes.toBase64 ? bytes.toBase64() : Buffer.from(bytes).toString("base64"),
+      params: brotliParams(options),
+    });
+    if (answer.error) {
+      const error = new Error(answer.error.message);
+      if (answer.error.code) error.code = answer.error.code;
+      throw error;
+    }
+    return Buffer.from(answer.value, "base64");
+  }
+  function brotliCallback(method, name) {
+    return (data, options, callback) => {
+      if (typeof options === "function") { callback = options; options = {}; }
+      if (typeof callback !== "function") {
+        const error = new TypeError('The "callback" argument must be of type function.');
+        error.code = "ERR_INVALID_ARG_TYPE";
+        throw error;
+      }
+      const done = host.bindContext(callback);
+      brotli(method, data, options).then((result) => done(null, result), (error) => done(error));
+    };
+  }
+  function brotliSync(name, alternative) {
     return () => {
       const error = new Error(
-        `celld: zlib.${name} is not provided: Brotli has no audited pure-JavaScript implementation to run in the isolate, and Python's standard library, on the host, has none`);
+        `celld: zlib.${name} cannot answer synchronously: Brotli runs on the host, which a Worker reaches only asynchronously; use zlib.${alternative} (a callback, or util.promisify) or zlib.create${alternative[0].toUpperCase()}${alternative.slice(1)}() instead`);
       error.code = "ERR_METHOD_NOT_IMPLEMENTED";
       throw error;
     };
   }
-  for (const name of ["brotliCompress", "brotliCompressSync", "brotliDecompress", "brotliDecompressSync",
-    "createBrotliCompress", "createBrotliDecompress", "BrotliCompress", "BrotliDecompress"]) {
-    zlib[name] = noBrotli(name);
+  /** A Brotli stream: collects what is written and sends it to the host in one piece when it
+   * ends (a Brotli stream cannot be cut at arbitrary points on the way back). */
+  class BrotliStream extends Transform {
+    #method; #options; #chunks = [];
+    constructor(method, options = {}) {
+      super(options);
+      this.#method = method;
+      this.#options = options;
+      this.bytesWritten = 0;
+    }
+    _transform(chunk, encoding, callback) {
+      const bytes = typeof chunk === "string" ? Buffer.from(chunk, encoding) : bytesOf(chunk, "chunk");
+      this.bytesWritten += bytes.length;
+      this.#chunks.push(bytes);
+      callback(null);
+    }
+    _flush(callback) {
+      const done = host.bindContext(callback);
+      brotli(this.#method, Buffer.concat(this.#chunks), this.#options).then(
+        (result) => { if (result.length) this.push(result); done(null); },
+        (error) => done(error));
+      this.#chunks = [];
+    }
+    close(callback) {
+      if (typeof callback === "function") queueMicrotask(callback);
+      this.destroy();
+    }
+  }
+  zlib.BrotliCompress = class BrotliCompress extends BrotliStream { constructor(options) { super("compress", options); } };
+  zlib.BrotliDecompress = class BrotliDecompress extends BrotliStream { constructor(options) { super("decompress", options); } };
+  zlib.createBrotliCompress = (options) => new zlib.BrotliCompress(options);
+  zlib.createBrotliDecompress = (options) => new zlib.BrotliDecompress(options);
+  zlib.brotliCompress = brotliCallback("compress", "brotliCompress");
+  zlib.brotliDecompress = brotliCallback("decompress", "brotliDecompress");
+  zlib.brotliCompressSync = brotliSync("brotliCompressSync", "brotliCompress");
+  zlib.brotliDecompressSync = brotliSync("brotliDecompressSync", "brotliDecompress");
+  // (util.promisify finds the callback forms; workerd's Zstandard is not provided yet)
+  for (const name of ["zstdCompress", "zstdCompressSync", "zstdDecompress", "zstdDecompressSync",
+    "createZstdCompress", "createZstdDecompress", "ZstdCompress", "ZstdDecompress"]) {
+    zlib[name] = () => {
+      const error = new Error(`celld: zlib.${name} is not provided yet (Zstandard)`);
+      error.code = "ERR_METHOD_NOT_IMPLEMENTED";
+      throw error;
+    };
   }
 
   modules["node:zlib"] = Object.freeze(Object.assign(Object.create(null), zlib, { default: zlib }));

@@ -10,7 +10,9 @@
 // carries its arguments structured-cloned (js/web/serialize.js) and gets back the result
 // or the error the method threw, cloned the same way and rethrown here.
 //
-// A namespace of a class in another Worker, which is not running here ("not connected",
+// A namespace of a class in another Worker of the session names that Worker in each call
+// (celld/server/service.py routes it there). One of a Worker that is not running here
+// ("not connected",
 // celld/bindings/unconnected.py), makes ids as usual; as under `wrangler dev`, an RPC call
 // through its stubs rejects with an Error and fetch() answers 503, both saying the Worker
 // was not found.
@@ -18,6 +20,7 @@
 (() => {
   const host = globalThis.__celld_host;
   const web = globalThis.__celld_web;
+  const remote = globalThis.__celld_remote;
   const { sha256, hmacSha256 } = web.digests;
 
   function hex(bytes) {
@@ -56,12 +59,8 @@
 
   const RPC_RESERVED = new Set(["fetch", "connect", "id", "name", "then", "constructor"]);
 
-  function unwrap(answer) {
-    if (answer && typeof answer.e === "string") throw web.deserialize(answer.e);
-    return web.deserialize(answer.v);
-  }
-
   function makeStub(namespace, id) {
+    const send = (fields) => namespace.send(id, fields);
     const target = {
       get id() {
         return id;
@@ -69,73 +68,34 @@
       get name() {
         return id.name;
       },
-      async fetch(input, init) {
-        const request = new Request(input, init);
-        const hasBody = request.body !== null;
-        const bytes = hasBody ? await web.consumeBody(request) : null;
-        const answer = await namespace.send(id, {
-          kind: "fetch",
-          request: {
-            method: request.method,
-            url: request.url,
-            headers: web.headerList(request.headers),
-            body: bytes === null ? null : web.bytesToBase64(bytes),
-          },
-        });
-        if (answer.e !== undefined) throw web.deserialize(answer.e);
-        const wire = answer.response;
-        return web.makeResponse({
-          status: wire.status,
-          statusText: wire.statusText,
-          headers: wire.headers,
-          bytes: request.method === "HEAD" ? null : web.base64ToBytes(wire.body),
-          guard: "immutable",
-        });
+      fetch(input, init) {
+        return remote.remoteFetch(send, input, init);
       },
       connect() {
         throw new TypeError("celld does not support connect() on Durable Object stubs");
       },
     };
-    return new Proxy(target, {
-      get(t, property) {
-        if (typeof property !== "string") return undefined;
-        if (Object.prototype.hasOwnProperty.call(t, property)) return t[property];
-        if (RPC_RESERVED.has(property)) return undefined;
-        return (...args) => {
-          let payload;
-          try {
-            payload = web.serialize(args);
-          } catch (error) {
-            return Promise.reject(error);
-          }
-          return namespace.send(id, { kind: "call", method: property, args: payload }).then(unwrap);
-        };
-      },
-      set() {
-        throw new TypeError("A Durable Object stub's properties cannot be set");
-      },
-    });
+    return remote.rpcProxy(target, send, RPC_RESERVED, "A Durable Object stub");
   }
 
   class DurableObjectNamespace {
     #cls;
     #key;
     #missing;
-    constructor(cls, uniqueKey, missing) {
+    #worker;
+    constructor(cls, uniqueKey, missing, worker) {
       this.#cls = cls;
       this.#key = sha256(web.utf8Encode(uniqueKey));
       this.#missing = missing;
+      this.#worker = worker;
     }
 
     /** @internal Send one call to the object with `id`. */
     send(id, fields) {
-      if (this.#missing !== undefined) {
-        if (fields.kind !== "fetch") return Promise.reject(new Error(this.#missing));
-        const body = web.bytesToBase64(web.utf8Encode(this.#missing));
-        const headers = [["content-type", "text/plain;charset=UTF-8"]];
-        return Promise.resolve({ response: { status: 503, statusText: "Service Unavailable", headers, body } });
-      }
-      return host.request("do", Object.assign({ cls: this.#cls, id: id.toString(), name: id.name ?? null }, fields));
+      if (this.#missing !== undefined) return remote.notConnected(this.#missing, fields);
+      const target = { cls: this.#cls, id: id.toString(), name: id.name ?? null };
+      if (this.#worker !== undefined) target.worker = this.#worker;
+      return host.request("do", Object.assign(target, fields));
     }
 
     newUniqueId(options) {
@@ -186,7 +146,9 @@
 
   globalThis.__celld_cloudflare.onEnv((message, env) => {
     for (const b of message.durable_objects || []) {
-      env[b.binding] = new DurableObjectNamespace(b.cls, b.key, b.missing);
+      env[b.binding] = new DurableObjectNamespace(b.cls, b.key, b.missing, b.worker);
+      // this Worker's own class: also in `exports` from cloudflare:workers, as in workerd
+      if (!b.missing && b.worker === undefined) globalThis.__celld_cloudflare.exports[b.cls] = env[b.binding];
     }
   });
   // Shared with the object side (js/objects/storage.js, object.js); hidden from user code.

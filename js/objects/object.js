@@ -16,6 +16,10 @@
   let instance = null;
   let state = null;
   let gate = null; // the blockConcurrencyWhile() promise events wait for
+  /** Sockets accepted with ctx.acceptWebSocket (or found on waking): id -> {ws, tags}. */
+  const hibernating = new Map();
+  let autoResponse = null;
+  let eventTimeout = null;
 
   function logError(prefix, error) {
     const shape = host.describeError(error);
@@ -47,11 +51,59 @@
       });
       return running;
     }
-    acceptWebSocket() {
-      throw new TypeError("celld does not support WebSockets on Durable Objects yet");
+    acceptWebSocket(ws, tags = []) {
+      if (!web.isSocket(ws)) throw new TypeError("acceptWebSocket() takes a WebSocket");
+      const s = web.socketState(ws);
+      if (s.accepted) throw new TypeError("The WebSocket was already accepted");
+      const list = Array.from(tags, String);
+      if (list.length > 10) throw new Error("A WebSocket can have a maximum of 10 tags.");
+      for (const tag of list) {
+        if (tag.length > 256) throw new Error("A WebSocket tag cannot be longer than 256 characters.");
+      }
+      s.accepted = true;
+      s.hibernatable = true;
+      hibernating.set(s.id, { ws, tags: list });
+      host.notify("ws.accept", { ws: s.id, hib: true, tags: list });
+      if (s.attachmentWire !== null) host.notify("ws.attach", { ws: s.id, value: s.attachmentWire });
     }
-    getWebSockets() {
-      return [];
+    getWebSockets(tag = undefined) {
+      const out = [];
+      hibernating.forEach((entry, id) => {
+        const s = web.socketState(entry.ws);
+        if ((s.closedIncoming && s.closedOutgoing) || s.errored) {
+          hibernating.delete(id);
+          return;
+        }
+        if (tag === undefined || entry.tags.includes(String(tag))) out.push(entry.ws);
+      });
+      return out;
+    }
+    getTags(ws) {
+      const entry = web.isSocket(ws) ? hibernating.get(web.socketState(ws).id) : undefined;
+      if (entry === undefined) throw new TypeError("getTags() takes a WebSocket accepted with acceptWebSocket()");
+      return entry.tags.slice();
+    }
+    setWebSocketAutoResponse(pair = undefined) {
+      if (pair === undefined || pair === null) {
+        autoResponse = null;
+        host.notify("ws.auto", { pair: null });
+        return;
+      }
+      autoResponse = pair;
+      host.notify("ws.auto", { pair: [pair.request, pair.response] });
+    }
+    getWebSocketAutoResponse() {
+      return autoResponse;
+    }
+    getWebSocketAutoResponseTimestamp(ws) {
+      const ts = web.socketState(ws).autoResponseTimestamp;
+      return ts === null || ts === undefined ? null : new Date(ts);
+    }
+    setHibernatableWebSocketEventTimeout(ms = undefined) {
+      eventTimeout = ms === undefined || ms === null ? null : Number(ms);
+    }
+    getHibernatableWebSocketEventTimeout() {
+      return eventTimeout;
     }
     abort(reason) {
       throw new Error(`celld does not support ctx.abort() yet${reason ? ` (${reason})` : ""}`);
@@ -103,12 +155,30 @@
       const response = await object.fetch(web.requestFromWire(message.request));
       return { response: await web.responseToWire(response) };
     }
+    if (message.kind === "ws") return socketEvent(object, message);
     if (message.kind === "alarm") {
       if (typeof object.alarm !== "function") throw new TypeError("Handler does not export an alarm() function.");
       await object.alarm({ retryCount: message.retryCount, isRetry: message.isRetry });
       return { v: web.serialize(undefined) };
     }
     throw new TypeError(`celld: unknown Durable Object event ${message.kind}`);
+  }
+
+  /** A hibernatable socket's event: the object's webSocketMessage/Close/Error handler. */
+  async function socketEvent(object, message) {
+    const entry = hibernating.get(message.ws);
+    if (entry === undefined) return { v: web.serialize(undefined) };
+    const seen = web.socketEvent(entry.ws, message);
+    if (seen.kind === "message") {
+      if (typeof object.webSocketMessage === "function") await object.webSocketMessage(entry.ws, seen.data);
+    } else if (seen.kind === "close") {
+      if (typeof object.webSocketClose === "function") {
+        await object.webSocketClose(entry.ws, seen.code, seen.reason, seen.wasClean);
+      }
+    } else if (typeof object.webSocketError === "function") {
+      await object.webSocketError(entry.ws, seen.error);
+    }
+    return { v: web.serialize(undefined) };
   }
 
   function failure(error) {
@@ -122,6 +192,18 @@
 
   host.on("do.init", (message) => {
     init = message;
+    // Woken with hibernatable sockets open: they are back, with their tags and attachments.
+    for (const found of message.sockets || []) {
+      const ws = web.makeSocket(found.id);
+      const s = web.socketState(ws);
+      s.accepted = true;
+      s.hibernatable = true;
+      s.closedIncoming = Boolean(found.closedIn);
+      s.closedOutgoing = Boolean(found.closedOut);
+      s.attachmentWire = found.attachment === undefined ? null : found.attachment;
+      s.autoResponseTimestamp = found.ts;
+      hibernating.set(found.id, { ws, tags: found.tags || [] });
+    }
   });
 
   host.on("do.call", (message) => {
@@ -129,6 +211,7 @@
       (answer) => host.notify("do.result", Object.assign({ c: message.c }, answer)),
       (error) => {
         if (message.kind === "alarm") logError(`Uncaught (in alarm of ${init.cls})`, error);
+        if (message.kind === "ws") logError(`Uncaught (in webSocket handler of ${init.cls})`, error);
         host.notify("do.result", { c: message.c, e: failure(error) });
       },
     );

@@ -271,7 +271,14 @@
       if (internal === INTERNAL) return; // filled in by makeResponse
       init = init === null || init === undefined ? {} : init;
       const status = init.status === undefined ? 200 : Number(init.status);
-      if (!Number.isInteger(status) || status < 200 || status > 599) {
+      const webSocket = init.webSocket === undefined || init.webSocket === null ? null : init.webSocket;
+      if (webSocket !== null && !web.isSocket(webSocket)) {
+        throw new TypeError("Failed to construct 'Response': webSocket must be a WebSocket");
+      }
+      if (webSocket !== null && status !== 101) {
+        throw new RangeError(`Responses with a webSocket must have status 101. Got: ${init.status}`);
+      }
+      if (webSocket === null && (!Number.isInteger(status) || status < 200 || status > 599)) {
         throw new RangeError(`Responses may only be constructed with status codes in the range 200 to 599, inclusive. Got: ${init.status}`);
       }
       const statusText = init.statusText === undefined ? "" : checkStatusText(String(init.statusText));
@@ -285,7 +292,7 @@
         source = extracted.bytes ? { bytes: extracted.bytes } : { stream: extracted.stream };
         if (extracted.type && !headers.has("content-type")) headers.set("content-type", extracted.type);
       }
-      responses.set(this, { status, statusText, headers, type: "default", url: "", redirected: false });
+      responses.set(this, { status, statusText, headers, type: "default", url: "", redirected: false, webSocket });
       bodies.set(this, newBody(source));
     }
 
@@ -323,7 +330,7 @@
     get type() { return responses.get(this).type; }
     get url() { return responses.get(this).url; }
     get redirected() { return responses.get(this).redirected; }
-    get webSocket() { return null; }
+    get webSocket() { return responses.get(this).webSocket || null; }
     get cf() { return undefined; }
 
     clone() {
@@ -340,11 +347,11 @@
 
   /** A Response with any status (fetch results, Response.error/redirect); its body is
    * `bytes`, or `stream` (a body the host streams in). */
-  function makeResponse({ status, statusText, headers, bytes, stream = null, url = "", redirected = false, type = "default", guard = "none" }) {
+  function makeResponse({ status, statusText, headers, bytes, stream = null, url = "", redirected = false, type = "default", guard = "none", webSocket = null }) {
     const response = new Response(null, {}, INTERNAL);
     const h = new Headers(headers);
     web.setHeadersGuard(h, guard);
-    responses.set(response, { status, statusText, headers: h, headersGuard: guard, type, url, redirected });
+    responses.set(response, { status, statusText, headers: h, headersGuard: guard, type, url, redirected, webSocket });
     let source = null;
     if (!NULL_BODY_STATUSES.has(status)) {
       if (stream !== null) source = { stream };
@@ -384,12 +391,14 @@
     const r = responses.get(response);
     const b = body(response);
     const bytes = b.source === null ? new Uint8Array(0) : await consume(response);
-    return {
+    const wire = {
       status: r.status,
       statusText: r.statusText,
       headers: web.headerList(r.headers),
       body: web.bytesToBase64(bytes),
     };
+    if (r.webSocket) wire.webSocket = web.socketId(r.webSocket);
+    return wire;
   }
 
   /** Bodies of at most this size go in one message; larger ones stream. */
@@ -441,6 +450,7 @@
     const r = responses.get(response);
     const out = bodyForHost(response);
     const wire = { status: r.status, statusText: r.statusText, headers: web.headerList(r.headers) };
+    if (r.webSocket) wire.webSocket = web.socketId(r.webSocket);
     if (out === null) {
       wire.body = "";
       return { wire, pump: null };

@@ -43,6 +43,20 @@
       throw new TypeError(`Fetch API cannot load: ${request.url} (celld fetches http: and https: URLs only)`);
     }
     const owner = host.owner();
+    const upgrade = request.headers.get("upgrade");
+    if (upgrade !== null && upgrade.toLowerCase() === "websocket") {
+      // A WebSocket to an outside server: the response carries it (accept() it to use it).
+      const answer = await abortable(web.connectSocket(request.url, web.headerList(request.headers)), signal);
+      return web.makeResponse({
+        status: 101,
+        statusText: "Switching Protocols",
+        headers: answer.headers,
+        bytes: null,
+        url: request.url,
+        guard: "immutable",
+        webSocket: web.adoptSocket(answer.ws),
+      });
+    }
     const body = web.bodyForHost(request);
     const fields = {
       method: request.method,

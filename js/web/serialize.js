@@ -9,6 +9,12 @@
 //   {"$":"RegExp","source":s,"flags":f}
 //   {"$":"Map","v":[[k,v],...]}       {"$":"Set","v":[v,...]}
 //   {"$":"ArrayBuffer","v":b64}       {"$":"<TypedArray>|DataView","v":b64}  (own bytes only)
+//   {"$":"ArrayBuffer"|"<TypedArray>"|"DataView","blob":[offset,length]}
+//                                     the same, its bytes at [offset, offset+length) of the
+//                                     value's byte area (below)
+//   {"$":"Blobs","at":id,"v":<node>}  the root of a value whose binary data is in a byte
+//                                     area that crossed the bridge as an ArrayBuffer beside
+//                                     the message text (js/host.js, attachments): no base64
 //   {"$":"Error","name":n,"message":m,"stack":s[,"cause":c][,"errors":[...]]}
 //   {"$":"Boolean"|"Number"|"String"|"BigIntObject","v":...}  (wrapper objects)
 //   {"$":"Object","v":[[k,v],...]}    a plain object that itself has a "$" key (escaped)
@@ -40,6 +46,9 @@
     Object.getOwnPropertyDescriptor(RegExp.prototype, "source").get);
   const RegExpFlags = __celld_primordials.uncurryThis(
     Object.getOwnPropertyDescriptor(RegExp.prototype, "flags").get);
+  const ArrayBufferSlice = __celld_primordials.uncurryThis(ArrayBuffer.prototype.slice);
+  const TypedArraySet = __celld_primordials.uncurryThis(Object.getPrototypeOf(Uint8Array.prototype).set);
+  const host = globalThis.__celld_host;
 
   const TYPED_ARRAYS = {
     __proto__: null,
@@ -102,8 +111,18 @@
     return shared;
   }
 
-  /** Value -> JSON-ready tree. */
-  function encode(root) {
+  /** Value -> JSON-ready tree. With `parts` (an array), binary data is not written as
+   * base64: each view's bytes are pushed to `parts` and the node names their place in
+   * the value's byte area (their concatenation, in order). */
+  function encode(root, parts = null) {
+    let areaSize = 0;
+    function binary(tag, bytes) {
+      if (parts === null) return { $: tag, v: web.bytesToBase64(bytes) };
+      const offset = areaSize;
+      areaSize += bytes.byteLength;
+      ArrayPrototypePush(parts, bytes);
+      return { $: tag, blob: [offset, bytes.byteLength] };
+    }
     const shared = findShared(root);
     const ids = new SafeMap();
 
@@ -163,11 +182,10 @@
         SetPrototypeForEach(v, (x) => ArrayPrototypePush(items, node(x)));
         return { $: "Set", v: items };
       }
-      if (isArrayBuffer(v)) return { $: "ArrayBuffer", v: web.bytesToBase64(new Uint8Array(v)) };
+      if (isArrayBuffer(v)) return binary("ArrayBuffer", new Uint8Array(v));
       if (SharedArrayBuffer !== undefined && v instanceof SharedArrayBuffer) throw cloneError("SharedArrayBuffer could not be cloned.");
       if (ArrayBufferIsView(v)) {
-        const bytes = new Uint8Array(v.buffer, v.byteOffset, v.byteLength);
-        return { $: typeOfView(v), v: web.bytesToBase64(bytes) };
+        return binary(typeOfView(v), new Uint8Array(v.buffer, v.byteOffset, v.byteLength));
       }
       if (v instanceof Error) {
         const out = {
@@ -212,6 +230,27 @@
     // decodes every recorded step's value).
     if (root === null || typeof root !== "object") return root;
     let refs = null; // made at the first Def: most values share nothing
+    let area = null; // the byte area of a {"$":"Blobs"} value
+    let areaUsed = false;
+    if (hasOwn(root, "$") && root.$ === "Blobs") {
+      area = host.takeAttachment(root.at);
+      root = root.v;
+    }
+
+    /** The bytes a binary node names, as a new ArrayBuffer of their own. */
+    function bytesOf(n) {
+      if (!hasOwn(n, "blob")) return web.base64ToBytes(n.v).buffer;
+    if (n.blob[1] === 0) return new ArrayBuffer(0);
+      if (area === null) throw new TypeError("celld: malformed serialized value (binary data without its bytes)");
+      const offset = n.blob[0];
+      const length = n.blob[1];
+      if (offset === 0 && length === area.byteLength && !areaUsed) {
+        areaUsed = true; // the area is this buffer: no copy
+        return area;
+      }
+      areaUsed = true;
+      return ArrayBufferSlice(area, offset, offset + length);
+    }
 
     function define(id, make, fill) {
       const value = make();
@@ -276,7 +315,7 @@
               });
             }
           });
-        case "ArrayBuffer": return define(id, () => web.base64ToBytes(n.v).buffer);
+        case "ArrayBuffer": return define(id, () => bytesOf(n));
         case "Error":
           return define(id, () => reviveError(n), (out) => {
             if ("cause" in n) {
@@ -294,7 +333,7 @@
           if (hasOwn(TYPED_ARRAYS, tag)) {
             const Type = TYPED_ARRAYS[tag];
             return define(id, () => {
-              const buffer = web.base64ToBytes(n.v).buffer;
+              const buffer = bytesOf(n);
               return Type === DataView ? new DataView(buffer) : new Type(buffer);
             });
           }
@@ -341,11 +380,36 @@
         if (value === null) return "null";
         break;
     }
-    return stringify(encode(value));
+    if (!host.binaryBridge) return stringify(encode(value));
+    const parts = [];
+    const text = stringify(encode(value, parts));
+    let total = 0;
+    for (let i = 0; i < parts.length; i++) total += parts[i].byteLength;
+    if (total === 0) return text; // (empty views only: their nodes need no area)
+    return `{"$":"Blobs","at":${host.sendAttachment(area(parts))},"v":${text}}`;
   }
 
+  /** One ArrayBuffer holding the bytes of `parts` (views) in order: the one copy a value's
+   * binary data takes in JS (what the value's views show may change after it is sent). */
+  function area(parts) {
+    if (parts.length === 1) {
+      const view = parts[0];
+      return ArrayBufferSlice(view.buffer, view.byteOffset, view.byteOffset + view.byteLength);
+    }
+    let total = 0;
+    for (let i = 0; i < parts.length; i++) total += parts[i].byteLength;
+    const out = new Uint8Array(total);
+    let offset = 0;
+    for (let i = 0; i < parts.length; i++) {
+      TypedArraySet(out, parts[i], offset);
+      offset += parts[i].byteLength;
+    }
+    return out.buffer;
+  }
+
+  /** Serialized text (or a tree already parsed with its message) -> value. */
   function deserialize(text) {
-    return decode(JSONParse(text));
+    return decode(typeof text === "string" ? JSONParse(text) : text);
   }
 
   function structuredClone(value, options = undefined) {

@@ -1,4 +1,5 @@
-"""Real bindings over real SQLite files in a temp folder, driven from a real isolate."""
+"""Real bindings over real SQLite files in a temp folder (or a real PostgreSQL database for
+KV and R2), driven from a real isolate."""
 
 from __future__ import annotations
 
@@ -38,13 +39,17 @@ def storage_config(root: Path) -> BindingsConfig:
 class Harness:
     """One project's bindings; `run(js)` runs a snippet with them as `env`."""
 
-    def __init__(self, state: Path, config: BindingsConfig | None = None) -> None:
+    def __init__(
+        self, state: Path, config: BindingsConfig | None = None, *, shared: str | None = None
+    ) -> None:
         self.state = state
+        #: the DSN of the shared store KV and R2 live in (None: files under `state`)
+        self.shared = shared
         self.clock = ManualClock(START_MS)
         self.config = config or storage_config(state.parent)
 
     async def run(self, body: str, **kwargs: Any) -> Any:
-        bindings = Bindings(self.config, self.state, self.clock.now)
+        bindings = Bindings(self.config, self.state, self.clock.now, shared=self.shared)
         await bindings.open()
         try:
             return await run_js_async(

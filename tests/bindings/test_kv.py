@@ -10,7 +10,8 @@ from tests.bindings.harness import START_MS, Harness
 from tests.jsharness import JsError
 
 
-def test_values_survive_in_the_namespace_file(js: Harness) -> None:
+def test_values_survive_in_the_namespace_file(js_files: Harness) -> None:
+    js = js_files
     js("""
         await env.KV.put("a", "1", {metadata: {m: true}});
         await env.KV.put("b", new Uint8Array([255, 0]));

@@ -5,7 +5,9 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import sqlite3
+from typing import Any
 
+import asyncpg
 import pytest
 
 from celld.bindings.r2 import R2Bucket
@@ -13,12 +15,35 @@ from tests.bindings.harness import Harness
 from tests.jsharness import JsError
 
 
-def _rows(js: Harness) -> list[tuple[str, str, int]]:
+def _pg(js: Harness, sql: str) -> list[tuple[Any, ...]]:
+    async def fetch() -> list[tuple[Any, ...]]:
+        connection = await asyncpg.connect(js.shared)
+        try:
+            return [tuple(r) for r in await connection.fetch(sql)]
+        finally:
+            await connection.close()
+
+    return asyncio.run(fetch())
+
+
+def _rows(js: Harness) -> list[tuple[str, Any, int]]:
+    """(key, body, size) of every object: body is its file's name, or its body's id."""
+    if js.shared:
+        rows = _pg(js, "SELECT key, body, size FROM r2_objects ORDER BY key")
+        return [(bytes(k).decode(), b, n) for k, b, n in rows]
     conn = sqlite3.connect(js.state / "r2" / "bucket" / "objects.sqlite3")
     return conn.execute("SELECT key, blob, size FROM objects ORDER BY key").fetchall()
 
 
-def test_objects_are_files_plus_rows(js: Harness) -> None:
+def _bodies(js: Harness) -> list[Any]:
+    """The bodies kept: files in blobs/, or bodies not yet dropped."""
+    if js.shared:
+        return [r[0] for r in _pg(js, "SELECT id FROM r2_bodies WHERE state = 'live'")]
+    return [p.name for p in (js.state / "r2" / "bucket" / "blobs").glob("*")]
+
+
+def test_objects_are_files_plus_rows(js_files: Harness) -> None:
+    js = js_files
     js('await env.BUCKET.put("a", "first"); await env.BUCKET.put("a", "second!");')
     [(key, blob, size)] = _rows(js)
     assert (key, size) == ("a", 7)
@@ -29,7 +54,8 @@ def test_objects_are_files_plus_rows(js: Harness) -> None:
     assert _rows(js) == [] and list(blobs.iterdir()) == []
 
 
-def test_orphan_bodies_are_swept_when_the_bucket_opens(js: Harness) -> None:
+def test_orphan_bodies_are_swept_when_the_bucket_opens(js_files: Harness) -> None:
+    js = js_files
     js('await env.BUCKET.put("keep", "k")')
     blobs = js.state / "r2" / "bucket" / "blobs"
     (blobs / "deadbeef").write_bytes(b"left by a crash")
@@ -97,7 +123,7 @@ def test_multipart_upload(js: Harness) -> None:
         return [done.size, done.etag.endsWith("-2"), done.customMetadata, await got.text()];
     """, timeout=60)  # fmt: skip
     assert result == [5 * 1024 * 1024 + 3, True, {"m": "1"}, "end"]
-    assert [p.name for p in (js.state / "r2" / "bucket" / "blobs").iterdir()] == [_rows(js)[0][1]]
+    assert _bodies(js) == [_rows(js)[0][1]]
 
 
 @pytest.mark.parametrize(
@@ -122,9 +148,10 @@ def test_errors_store_nothing(js: Harness, call: str, message: str) -> None:
     assert _rows(js) == []
 
 
-def test_sweep_waits_for_a_writer_in_another_process(js: Harness) -> None:
+def test_sweep_waits_for_a_writer_in_another_process(js_files: Harness) -> None:
     """A body written by another connection inside its write transaction survives a bucket
     opening meanwhile: the sweep takes the same lock and sees the committed row."""
+    js = js_files
     import threading
 
     js('await env.BUCKET.put("seed", "s")')
@@ -185,10 +212,14 @@ def test_blob_bodies(js: Harness) -> None:
 # -- streamed bodies -----------------------------------------------------------------------------
 
 
-def _left_over(js: Harness) -> tuple[list[str], list[str]]:
+def _left_over(js: Harness) -> tuple[list[Any], list[Any]]:
+    """The bodies still arriving and the bodies kept."""
+    if js.shared:
+        writing = [r[0] for r in _pg(js, "SELECT id FROM r2_bodies WHERE state = 'writing'")]
+        return writing, sorted(_bodies(js))
     bucket = js.state / "r2" / "bucket"
     incoming = sorted(p.name for p in (bucket / "incoming").glob("*"))
-    return incoming, sorted(p.name for p in (bucket / "blobs").glob("*"))
+    return incoming, sorted(_bodies(js))
 
 
 def test_large_bodies_and_streams_are_put_and_got_in_pieces(js: Harness) -> None:
@@ -274,7 +305,8 @@ def test_a_streamed_put_that_fails_leaves_nothing(
     assert _left_over(js) == ([], [])
 
 
-def test_incoming_bodies_of_dead_writers_are_swept_and_live_ones_kept(js: Harness) -> None:
+def test_incoming_bodies_of_dead_writers_are_swept_and_live_ones_kept(js_files: Harness) -> None:
+    js = js_files
     import fcntl
 
     js('await env.BUCKET.put("keep", "k")')

@@ -7,6 +7,7 @@ import json
 
 from celld.cells.instance_log import InstanceLog
 from celld.engine import ErrorInfo, Machine, Status
+from celld.store.logpack import expand_entries
 
 T0 = 1_700_000_000_000
 RETRY = {"retries": {"limit": 2, "delay": 500, "backoff": "constant"}}
@@ -14,7 +15,7 @@ RETRY = {"retries": {"limit": 2, "delay": 500, "backoff": "constant"}}
 
 def logged(log: InstanceLog, machine: Machine, now: int) -> list[dict]:
     out = []
-    for _, kind, body in log.entries(machine.take_changes(), now):
+    for _, kind, body in expand_entries(log.entries(machine.take_changes(), now)):
         out.append({"type": kind, **json.loads(body)})
     return out
 

@@ -7,9 +7,11 @@ lifecycle, and the 4xx errors for bad input.
 
 from __future__ import annotations
 
+import httpx
 import pytest
 
 from celld.client import CelldError, Client, Workflow
+from celld.server.values import iso
 from tests.celld_server import CelldServer
 from tests.e2e.conftest import PROJECTS, celld_client, operator_celld
 
@@ -95,10 +97,12 @@ def test_wait_helpers_answer_408_and_409(client: Client) -> None:
     assert failing.wait_for_status("errored")["error"]["message"] == "card declined on attempt 6"
 
 
-def test_lifecycle_pause_resume_restart_from_a_step(client: Client) -> None:
+def test_lifecycle_pause_resume_restart_from_a_step(server: CelldServer, client: Client) -> None:
     instance = orders(client).create(id="life-1", params={"order": 3})
     instance.wait_until_settled()
+    assert instance.describe()["actions"] == ["pause", "terminate", "restart", "delete"]
     assert instance.pause() == "paused"
+    assert instance.describe()["actions"] == ["resume", "terminate", "restart", "delete"]
     instance.send_event("approve", {"early": True})  # buffered while paused
     assert instance.wait_until_settled()["status"] == "paused"
     assert instance.resume() in ("running", "queued", "waiting")
@@ -106,6 +110,15 @@ def test_lifecycle_pause_resume_restart_from_a_step(client: Client) -> None:
     client.advance_clock(HOUR)  # the sleep ends; the buffered event answers the wait
     done = instance.wait_for_status("complete")
     assert done["output"]["approval"] == {"early": True}
+    assert instance.describe()["actions"] == ["restart", "delete"]
+    # a resume of a complete instance: Cloudflare's answer (a success, the status as it
+    # was), and celld's tools (the details header) learn that it changed nothing
+    status_path = f"{EXPLORER}/workflows/order-workflow/instances/life-1/status"
+    plain = httpx.patch(server.url + status_path, json={"status": "resume"}).json()
+    assert plain["success"] is True and plain["result"]["status"] == "complete"
+    assert sorted(plain["result"]) == ["status", "timestamp"]
+    detailed = client.request("PATCH", status_path, json={"status": "resume"})["result"]
+    assert detailed["status"] == "complete" and detailed["applied"] is False
     instance.restart("ship")
     again = instance.wait_for_status("complete")
     assert again["output"]["shipped"] == {"shipped": 3}
@@ -127,6 +140,7 @@ def test_listing_pages_filters_and_latest(server: CelldServer, client: Client) -
         quick.get(instance_id).wait_for_status("complete")
     first, info = quick.instances_page(per_page=3)
     assert [i["id"] for i in first] == ["q-6", "q-5", "q-4"]
+    assert info.pop("now") == iso(client.clock_now())  # the engine's clock, for durations
     assert info == {"page": 1, "per_page": 3, "total_count": 7, "total_pages": 3}
     last, _ = quick.instances_page(per_page=3, page=3)
     assert [i["id"] for i in last] == ["q-0"]
@@ -136,11 +150,16 @@ def test_listing_pages_filters_and_latest(server: CelldServer, client: Client) -
     assert quick.get("q-2").wait_for_step_result("only") == {"n": 2}
     assert quick.details()["instances"]["complete"] == 7
     now = client.clock_now()
-    from celld.server.values import iso
-
     recent = quick.instances(date_start=iso(now - 2_500), per_page=100)
     assert [i["id"] for i in recent] == ["q-6", "q-5", "q-4"]
     assert quick.instances(date_end="2000-01-01") == []
+    # search by id: ids containing the text, ignoring case, paged by the server
+    found, info = quick.instances_page(search="Q-", per_page=2)
+    assert [i["id"] for i in found] == ["q-6", "q-5"] and info["total_count"] == 7
+    assert [i["id"] for i in quick.instances(search="-3")] == ["q-3"]
+    assert quick.instances(search="%") == [] and quick.instances(search="_") == []
+    # each item carries what the lifecycle allows from its status
+    assert found[0]["status"] == "complete" and found[0]["actions"] == ["restart", "delete"]
 
 
 @pytest.mark.parametrize(

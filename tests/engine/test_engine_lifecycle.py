@@ -1,6 +1,7 @@
 import pytest
 
 from celld.engine import FINAL, TRANSITIONS, LifecycleError, LifecycleEvent, Status, transition
+from celld.engine.lifecycle import OPERATOR_ACTIONS, allowed_actions
 
 S, E = Status, LifecycleEvent
 
@@ -82,3 +83,36 @@ def test_wire_values():
         "queued", "running", "paused", "errored", "terminated", "complete", "waiting",
         "waitingForPause",
     ]  # fmt: skip
+
+
+ACTION_EVENTS = {
+    "pause": E.PAUSE_REQUESTED,
+    "resume": E.RESUME,
+    "terminate": E.TERMINATE,
+    "restart": E.RESTART,
+}
+
+
+@pytest.mark.parametrize("status", list(Status))
+def test_allowed_actions_are_what_the_table_allows(status):
+    expected = tuple(a for a, event in ACTION_EVENTS.items() if (status, event) in LEGAL)
+    assert allowed_actions(status) == expected
+    assert allowed_actions(status.value) == expected  # the wire value answers the same
+    assert OPERATOR_ACTIONS == ACTION_EVENTS
+
+
+def test_allowed_actions_by_status():
+    assert allowed_actions(S.COMPLETE) == ("restart",)  # no resume, no terminate
+    assert allowed_actions(S.TERMINATED) == ("restart",)
+    assert allowed_actions(S.PAUSED) == ("resume", "terminate", "restart")
+    assert allowed_actions(S.WAITING) == ("pause", "terminate", "restart")
+    assert allowed_actions(S.WAITING_FOR_PAUSE) == ("resume", "terminate", "restart")
+
+
+def test_a_rollback_in_progress_can_only_be_terminated_or_restarted():
+    assert allowed_actions(S.RUNNING, rolling_back=True) == ("terminate", "restart")
+
+
+def test_an_unknown_status_is_refused():
+    with pytest.raises(ValueError, match="unknown"):
+        allowed_actions("unknown")

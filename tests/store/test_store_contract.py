@@ -5,7 +5,6 @@ temp folder and the real PostgreSQL store on a fresh database (tests/postgres_fi
 from __future__ import annotations
 
 import sqlite3
-from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
@@ -14,29 +13,9 @@ from celld.engine import Machine, Status, StepKey
 from celld.store.base import DuplicateInstance, InstanceRef, StoreUnavailable, Write
 from celld.store.postgres import PostgresStore
 from celld.store.sqlite import SqliteStore
-from tests.postgres_fixtures import create_database, drop_database
 
 T0 = 1_700_000_000_000
 AnyStore = SqliteStore | PostgresStore
-
-
-@pytest.fixture(params=["sqlite", "postgresql"])
-async def store(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[AnyStore]:
-    opened: AnyStore
-    server = dsn = None
-    if request.param == "sqlite":
-        opened = SqliteStore(tmp_path / "state.sqlite3")
-    else:
-        server = request.getfixturevalue("postgres_server")
-        dsn = await create_database(server)
-        opened = PostgresStore(dsn)
-    await opened.open()
-    try:
-        yield opened
-    finally:
-        await opened.close()
-        if server and dsn:
-            await drop_database(server, dsn)
 
 
 def new(instance_id: str, now: int = T0, **kw: object) -> Machine:
@@ -382,3 +361,18 @@ async def test_a_peek_gives_the_status_a_full_load_gives(store: AnyStore) -> Non
     assert peeked_machines["done"].status_view() == {"status": "complete", "output": '{"out":2}'}
     assert peeked_machines["rolling"].rolling_back  # its phase row came along
     assert await store.peek(InstanceRef("wf", "nope")) is None
+
+
+async def test_listing_searches_ids_ignoring_case_with_wildcards_taken_literally(
+    store: AnyStore,
+) -> None:
+    for n, instance_id in enumerate(("Order_1", "order-2", "orderX3", "other")):
+        await store.write(write_of(new(instance_id, T0 + n)))
+    found = await store.list_instances("wf", id_contains="ORDER")
+    assert [s.id for s in found] == ["orderX3", "order-2", "Order_1"]  # newest first
+    assert await store.count_instances("wf", id_contains="ORDER") == 3
+    # `_` and `%` are characters here, not LIKE's wildcards
+    assert [s.id for s in await store.list_instances("wf", id_contains="r_")] == ["Order_1"]
+    assert await store.count_instances("wf", id_contains="%") == 0
+    page = await store.list_instances("wf", id_contains="o", limit=1, offset=1)
+    assert [s.id for s in page] == ["orderX3"]

@@ -1,4 +1,5 @@
-// Workflows and a small HTTP API for bench/run.py. Every endpoint takes ?wf=BENCH|WAITER|SLEEPER
+// Workflows and a small HTTP API for bench/run.py. Every endpoint takes
+// ?wf=BENCH|WAITER|SLEEPER|BINARY
 // (GET /ping takes nothing: it answers without touching a workflow).
 // The API is bench/wrangler/worker's for the parts they share, so bench/wrangler/bench_drive.py
 // can drive BENCH here too.
@@ -29,6 +30,27 @@ export class WaiterWorkflow extends WorkflowEntrypoint {
     const got = await step.waitForEvent("go", { type: "go", timeout: p.timeout || "1 day" });
     const ranAt = await step.do("after event", async () => Date.now());
     return { steps: k, sent_at: got.payload && got.payload.sent_at, ran_at: ranAt, finished_at: Date.now() };
+  }
+}
+
+/** params.count steps (1) each returning an ArrayBuffer of params.size bytes (950,000):
+ * binary step results (bench/run.py's binary_values, bench/binary_values.py; the same class
+ * is in bench/wrangler/worker). */
+export class BinaryWorkflow extends WorkflowEntrypoint {
+  async run(event, step) {
+    const p = event.payload || {};
+    const size = Number.isInteger(p.size) ? p.size : 950000;
+    const count = Number.isInteger(p.count) ? p.count : 1;
+    let total = 0;
+    for (let i = 0; i < count; i++) {
+      const value = await step.do(`b${i}`, async () => {
+        const bytes = new Uint8Array(size);
+        bytes.fill(i & 255);
+        return bytes.buffer;
+      });
+      total += value.byteLength;
+    }
+    return { steps: count, bytes: total, finished_at: Date.now() };
   }
 }
 

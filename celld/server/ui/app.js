@@ -1,9 +1,11 @@
 // celld's operator page. It speaks the local explorer API (the one wrangler's CLI uses)
 // and renders three views from the URL hash:
 //   #/                         workflows with per-status counts
-//   #/w/NAME?status=S&page=N   a workflow's instances, filtered and paged
-//   #/w/NAME/i/ID              one instance: timeline of steps, events, actions
-// Every value from the server is put into the page as text, never as HTML.
+//   #/w/NAME?status=S&q=ID&from=DATE&to=DATE&page=N
+//                              a workflow's instances, filtered (by the server) and paged
+//   #/w/NAME/i/ID              one instance: timeline of steps and attempts, events, actions
+// Every value from the server is put into the page as text, never as HTML. Which actions an
+// instance offers is the server's answer (its lifecycle decides), not the page's.
 "use strict";
 (() => {
   const API = "/cdn-cgi/local/explorer/api";
@@ -14,6 +16,7 @@
   const crumbs = document.getElementById("crumbs");
   const notice = document.getElementById("notice");
   const live = document.getElementById("live");
+  const dialog = document.getElementById("confirm");
   let timer = null;
   let generation = 0;
 
@@ -54,6 +57,18 @@
     notice.textContent = message;
     notice.className = ok ? "notice ok" : "notice";
     notice.hidden = !message;
+  }
+
+  /** Ask in the page's modal dialog; resolves true only when the operator confirms
+   * (Cancel and Escape resolve false). */
+  function confirmed(message, label) {
+    document.getElementById("confirm-text").textContent = message;
+    document.getElementById("confirm-ok").textContent = label;
+    dialog.returnValue = "";
+    return new Promise((resolve) => {
+      dialog.addEventListener("close", () => resolve(dialog.returnValue === "ok"), { once: true });
+      dialog.showModal();
+    });
   }
 
   const badge = (status) => h("span", { class: `badge s-${status}`, "data-status": status }, status);
@@ -112,20 +127,30 @@
   async function instancesView(name, params) {
     setCrumbs([["workflows", "#/"], [name]]);
     const status = params.get("status") || "";
+    const search = params.get("q") || "";
+    const from = params.get("from") || "";
+    const to = params.get("to") || "";
     const page = Math.max(1, parseInt(params.get("page") || "1", 10) || 1);
     const perPage = Math.min(100, Math.max(1, parseInt(params.get("per_page") || "25", 10) || 25));
     const query = new URLSearchParams({ page, per_page: perPage });
     if (status) query.set("status", status);
+    if (search) query.set("search", search);
+    if (from) query.set("date_start", from); // bare dates: whole UTC days, the server says
+    if (to) query.set("date_end", to);
     const data = await api("GET", `/workflows/${enc(name)}/instances?${query}`);
     const info = data.result_info;
     const go = (changes) => {
-      const next = new URLSearchParams({ status, page, per_page: perPage, ...changes });
-      if (!next.get("status")) next.delete("status");
+      const next = new URLSearchParams({ status, q: search, from, to, page, per_page: perPage, ...changes });
+      for (const key of ["status", "q", "from", "to"]) if (!next.get(key)) next.delete(key);
       location.hash = `#/w/${enc(name)}?${next}`;
     };
     const filter = h("select", { id: "status-filter", onchange: (e) => go({ status: e.target.value, page: 1 }) },
       h("option", { value: "" }, "any status"),
       STATUSES.map((s) => h("option", { value: s, selected: s === status }, s)));
+    const searchInput = h("input", { id: "search", type: "search", value: search, placeholder: "instance id contains…",
+      "aria-label": "search by instance id", onchange: (e) => go({ q: e.target.value.trim(), page: 1 }) });
+    const dateInput = (id, value, key, label) => h("input", { id, type: "date", value, "aria-label": label,
+      onchange: (e) => go({ [key]: e.target.value, page: 1 }) });
     const idInput = h("input", { id: "trigger-id", placeholder: "instance id (optional)" });
     const paramsInput = h("textarea", { id: "trigger-params", placeholder: "params as JSON (optional)" });
     const trigger = h("button", { id: "trigger", onclick: async () => {
@@ -138,16 +163,22 @@
         location.hash = `#/w/${enc(name)}/i/${enc(created.result.id)}`;
       } catch (error) { say(`Trigger failed: ${error.message}`); }
     } }, "Trigger");
-    const rows = data.result.map((i) => h("tr", { "data-instance": i.id },
-      h("td", {}, h("a", { href: `#/w/${enc(name)}/i/${enc(i.id)}` }, i.id)),
-      h("td", {}, badge(i.status)), h("td", {}, when(i.created_on)),
-      h("td", {}, when(i.ended_on))));
+    const rows = data.result.map((i) => {
+      const began = i.started_on || i.created_on;
+      const took = i.ended_on ? duration(began, i.ended_on) : i.started_on ? `${duration(began, info.now)} so far` : "";
+      return h("tr", { "data-instance": i.id },
+        h("td", {}, h("a", { href: `#/w/${enc(name)}/i/${enc(i.id)}` }, i.id)),
+        h("td", {}, badge(i.status)), h("td", {}, when(i.created_on)),
+        h("td", {}, when(i.ended_on)), h("td", { class: "duration" }, took || "—"));
+    });
     return [
       h("h1", {}, name),
-      h("div", { class: "toolbar" }, "Status ", filter,
+      h("div", { class: "toolbar" }, "Status ", filter, searchInput,
+        h("span", {}, "created (UTC) from ", dateInput("created-from", from, "from", "created from (UTC)"),
+          " to ", dateInput("created-to", to, "to", "created to (UTC)")),
         h("span", { class: "muted", id: "total" }, `${info.total_count} instance(s)`)),
       h("table", { id: "instances" }, h("tr", {}, h("th", {}, "id"), h("th", {}, "status"),
-        h("th", {}, "created"), h("th", {}, "ended")), rows),
+        h("th", {}, "created"), h("th", {}, "ended"), h("th", {}, "duration")), rows),
       h("div", { class: "pager" },
         h("button", { id: "prev", disabled: page <= 1, onclick: () => go({ page: page - 1 }) }, "‹ Prev"),
         h("span", { id: "page" }, `page ${page} of ${info.total_pages}`),
@@ -169,6 +200,19 @@
     return [head, h("table", { class: "rollback" },
       h("tr", {}, h("th", {}, "step"), h("th", {}, "handler"), h("th", {}, "failed attempts"), h("th", {}, "next attempt"), h("th", {}, "error")),
       rows)];
+  }
+
+  /** Every attempt of a step.do: its outcome, start, end, duration and error. */
+  function attemptsTable(attempts) {
+    return h("table", { class: "attempts" },
+      h("tr", {}, h("th", {}, "attempt"), h("th", {}, "state"), h("th", {}, "start"), h("th", {}, "end"),
+        h("th", {}, "duration"), h("th", {}, "error")),
+      attempts.map((a) => h("tr", { "data-attempt": a.attempt },
+        h("td", {}, `#${a.attempt}`),
+        h("td", {}, badge(a.success === true ? "done" : a.success === false ? "failed" : "running")),
+        h("td", {}, when(a.start)), h("td", {}, when(a.end)),
+        h("td", {}, duration(a.start, a.end) || "—"),
+        h("td", { class: a.error ? "error" : "" }, a.error ? `${a.error.name}: ${a.error.message}` : ""))));
   }
 
   function timeline(instance) {
@@ -193,8 +237,7 @@
         facts.push(h("span", {}, " · waits for ", h("b", {}, s.event_type || "?")));
         if (s.timeout_at) facts.push(h("span", {}, " · times out ", h("b", {}, when(s.timeout_at))));
       }
-      const attempts = s.attempts ? h("div", { class: "attempts" }, s.attempts.map((a) =>
-        h("span", {}, `#${a.attempt} `, badge(a.success === true ? "done" : a.success === false ? "failed" : "running")))) : null;
+      const attempts = s.attempts && s.attempts.length ? attemptsTable(s.attempts) : null;
       const body = [];
       if (s.output !== undefined && s.output !== null) body.push(h("div", { class: "details" }, "output"), show(s.output));
       if (s.error) body.push(h("div", { class: "details" }, "error"), h("pre", { class: "error" }, `${s.error.name}: ${s.error.message}`));
@@ -210,10 +253,15 @@
     setCrumbs([["workflows", "#/"], [name, `#/w/${enc(name)}`], [id]]);
     const base = `/workflows/${enc(name)}/instances/${enc(id)}`;
     const instance = (await api("GET", base)).result;
-    const act = (label, body, cls) => h("button", { class: cls, "data-action": label, onclick: async () => {
+    const allowed = new Set(instance.actions || []);
+    // Terminating and deleting cannot be undone: they ask first
+    const act = (label, body, cls, ask) => h("button", { class: cls, "data-action": label, onclick: async () => {
+      if (ask && !(await confirmed(ask, label))) return;
       try {
-        const result = await api("PATCH", `${base}/status`, body());
-        say(`${label}: instance is now ${result.result.status}`, true);
+        const result = (await api("PATCH", `${base}/status`, body())).result;
+        // Cloudflare answers an action that changes nothing as a success; `applied` says so
+        if (result.applied === false) say(`${label} had no effect: the instance is ${result.status}`);
+        else say(`${label}: instance is now ${result.status}`, true);
         refresh();
       } catch (error) { say(`${label} failed: ${error.message}`); }
     } }, label);
@@ -239,6 +287,7 @@
       } catch (error) { say(`Send event failed: ${error.message}`); }
     } }, "Send event");
     const remove = h("button", { class: "danger", "data-action": "delete", onclick: async () => {
+      if (!(await confirmed(`Delete instance ${id}? Its state and history go for good.`, "Delete"))) return;
       try {
         await api("DELETE", base);
         say("Deleted", true);
@@ -266,10 +315,14 @@
       nodes: [
         h("h1", {}, id),
         h("div", { class: "toolbar", id: "actions" },
-          act("Pause", () => ({ status: "pause" })), act("Resume", () => ({ status: "resume" })),
-          act("Terminate", () => ({ status: "terminate" }), "danger"),
-          act("Terminate with rollback", () => ({ status: "terminate", rollback: true }), "danger"),
-          act("Restart", restartBody), fromStep, remove),
+          allowed.has("pause") && act("Pause", () => ({ status: "pause" })),
+          allowed.has("resume") && act("Resume", () => ({ status: "resume" })),
+          allowed.has("terminate") && [
+            act("Terminate", () => ({ status: "terminate" }), "danger", `Terminate instance ${id}? It stops for good.`),
+            act("Terminate with rollback", () => ({ status: "terminate", rollback: true }), "danger",
+              `Terminate instance ${id} and run its rollback handlers? It stops for good.`)],
+          allowed.has("restart") && [act("Restart", restartBody), fromStep],
+          allowed.has("delete") && remove),
         facts,
         h("h2", {}, `Steps (${instance.step_count})`), timeline(instance),
         h("h2", {}, "Events"), events,

@@ -1,13 +1,15 @@
 // A Workflows Worker that celld and `wrangler dev` (miniflare + workerd, fully local) both
 // run unchanged: the benchmarks drive it with bench_drive.py.
 //
-// Two Workflow classes:
-//   DemoWorkflow  (binding WF)    - exercises step.do, retries, sleep, waitForEvent
-//   BenchWorkflow (binding BENCH) - K trivial step.do calls (K = params.steps)
+// Three Workflow classes:
+//   DemoWorkflow   (binding WF)     - exercises step.do, retries, sleep, waitForEvent
+//   BenchWorkflow  (binding BENCH)  - K trivial step.do calls (K = params.steps)
+//   BinaryWorkflow (binding BINARY) - params.count steps each returning an ArrayBuffer of
+//                                     params.size bytes (bench/project has the same class)
 //
 // The default export's fetch handler is a small HTTP API so that a test
 // driver (e.g. Python) can do everything over HTTP. Every endpoint takes
-// ?wf=WF|BENCH (default WF) to select the binding. See bench/wrangler/README.md.
+// ?wf=WF|BENCH|BINARY (default WF) to select the binding. See bench/wrangler/README.md.
 
 import { WorkflowEntrypoint } from "cloudflare:workers";
 import { NonRetryableError } from "cloudflare:workflows";
@@ -89,6 +91,26 @@ export class BenchWorkflow extends WorkflowEntrypoint {
     // finished_at: engine-side wall clock (ms epoch) when the last step returned;
     // lets a driver compute create->complete latency without poll granularity.
     return { steps: k, sum: acc, finished_at: Date.now() };
+  }
+}
+
+/** params.count steps (1) each returning an ArrayBuffer of params.size bytes (950,000):
+ * binary step results, create -> complete. */
+export class BinaryWorkflow extends WorkflowEntrypoint {
+  async run(event, step) {
+    const p = event.payload || {};
+    const size = Number.isInteger(p.size) ? p.size : 950000;
+    const count = Number.isInteger(p.count) ? p.count : 1;
+    let total = 0;
+    for (let i = 0; i < count; i++) {
+      const value = await step.do(`b${i}`, async () => {
+        const bytes = new Uint8Array(size);
+        bytes.fill(i & 255);
+        return bytes.buffer;
+      });
+      total += value.byteLength;
+    }
+    return { steps: count, bytes: total, finished_at: Date.now() };
   }
 }
 

@@ -16,6 +16,16 @@ import zlib from "node:zlib";
 import { Readable, Writable } from "node:stream";
 import { pipeline } from "node:stream/promises";
 import { promisify } from "node:util";
+import fs from "node:fs";
+import * as fsp from "node:fs/promises";
+import http from "node:http";
+import https from "node:https";
+import dns from "node:dns";
+import { createRequire, isBuiltin, builtinModules } from "node:module";
+import * as child_process from "node:child_process";
+import * as worker_threads from "node:worker_threads";
+import * as net from "node:net";
+import * as v8 from "node:v8";
 
 const als = new AsyncLocalStorage();
 const tick = () => new Promise((resolve) => setTimeout(resolve, 1));
@@ -240,6 +250,119 @@ const routes = {
     attempt(() => tracing.traceSync(() => { throw new Error("boom"); }, { x: 2 }));
     return { seen, before, during, after: channel.hasSubscribers, same: diagnostics_channel.channel("celld:test") === channel,
       result, events };
+  },
+
+  async fs() {
+    const E = (e) => [e.code ?? null, e.message, e.syscall ?? null];
+    const tryit = async (f) => { try { return { value: await f() }; } catch (e) { return { error: E(e) }; } };
+    const out = {};
+    out.root = fs.readdirSync("/");
+    out.dev = fs.readdirSync("/dev");
+    out.bundleHasEntry = fs.readdirSync("/bundle").includes("index.js");
+    out.tmpEmpty = fs.readdirSync("/tmp");
+    out.write = await tryit(() => { fs.writeFileSync("/tmp/a.txt", "hello"); fs.appendFileSync("/tmp/a.txt", " world"); return fs.readFileSync("/tmp/a.txt", "utf8"); });
+    out.stat = await tryit(() => { const s = fs.statSync("/tmp/a.txt"); return [s.size, s.isFile(), s.mode, s.nlink, s.mtimeMs, String(s.birthtime.getTime())]; });
+    out.modes = [fs.statSync("/tmp").mode, fs.statSync("/bundle").mode, fs.statSync("/bundle/index.js").mode, fs.statSync("/dev/null").mode];
+    out.missing = await tryit(() => fs.readFileSync("/tmp/nope"));
+    out.readOnly = await tryit(() => fs.writeFileSync("/bundle/x.txt", "a"));
+    out.mkdir = await tryit(() => [fs.mkdirSync("/tmp/d/e", { recursive: true }), fs.mkdirSync("/tmp/d") ?? null]);
+    out.mkdirNoParent = await tryit(() => fs.mkdirSync("/tmp/x/y"));
+    out.types = fs.readdirSync("/tmp", { withFileTypes: true }).map((d) => [d.name, d.isFile(), d.isDirectory(), d.parentPath]);
+    out.rename = await tryit(() => { fs.renameSync("/tmp/a.txt", "/tmp/d/b.txt"); return fs.readdirSync("/tmp/d"); });
+    out.notEmpty = await tryit(() => fs.rmdirSync("/tmp/d"));
+    out.unlinkDir = await tryit(() => fs.unlinkSync("/tmp/d"));
+    out.readDir = await tryit(() => fs.readFileSync("/tmp/d"));
+    out.symlink = await tryit(() => { fs.symlinkSync("/tmp/d/b.txt", "/tmp/link"); return [fs.readlinkSync("/tmp/link"), fs.readFileSync("/tmp/link", "utf8"), fs.lstatSync("/tmp/link").isSymbolicLink(), fs.realpathSync("/tmp/link")]; });
+    out.fd = await tryit(() => { const fd = fs.openSync("/tmp/f.bin", "w+"); const w = fs.writeSync(fd, "abcdef"); const b = Buffer.alloc(3); const r = fs.readSync(fd, b, 0, 3, 1); fs.ftruncateSync(fd, 4); const size = fs.fstatSync(fd).size; fs.closeSync(fd); return [fd >= 3, w, r, b.toString(), size]; });
+    out.badFd = await tryit(() => fs.writeSync(100, "x"));
+    out.devices = await tryit(() => { const fd = fs.openSync("/dev/zero"); const b = Buffer.alloc(4, 1); fs.readSync(fd, b); fs.closeSync(fd); return [fs.readFileSync("/dev/null").length, [...b]]; });
+    out.devFull = await tryit(() => fs.writeFileSync("/dev/full", "x"));
+    out.flags = await tryit(() => fs.openSync("/tmp/d/b.txt", "zz"));
+    out.exclusive = await tryit(() => fs.writeFileSync("/tmp/d/b.txt", "x", { flag: "wx" }));
+    out.rootWrite = await tryit(() => fs.writeFileSync("/x.txt", "x"));
+    out.watch = await tryit(() => fs.watch("/tmp"));
+    out.glob = fs.globSync("/tmp/*");
+    out.rmMissing = await tryit(() => fs.rmSync("/tmp/zzz") ?? null);
+    out.relative = await tryit(() => fs.readFileSync("nope.txt"));
+    out.cwd = process.cwd();
+    out.promises = await tryit(async () => { await fsp.writeFile("/tmp/p.txt", "P"); const h = await fsp.open("/tmp/p.txt"); const t = await h.readFile("utf8"); await h.close(); return t; });
+    out.promisesError = await tryit(() => fsp.readFile("/nope/x"));
+    out.callback = await new Promise((resolve) => fs.readFile("/nope", (error) => resolve(E(error))));
+    out.stream = await tryit(() => new Promise((resolve, reject) => { const chunks = []; fs.createReadStream("/tmp/d/b.txt").on("data", (c) => chunks.push(String(c))).on("end", () => resolve(chunks)).on("error", reject); }));
+    out.rm = await tryit(() => { fs.rmSync("/tmp/d", { recursive: true }); return fs.readdirSync("/tmp").sort(); });
+    return out;
+  },
+  fs_fresh() {
+    // Each request has a /tmp of its own: what /fs wrote is gone.
+    return fs.readdirSync("/tmp");
+  },
+  module() {
+    const require = createRequire("/bundle/index.js");
+    const attempt2 = (f) => { try { return { value: f() }; } catch (e) { return { error: [e.name, e.code ?? null, e.message] }; } };
+    return {
+      fs: require("fs") === fs, events: typeof require("node:events"),
+      missing: attempt2(() => require("./nope.js")),
+      isBuiltin: [isBuiltin("fs"), isBuiltin("node:fs"), isBuiltin("node:test"), isBuiltin("test"), isBuiltin("nope"), isBuiltin("fs/promises"), isBuiltin("cloudflare:workers")],
+      builtinModules,
+      bad: attempt2(() => createRequire("relative")),
+    };
+  },
+  async brotli() {
+    const input = "hello hello hello brotli ".repeat(20);
+    const compress = promisify(zlib.brotliCompress);
+    const decompress = promisify(zlib.brotliDecompress);
+    const packed = await compress(input);
+    const quick = await compress(input, { params: { [zlib.constants.BROTLI_PARAM_QUALITY]: 4 } });
+    const streamed = await new Promise((resolve, reject) => {
+      const c = zlib.createBrotliCompress(); const chunks = [];
+      c.on("data", (d) => chunks.push(d)); c.on("error", reject);
+      c.on("end", () => decompress(Buffer.concat(chunks)).then((b) => resolve(b.toString() === input), reject));
+      c.write(input.slice(0, 100)); c.end(input.slice(100));
+    });
+    let bad;
+    try { await decompress(Buffer.from("xx")); } catch (e) { bad = e.constructor.name; }
+    return { packed: packed.toString("base64"), quick: quick.toString("base64"), back: (await decompress(packed)).toString() === input, streamed, bad };
+  },
+  async dns() {
+    const attempt2 = (f) => { try { return { value: f() }; } catch (e) { return { error: e.message }; } };
+    return {
+      order: dns.getDefaultResultOrder(), setServers: attempt2(() => dns.setServers(["8.8.8.8"])),
+      promises: typeof dns.promises.lookup, resolver: typeof new dns.Resolver().resolve4,
+      codes: [dns.NOTFOUND, dns.NODATA, dns.SERVFAIL],
+    };
+  },
+  async http(request) {
+    const origin = new URL(request.url).origin;
+    const get = await new Promise((resolve, reject) => {
+      http.get(`${origin}/echo?x=1`, (res) => {
+        let body = ""; res.setEncoding("utf8");
+        res.on("data", (d) => (body += d));
+        res.on("end", () => resolve([res.statusCode, res.statusMessage, res.headers["content-type"], body]));
+      }).on("error", reject);
+    });
+    const u = new URL(origin);
+    const post = await new Promise((resolve, reject) => {
+      const req = http.request({ hostname: u.hostname, port: u.port, path: "/echo", method: "POST", headers: { "x-a": "b" } }, (res) => {
+        let body = ""; res.on("data", (d) => (body += d)); res.on("end", () => resolve([res.statusCode, body]));
+      });
+      req.on("error", reject); req.write("abc"); req.end("def");
+    });
+    let wrong;
+    try { https.get(`${origin}/`); } catch (e) { wrong = [e.code, e.message]; }
+    let token;
+    try { http.validateHeaderName("bad name"); } catch (e) { token = [e.code, e.message]; }
+    return { get, post, wrong, token, status: [http.STATUS_CODES[404], http.METHODS.length], server: typeof http.createServer(() => {}) };
+  },
+  async echo(request) {
+    return { method: request.method, body: await request.text(), xa: request.headers.get("x-a"), q: new URL(request.url).search };
+  },
+  unsupported() {
+    const attempt2 = (f) => { try { return { value: f() }; } catch (e) { return { error: [e.code ?? null, e.message] }; } };
+    return {
+      spawn: attempt2(() => child_process.spawn("ls")), exec: attempt2(() => child_process.execSync("ls")),
+      worker: attempt2(() => new worker_threads.Worker("x")), isMainThread: worker_threads.isMainThread,
+      serialize: attempt2(() => v8.serialize(1)), isIP: [net.isIP("1.2.3.4"), net.isIP("::1"), net.isIP("x")],
+    };
   },
   perf_hooks() {
     const now = performance.now();

@@ -1,0 +1,218 @@
+"""One process of a `--workers N` cluster: what it does besides being a `celld run`.
+
+The parent gives each child its place in the environment (`from_environment`). The child
+keeps its workflow instances in its own store (`store_dir`), runs the cron schedules
+only as process 0, routes Workflow binding calls to their owners (`route`), answers the
+calls the others send it over its local socket (`start`), and tells the parent once it
+listens (`ready`). It stops itself if the parent is gone, so a killed parent leaves no
+children serving behind it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import os
+import signal
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import httpx
+import orjson
+from starlette.types import ASGIApp
+
+from celld.cells.clock import ManualClock
+from celld.cluster.channel import (
+    ChannelClient,
+    ChannelServer,
+    PeerLost,
+    PeerUnavailable,
+    Reply,
+    socket_path,
+)
+from celld.cluster.http import ClusterRoutes
+from celld.cluster.placement import store_dir
+from celld.cluster.router import WorkflowRouter
+from celld.isolate.host import HostError
+
+if TYPE_CHECKING:
+    from celld.cells.manager import CellManager
+    from celld.server.service import Service
+
+log = logging.getLogger("celld.cluster")
+
+ENV_INDEX = "CELLD_CLUSTER_INDEX"
+ENV_SIZE = "CELLD_CLUSTER_SIZE"
+ENV_DIR = "CELLD_CLUSTER_DIR"
+ENV_SOCKET_FD = "CELLD_CLUSTER_SOCKET_FD"
+ENV_READY_FD = "CELLD_CLUSTER_READY_FD"
+#: the manual clock's latest time, so a restarted child starts where the others are
+CLOCK_FILE = "clock"
+
+
+@dataclass
+class Member:
+    index: int
+    size: int
+    folder: Path
+    socket_fd: int
+    ready_fd: int
+    _peers: dict[int, ChannelClient] = field(default_factory=dict)
+    _server: ChannelServer | None = None
+    _local_op: Any = None
+    _app: ASGIApp | None = None
+    _clock: ManualClock | None = None
+    _watch: asyncio.Task[None] | None = None
+
+    @classmethod
+    def from_environment(cls) -> Member | None:
+        if ENV_INDEX not in os.environ:
+            return None
+        return cls(
+            int(os.environ[ENV_INDEX]),
+            int(os.environ[ENV_SIZE]),
+            Path(os.environ[ENV_DIR]),
+            int(os.environ[ENV_SOCKET_FD]),
+            int(os.environ[ENV_READY_FD]),
+        )
+
+    # -- hooks into celld run ---------------------------------------------------------
+
+    def store_dir(self, persist_to: Path) -> Path:
+        return store_dir(persist_to, self.index)
+
+    @property
+    def runs_schedules(self) -> bool:
+        return self.index == 0
+
+    def clock_start(self) -> int | None:
+        """Where a manual clock starts: where the cluster's is now."""
+        try:
+            return int((self.folder / CLOCK_FILE).read_text())
+        except (FileNotFoundError, ValueError):
+            return None
+
+    def route(self, cells: CellManager) -> None:
+        """Wrap the Workflow binding so calls reach their instance's owner."""
+        self._local_op = cells.ops["wf.binding"]
+        router = WorkflowRouter(self.index, self.size, self._local_op, self._forward_op)
+        cells.ops["wf.binding"] = router.handle
+
+    def wrap(self, app: ASGIApp) -> ASGIApp:
+        self._app = app
+        return ClusterRoutes(app, self.index, self.size, self._forward_http, self._clock_moved)
+
+    async def start(self, service: Service) -> None:
+        if isinstance(service.options.clock, ManualClock):
+            self._clock = service.options.clock
+        self._server = ChannelServer(socket_path(self.folder, self.index), self._answer)
+        await self._server.start()
+        self._watch = asyncio.create_task(self._watch_parent(os.getppid()))
+
+    async def stop(self) -> None:
+        if self._watch is not None:
+            self._watch.cancel()
+        if self._server is not None:
+            await self._server.stop()
+        for peer in self._peers.values():
+            await peer.close()
+
+    def ready(self) -> None:
+        """Tell the parent this process listens (one byte on its pipe)."""
+        os.write(self.ready_fd, b"r")
+
+    # -- calls to and from the other processes ----------------------------------------
+
+    def _peer(self, index: int) -> ChannelClient:
+        if index not in self._peers:
+            self._peers[index] = ChannelClient(socket_path(self.folder, index))
+        return self._peers[index]
+
+    async def _call(self, owner: int, head: dict[str, Any], body: bytes = b"") -> Any:
+        try:
+            return await self._peer(owner).call(head, body)
+        except PeerUnavailable:
+            raise HostError(
+                f"celld's process {owner}, which owns this instance, is not running (it is "
+                "being restarted); nothing was changed: retry the call"
+            ) from None
+        except PeerLost:
+            raise HostError(
+                f"celld's process {owner}, which owns this instance, stopped during the "
+                "call; it is restarted, but whether the call took effect is unknown: "
+                "check the instance before retrying"
+            ) from None
+
+    async def _forward_op(self, owner: int, message: dict[str, Any]) -> Any:
+        reply, _ = await self._call(owner, {"kind": "op", "message": message})
+        if "error" in reply:
+            raise HostError(reply["error"], reply.get("name") or "Error")
+        return reply.get("ok")
+
+    async def _forward_http(
+        self, owner: int, request: dict[str, Any], body: bytes
+    ) -> tuple[int, list[tuple[str, str]], bytes]:
+        try:
+            reply, answer = await self._call(owner, {"kind": "http", "request": request}, body)
+        except HostError as error:
+            return 503, [("content-type", "text/plain")], f"{error}\n".encode()
+        if "error" in reply:
+            return 500, [("content-type", "text/plain")], f"{reply['error']}\n".encode()
+        return reply["status"], [tuple(h) for h in reply["headers"]], answer  # type: ignore[misc]
+
+    async def _clock_moved(self, answer: bytes) -> None:
+        now = int(orjson.loads(answer)["now"])
+        (self.folder / f"{CLOCK_FILE}.{self.index}").write_text(str(now))
+        os.replace(self.folder / f"{CLOCK_FILE}.{self.index}", self.folder / CLOCK_FILE)
+        peers = [peer for peer in range(self.size) if peer != self.index]
+        outcomes = await asyncio.gather(
+            *(self._call(peer, {"kind": "clock", "now": now}) for peer in peers),
+            return_exceptions=True,
+        )
+        for peer, outcome in zip(peers, outcomes, strict=True):
+            if isinstance(outcome, HostError):
+                # it is restarting: it starts from the clock file written above
+                log.warning("the test clock could not be moved in process %d: %s", peer, outcome)
+            elif isinstance(outcome, BaseException):
+                raise outcome
+
+    async def _answer(self, head: dict[str, Any], body: bytes) -> Reply:
+        kind = head.get("kind")
+        if kind == "op":
+            try:
+                return {"ok": await self._local_op(head["message"])}, b""
+            except HostError as error:
+                return {"error": str(error), "name": error.js_name}, b""
+        if kind == "http":
+            return await self._serve_http(head["request"], body)
+        if kind == "clock":
+            if self._clock is not None:
+                self._clock.set(int(head["now"]))
+            return {}, b""
+        return {"error": f"unknown call {kind!r}"}, b""
+
+    async def _serve_http(self, request: dict[str, Any], body: bytes) -> Reply:
+        """Answer a request another process forwarded, through this process's app."""
+        assert self._app is not None
+        client = (request["client"][0], int(request["client"][1]))
+        transport = httpx.ASGITransport(app=self._app, client=client)
+        query = f"?{request['query']}" if request["query"] else ""
+        url = f"http://cluster{request['path']}{query}"
+        headers = [(k, v) for k, v in request["headers"] if k.lower() != "content-length"]
+        async with httpx.AsyncClient(transport=transport, timeout=None) as client:
+            answer = await client.request(request["method"], url, headers=headers, content=body)
+        return {
+            "status": answer.status_code,
+            "headers": [[k, v] for k, v in answer.headers.multi_items()],
+        }, answer.content
+
+    async def _watch_parent(self, parent: int) -> None:
+        while True:
+            await asyncio.sleep(1.0)
+            if os.getppid() != parent:
+                log.warning("celld's parent process is gone: this process stops")
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(os.getpid(), signal.SIGTERM)
+                return

@@ -1,0 +1,136 @@
+"""Queue messages on disk: one SQLite file per session, ``<state>/queues.sqlite3``.
+
+A message is a row from the moment its `send()` resolves until it is acknowledged, dropped
+or moved to its dead letter queue: the row commits (WAL, ``synchronous=FULL``: one fsync)
+before JS sees the send succeed, so a `kill -9` loses no acknowledged send. A delivery
+changes nothing on disk; only its outcome does (delete, reschedule, or move to the dead
+letter queue, all of one batch in one transaction). A crash mid-delivery therefore delivers
+those messages again after the restart: delivery is at least once, as on Cloudflare.
+
+The file is celld's own (no Worker SQL reaches it), served by its own thread like the
+bindings' stores (celld/bindings/storage.py).
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import Iterable
+from dataclasses import dataclass
+from pathlib import Path
+
+from celld.bindings.storage import SqliteFile, transaction
+
+SCHEMA = """
+CREATE TABLE IF NOT EXISTS messages (
+    seq INTEGER PRIMARY KEY AUTOINCREMENT,
+    queue TEXT NOT NULL,
+    id TEXT NOT NULL,
+    timestamp_ms INTEGER NOT NULL,
+    content_type TEXT NOT NULL,
+    body BLOB NOT NULL,
+    visible_at INTEGER NOT NULL,
+    failed INTEGER NOT NULL DEFAULT 0
+);
+"""
+
+
+@dataclass(frozen=True)
+class StoredMessage:
+    seq: int
+    queue: str
+    id: str
+    timestamp_ms: int
+    content_type: str
+    #: epoch ms from which it may be delivered
+    visible_at: int
+    #: deliveries that failed so far
+    failed: int
+    size: int
+    body: bytes | None = None
+
+
+@dataclass(frozen=True)
+class NewMessage:
+    queue: str
+    id: str
+    timestamp_ms: int
+    content_type: str
+    body: bytes
+    visible_at: int
+
+
+class QueueStore:
+    def __init__(self, path: Path, *, synchronous: str = "FULL") -> None:
+        self.file = SqliteFile(path, schema=SCHEMA, synchronous=synchronous)
+
+    async def open(self) -> QueueStore:
+        await self.file.open()
+        return self
+
+    async def close(self) -> None:
+        await self.file.close()
+
+    async def add(self, messages: list[NewMessage]) -> list[int]:
+        """Store messages, all or none; their seqs once committed."""
+
+        def run(conn: sqlite3.Connection) -> list[int]:
+            def insert(c: sqlite3.Connection) -> list[int]:
+                seqs = []
+                for m in messages:
+                    cursor = c.execute(
+                        "INSERT INTO messages (queue, id, timestamp_ms, content_type, body, "
+                        "visible_at) VALUES (?, ?, ?, ?, ?, ?)",
+                        (m.queue, m.id, m.timestamp_ms, m.content_type, m.body, m.visible_at),
+                    )
+                    seqs.append(int(cursor.lastrowid or 0))
+                return seqs
+
+            return transaction(conn, insert)
+
+        return await self.file.run(run)
+
+    async def index(self) -> list[StoredMessage]:
+        """Every stored message without its body (what a broker starts from)."""
+
+        def run(conn: sqlite3.Connection) -> list[StoredMessage]:
+            rows = conn.execute(
+                "SELECT seq, queue, id, timestamp_ms, content_type, visible_at, failed, "
+                "length(body) FROM messages ORDER BY seq"
+            ).fetchall()
+            return [StoredMessage(*row) for row in rows]
+
+        return await self.file.run(run)
+
+    async def bodies(self, seqs: list[int]) -> dict[int, bytes]:
+        def run(conn: sqlite3.Connection) -> dict[int, bytes]:
+            marks = ",".join("?" * len(seqs))
+            rows = conn.execute(f"SELECT seq, body FROM messages WHERE seq IN ({marks})", seqs)
+            return {int(seq): bytes(body) for seq, body in rows}
+
+        return await self.file.run(run)
+
+    async def settle(
+        self,
+        deleted: Iterable[int],
+        retried: Iterable[tuple[int, int, int]],
+        moved: Iterable[tuple[int, str, int]],
+    ) -> None:
+        """One batch's outcome in one transaction: rows deleted, rescheduled (seq, visible
+        at, failed) or moved to another queue (seq, queue, visible at) with no failures."""
+        deleted, retried, moved = list(deleted), list(retried), list(moved)
+
+        def run(conn: sqlite3.Connection) -> None:
+            def write(c: sqlite3.Connection) -> None:
+                c.executemany("DELETE FROM messages WHERE seq = ?", [(s,) for s in deleted])
+                c.executemany(
+                    "UPDATE messages SET visible_at = ?, failed = ? WHERE seq = ?",
+                    [(at, failed, seq) for seq, at, failed in retried],
+                )
+                c.executemany(
+                    "UPDATE messages SET queue = ?, visible_at = ?, failed = 0 WHERE seq = ?",
+                    [(queue, at, seq) for seq, queue, at in moved],
+                )
+
+            transaction(conn, write)
+
+        await self.file.run(run)
