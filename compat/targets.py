@@ -209,6 +209,18 @@ def start_wrangler(
     )
 
 
+def refused_start(kind: str, state_dir: Path, project: Path, args: tuple[str, ...] = ()) -> str:
+    """Start the `kind` of target on `project` when it must refuse to start; what it said
+    (AssertionError if it started)."""
+    start = start_celld if kind == "celld" else start_wrangler
+    try:
+        target = start(state_dir, project, args)
+    except RuntimeError as error:
+        return str(error)
+    target.close()
+    raise AssertionError(f"{kind} started {project} with {args}; it must refuse")
+
+
 def connect(
     kind: str,
     state_dir: Path,
