@@ -150,8 +150,11 @@ class Service:
     def _connected_workflow(self, workflow: WorkflowConfig) -> bool:
         return workflow.unconnected is not None and workflow.unconnected in self.workers
 
-    #: the session's queues (celld/queues/), when the project sends or consumes any
-    queues: QueueBroker | None = field(default=None, init=False)
+    #: the session's queues (celld/queues/): the Session hands every Worker the same
+    #: broker; a Service made alone opens its own once its project sends or consumes any
+    queues: QueueBroker | None = None
+    #: whether this Service made `queues` (and so stops it)
+    _owns_queues: bool = field(default=False, init=False)
 
     def __post_init__(self) -> None:
         # Bundling happens before the server listens, so a broken project fails
@@ -251,9 +254,9 @@ class Service:
         pool = await self._start_pool(self.project, self.program, self.bindings, ops)
         await self._start_parts(ops)
         self.pool = pool
-        if self.queues is not None:
+        if self.queues is not None and self.queues.opened:
             for consumer in self.project.bindings.queues.consumers:
-                self.queues.consume(consumer, self._deliver_batch)
+                self.queues.consume(consumer, self._deliver_batch, self.project.name)
             self.queues.start()
         if self.options.cluster is not None:
             await self.options.cluster.start(self)
@@ -261,12 +264,15 @@ class Service:
             await hook()
 
     async def _open_queues(self, project: ProjectConfig) -> None:
-        """The queue broker, once a version of the project sends or consumes a queue."""
-        if self.queues is None and not project.bindings.queues.empty:
+        """The queue broker, open once a version of the project sends or consumes a queue."""
+        if project.bindings.queues.empty:
+            return
+        if self.queues is None:
             self.queues = QueueBroker(
                 self.options.persist_to, self.options.clock, synchronous=self.options.synchronous
             )
-            await self.queues.open()
+            self._owns_queues = True
+        await self.queues.open()
 
     async def _deliver_batch(
         self, queue: str, messages: list[dict[str, object]], metadata: dict[str, object]
@@ -286,7 +292,7 @@ class Service:
         ops = isolate_ops()
         ops.update(bindings.ops())
         ops["svc"] = self.op_service
-        if self.queues is not None:
+        if self.queues is not None and not project.bindings.queues.empty:
             ops["queue"] = self.queues.op_queue
         if project.bindings.objects.bindings or project.bindings.objects.unconnected:
             ops["do"] = self.op_do
@@ -490,8 +496,11 @@ class Service:
         self.sockets.stopping = True
 
     async def stop(self) -> None:
-        if self.queues is not None:
-            await self.queues.stop()  # batches in flight are delivered again next start
+        # batches in flight are delivered again next start
+        if self.queues is not None and self._owns_queues:
+            await self.queues.stop()
+        elif self.queues is not None:
+            await self.queues.release([c.queue for c in self.project.bindings.queues.consumers])
         self.stopping()
         await self.sockets.close_all(1012, "service restart")
         if self.options.cluster is not None:
