@@ -48,6 +48,7 @@ from celld.server.app import INTERNAL_PREFIX, build_app
 from celld.server.explorer import explorer_routes
 from celld.server.explorer_workers import workers_routes
 from celld.server.guard import OperatorGuard
+from celld.server.live_parts import live_routes
 from celld.server.metrics import render_metrics
 from celld.server.operator import Operator, OperatorError
 from celld.server.scheduled import scheduled_routes, test_scheduled_routes
@@ -555,6 +556,7 @@ class Service:
                 *self._instance_routes(operator),
                 *workers_routes(lambda: [p.project for p in self.peers.values()] or [self.project]),
                 *explorer_routes(operator),
+                *live_routes(lambda: self.queues, self.socket_hubs),
                 *testing_routes(operator),
                 *ui_routes(),
                 Route(f"{INTERNAL_PREFIX}/{{rest:path}}", self._unknown_internal, methods=ALL),
@@ -563,6 +565,11 @@ class Service:
         app.add_middleware(OperatorGuard, token=self.options.operator_token)
         app.add_middleware(RequestShape)  # outermost: a Host no URL can hold gets 400
         return app
+
+    def socket_hubs(self) -> list[tuple[str, SocketHub]]:
+        """The WebSockets of every Worker of the session, by Worker name."""
+        services = list(self.peers.values()) or [self]
+        return [(service.project.name, service.sockets) for service in services]
 
     @staticmethod
     async def _unknown_internal(request: Request) -> Response:
