@@ -248,3 +248,18 @@ async def test_a_queue_has_one_consumer_in_a_session(broker: QueueBroker) -> Non
         broker.consume(QueueConsumer("q"), Consumer(), "worker-b")
     await broker.release(["q"])  # worker-a stops: another Worker may take the queue
     broker.consume(QueueConsumer("q"), Consumer(), "worker-b")
+
+
+async def test_concurrent_sends_share_a_commit_and_each_resolves_once_stored(
+    broker: QueueBroker, tmp_path: Path
+) -> None:
+    await asyncio.gather(*(broker.send("q", [text(str(i))]) for i in range(8)))
+    assert broker.store.send_commits < 8
+    assert broker.backlog("q").metrics()["backlogCount"] == 8
+    again = QueueBroker(tmp_path, broker.clock)  # a second reader of the same file
+    await again.open()
+    try:
+        stored = [m.seq for m in await again.store.index()]
+        assert sorted(stored) == sorted(broker.backlog("q").messages)
+    finally:
+        await again.stop()
