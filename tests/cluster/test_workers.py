@@ -17,7 +17,6 @@ from tests.celld_run import CelldRun
 
 ROOT = Path(__file__).resolve().parents[2]
 DURABLE = ROOT / "tests" / "projects" / "durable"
-STORAGE = ROOT / "tests" / "projects" / "storage"
 STARTED = re.compile(r"process (\d+) started \(pid (\d+)\)")
 
 
@@ -128,12 +127,6 @@ def test_batches_are_split_over_the_processes(cluster: CelldRun):
         assert client.get(f"{api}/{made}").json()["result"]["status"] == "complete"
         refused = client.get(api)
         assert refused.status_code == 501 and "--workers 1" in refused.text
-
-
-def test_unshared_bindings_are_refused(tmp_path: Path):
-    run = CelldRun(STORAGE, tmp_path / "state", "--port", "0", "--workers", "2")
-    assert run.exit_code(120) != 0
-    assert re.search(r"--workers 2 cannot serve this project's KV \(KV\)", run.log()), run.log()
 
 
 def test_changing_the_number_of_a_sharded_folder_is_refused(tmp_path: Path):
