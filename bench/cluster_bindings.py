@@ -67,6 +67,7 @@ def wrk(url: str, script: Path, seconds: int) -> dict[str, float]:
 
 def measure(workers: int, work: Path, scripts: dict[str, Path], seconds: int) -> dict:
     args = ("--log-level", "warning", "--workers", str(workers))
+    work.mkdir(parents=True, exist_ok=True)
     server = CelldServer(PROJECT, work / f"state-{workers}", args=args).start(timeout=120)
     try:
         wrk(server.url, scripts["rpc"], 2)  # warm-up: objects activated, isolates loaded
