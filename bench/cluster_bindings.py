@@ -3,7 +3,7 @@
 
     python bench/cluster_bindings.py [--rounds 3] [--seconds 8] [--objects 64]
 
-tests/projects/cluster's Worker under `wrk -t2 -c32` (keep-alive connections): "object
+tests/projects/cluster's Worker under `wrk -t2 -c16` (keep-alive connections): "object
 RPCs" is `GET /do/add?name=cN` (one RPC `add(1)` to one of N counters, chosen at random
 per request; each call reads and writes the object's storage), "KV writes" is
 `POST /kv/put?key=<random>` (one `KV.put`, synchronous=FULL). With 2 processes each
@@ -23,6 +23,8 @@ from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent))
+
+import httpx  # noqa: E402
 
 from bench.http_hello import _ms  # noqa: E402
 from tests.celld_server import CelldServer  # noqa: E402
@@ -48,7 +50,18 @@ end
 
 def wrk(url: str, script: Path, seconds: int) -> dict[str, float]:
     output = subprocess.run(
-        ["wrk", "-t2", "-c32", f"-d{seconds}s", "--latency", "-s", str(script), url],
+        [
+            "wrk",
+            "-t2",
+            "-c16",
+            f"-d{seconds}s",
+            "--timeout",
+            "10s",
+            "--latency",
+            "-s",
+            str(script),
+            url,
+        ],
         check=True,
         capture_output=True,
         text=True,
@@ -65,12 +78,15 @@ def wrk(url: str, script: Path, seconds: int) -> dict[str, float]:
     return result
 
 
-def measure(workers: int, work: Path, scripts: dict[str, Path], seconds: int) -> dict:
+def measure(workers: int, work: Path, scripts: dict[str, Path], seconds: int, objects: int) -> dict:
     args = ("--log-level", "warning", "--workers", str(workers))
     work.mkdir(parents=True, exist_ok=True)
     server = CelldServer(PROJECT, work / f"state-{workers}", args=args).start(timeout=120)
     try:
-        wrk(server.url, scripts["rpc"], 2)  # warm-up: objects activated, isolates loaded
+        with httpx.Client(base_url=server.url, timeout=60) as client:
+            for n in range(1, objects + 1):  # warm-up: every object activated
+                client.get(f"/do/add?name=c{n}&n=0").raise_for_status()
+        wrk(server.url, scripts["rpc"], 2)
         return {name: wrk(server.url, path, seconds) for name, path in scripts.items()}
     finally:
         server.stop()
@@ -80,10 +96,10 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--seconds", type=int, default=8)
-    parser.add_argument("--objects", type=int, default=64)
+    parser.add_argument("--objects", type=int, default=16)
     args = parser.parse_args()
     print(
-        f"wrk -t2 -c32 -d{args.seconds}s; {args.objects} counters; "
+        f"wrk -t2 -c16 -d{args.seconds}s; {args.objects} counters; "
         f"{len(os.sched_getaffinity(0))} cores\n"
     )
     print(
@@ -99,7 +115,7 @@ def main() -> None:
         for round_no in range(1, args.rounds + 1):
             for workers in (1, 2):
                 load = os.getloadavg()[0]
-                got = measure(workers, work / f"r{round_no}", scripts, args.seconds)
+                got = measure(workers, work / f"r{round_no}", scripts, args.seconds, args.objects)
                 rpc, kv = got["rpc"], got["kv"]
                 print(
                     f"| {round_no} | {load:.1f} | {workers} | {rpc['rps']:.0f} | "
