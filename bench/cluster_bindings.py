@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import subprocess
 import sys
 import tempfile
 from pathlib import Path
@@ -26,7 +25,7 @@ sys.path.insert(0, str(HERE.parent))
 
 import httpx  # noqa: E402
 
-from bench.http_hello import _ms  # noqa: E402
+from bench.http_hello import measure_wrk  # noqa: E402
 from tests.celld_server import CelldServer  # noqa: E402
 
 PROJECT = HERE.parent / "tests" / "projects" / "cluster"
@@ -49,33 +48,7 @@ end
 
 
 def wrk(url: str, script: Path, seconds: int) -> dict[str, float]:
-    output = subprocess.run(
-        [
-            "wrk",
-            "-t2",
-            "-c16",
-            f"-d{seconds}s",
-            "--timeout",
-            "10s",
-            "--latency",
-            "-s",
-            str(script),
-            url,
-        ],
-        check=True,
-        capture_output=True,
-        text=True,
-    ).stdout
-    result: dict[str, float] = {}
-    for line in output.splitlines():
-        fields = line.split()
-        if line.startswith("Requests/sec:"):
-            result["rps"] = float(fields[1])
-        elif fields[:1] == ["99%"]:
-            result["p99_ms"] = _ms(fields[1])
-    if "Non-2xx" in output or "Socket errors" in output:
-        raise RuntimeError(f"wrk saw errors:\n{output}")
-    return result
+    return measure_wrk(url, 16, seconds, ("--timeout", "10s", "-s", str(script)))
 
 
 def measure(workers: int, work: Path, scripts: dict[str, Path], seconds: int, objects: int) -> dict:

@@ -15,7 +15,7 @@ import httpx
 import pytest
 
 from tests.celld_run import CelldRun
-from tests.cluster.test_workers import pids
+from tests.cluster.test_workers import pids, running
 
 ROOT = Path(__file__).resolve().parents[2]
 PROJECT = ROOT / "tests" / "projects" / "cluster"
@@ -30,12 +30,8 @@ def fresh(url: str, method: str, path: str, **kwargs) -> httpx.Response:
 
 @pytest.fixture
 def cluster(tmp_path: Path):
-    run = CelldRun(PROJECT, tmp_path / "state", "--port", "0", "--workers", "2")
-    try:
-        run.ready(timeout=120)
+    with running(PROJECT, tmp_path / "state") as run:
         yield run
-    finally:
-        assert run.stop() == 0, run.log()
 
 
 def test_kv_and_r2_written_in_one_process_are_read_in_any(cluster: CelldRun):

@@ -8,6 +8,8 @@ import re
 import signal
 import sqlite3
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import httpx
@@ -57,14 +59,21 @@ def wait_complete(client: httpx.Client, ids: list[str], steps: int, timeout: flo
         time.sleep(0.2)
 
 
-@pytest.fixture
-def cluster(tmp_path: Path):
-    run = CelldRun(DURABLE, tmp_path / "state", "--port", "0", "--workers", "2")
+@contextmanager
+def running(project: Path, state: Path) -> Iterator[CelldRun]:
+    """`celld run PROJECT --workers 2`, ready; it must stop cleanly afterwards."""
+    run = CelldRun(project, state, "--port", "0", "--workers", "2")
     try:
         run.ready(timeout=120)
         yield run
     finally:
         assert run.stop() == 0, run.log()
+
+
+@pytest.fixture
+def cluster(tmp_path: Path):
+    with running(DURABLE, tmp_path / "state") as run:
+        yield run
 
 
 def test_instances_are_sharded_and_survive_a_killed_child(cluster: CelldRun, tmp_path: Path):

@@ -25,46 +25,42 @@ function json(body, status = 200) {
   return Response.json(body, { status });
 }
 
+const routes = {
+  "/kv/put": async (q, request, env) => {
+    await env.KV.put(q.get("key"), await request.text());
+    return json({ ok: true });
+  },
+  "/kv/get": async (q, request, env) => json({ value: await env.KV.get(q.get("key")) }),
+  "/r2/put": async (q, request, env) => {
+    const o = await env.BUCKET.put(q.get("key"), request.body);
+    return json({ etag: o.etag, size: o.size });
+  },
+  "/r2/get": async (q, request, env) => {
+    const o = await env.BUCKET.get(q.get("key"));
+    if (o === null) return json({ missing: true }, 404);
+    return new Response(o.body, { headers: { etag: o.etag } });
+  },
+  "/d1": async (q, request, env) => {
+    const body = await request.json();
+    const results = await env.DB.batch(body.map((s) => env.DB.prepare(s.sql).bind(...(s.params || []))));
+    return json({ results: results.map((r) => r.results) });
+  },
+  "/do/add": async (q, request, env) =>
+    json(await env.COUNTER.getByName(q.get("name")).add(Number(q.get("n") ?? "1"))),
+  "/do/fetch": async (q, request, env) => {
+    const stub = env.COUNTER.getByName(q.get("name"));
+    return json(await (await stub.fetch(`http://do/?n=${q.get("n") ?? "1"}`)).json());
+  },
+  "/do/total": async (q, request, env) => json({ total: await env.COUNTER.getByName(q.get("name")).total() }),
+};
+
 export default {
   async fetch(request, env) {
     const url = new URL(request.url);
-    const q = url.searchParams;
-    try {
-      switch (url.pathname) {
-        case "/kv/put":
-          await env.KV.put(q.get("key"), await request.text());
-          return json({ ok: true });
-        case "/kv/get":
-          return json({ value: await env.KV.get(q.get("key")) });
-        case "/r2/put": {
-          const o = await env.BUCKET.put(q.get("key"), request.body);
-          return json({ etag: o.etag, size: o.size });
-        }
-        case "/r2/get": {
-          const o = await env.BUCKET.get(q.get("key"));
-          if (o === null) return json({ missing: true }, 404);
-          return new Response(o.body, { headers: { etag: o.etag } });
-        }
-        case "/d1": {
-          const body = await request.json();
-          const results = await env.DB.batch(body.map((s) => env.DB.prepare(s.sql).bind(...(s.params || []))));
-          return json({ results: results.map((r) => r.results) });
-        }
-        case "/do/add": {
-          const stub = env.COUNTER.getByName(q.get("name"));
-          return json(await stub.add(Number(q.get("n") ?? "1")));
-        }
-        case "/do/fetch": {
-          const stub = env.COUNTER.getByName(q.get("name"));
-          return json(await (await stub.fetch(`http://do/?n=${q.get("n") ?? "1"}`)).json());
-        }
-        case "/do/total":
-          return json({ total: await env.COUNTER.getByName(q.get("name")).total() });
-        default:
-          return json({ path: url.pathname }, 404);
-      }
-    } catch (e) {
-      return json({ error: { name: e.name, message: e.message } }, 500);
-    }
+    const route = routes[url.pathname];
+    if (route === undefined) return json({ path: url.pathname }, 404);
+    return route(url.searchParams, request, env).catch((e) =>
+      json({ error: { name: e.name, message: e.message } }, 500),
+    );
   },
 };
