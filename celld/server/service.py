@@ -299,6 +299,8 @@ class Service:
             ops["do"] = self.op_do
         if project.workflows:
             ops["wf.binding"] = self.op_workflow
+        if self.options.cluster is not None:
+            self.options.cluster.route_bindings(ops)  # objects and D1 run in their owner
         return ops
 
     async def _start_pool(
@@ -351,6 +353,8 @@ class Service:
                 sockets=self.sockets,
             )
             self.objects.ops = ops  # objects may call objects and drive workflows
+            if self.options.cluster is not None:
+                self.objects.owns = self.options.cluster.owns_object  # alarms: the owner's
         hosted = self.hosted_workflows()
         if hosted:
             cluster = self.options.cluster
