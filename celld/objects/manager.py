@@ -21,7 +21,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -86,6 +86,9 @@ class ObjectManager:
         self.classes = dict(config.classes)
         #: Host operations object isolates get (the service fills them in at start).
         self.ops: Mapping[str, OpHandler] = {}
+        #: Whether this process runs an object (class, id): with `celld run --workers N`
+        #: each object has one owning process (celld.cluster), whose alarms only it fires.
+        self.owns: Callable[[str, str], bool] = lambda cls, object_id: True
         self.index = ObjectIndex(state / "objects" / "index.sqlite3", synchronous=synchronous)
         self.live: dict[ObjectRef, LiveObject] = {}
         self._starting: dict[ObjectRef, asyncio.Future[LiveObject]] = {}
@@ -110,7 +113,8 @@ class ObjectManager:
         # Migrations were applied before the service started (Service, migrate_state).
         await asyncio.to_thread(self.index.open)
         for alarm in await asyncio.to_thread(self.index.alarms):
-            self.alarms.schedule(alarm.ref, alarm.at)
+            if self.owns(alarm.ref.cls, alarm.ref.id):
+                self.alarms.schedule(alarm.ref, alarm.at)
         self.alarms.start()
 
     async def stop(self) -> None:
