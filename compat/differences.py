@@ -126,6 +126,6 @@ QUEUE_MESSAGE_TOO_LARGE = (
 )
 WEBSOCKET_BINARY_TYPE = (
     "WebSocket binaryType: since compatibility date 2026-03-17 (websocket_standard_binary_type) "
-    "workerd starts an accepted socket at \"blob\" and delivers binary messages as Blob; celld "
-    "has only \"arraybuffer\" (setting it works on both) and delivers ArrayBuffer"
+    'workerd starts an accepted socket at "blob" and delivers binary messages as Blob; celld '
+    'has only "arraybuffer" (setting it works on both) and delivers ArrayBuffer'
 )
