@@ -285,3 +285,20 @@ def test_queue_send_batch_empty(realtime_target: Target) -> None:
         "ok": False,
         "error": {"name": "TypeError", "message": "sendBatch() requires at least one message"},
     }
+
+
+def test_worker_socket_misuse_errors(realtime_target: Target) -> None:
+    """What a Worker gets for using a WebSocketPair wrongly: a 101 without a socket, a send
+    before accept() or after close(), a close code or reason workerd refuses."""
+    assert get(realtime_target, "/ws-errors") == {
+        "response101": "RangeError: Responses may only be constructed with status codes in the "
+        "range 200 to 599, inclusive.",
+        "sendBeforeAccept": "TypeError: You must call one of accept() or "
+        "state.acceptWebSocket() on this WebSocket before sending messages.",
+        "readyState": 1,
+        "close999": "InvalidAccessError: Invalid WebSocket close code: 999.",
+        "longReason": "SyntaxError: WebSocket close reason must not be longer than 123 bytes "
+        "when UTF-8 encoded.",
+        "closedState": 2,
+        "sendAfterClose": "TypeError: Can't call WebSocket send() after close().",
+    }

@@ -104,6 +104,28 @@ export default {
       if (url.pathname === "/echo") return echo(url, env, ctx);
       return env.ROOM.getByName(q.get("room") || "lobby").fetch(request);
     }
+    if (url.pathname === "/ws-errors") {
+      const out = {};
+      const caught = (fn) => {
+        try {
+          fn();
+          return "no error";
+        } catch (error) {
+          return `${error.name}: ${error.message}`;
+        }
+      };
+      out.response101 = caught(() => new Response(null, { status: 101 }));
+      const [, server] = Object.values(new WebSocketPair());
+      out.sendBeforeAccept = caught(() => server.send("x"));
+      server.accept();
+      out.readyState = server.readyState;
+      out.close999 = caught(() => server.close(999));
+      out.longReason = caught(() => server.close(1000, "r".repeat(124)));
+      server.close(1000);
+      out.closedState = server.readyState;
+      out.sendAfterClose = caught(() => server.send("after"));
+      return Response.json(out);
+    }
     if (url.pathname === "/log") return Response.json(await env.LOG.getByName("log").lines(q.get("key")));
     if (url.pathname === "/send") {
       const body = { tag: q.get("tag"), mode: q.get("mode") || "ok", n: Number(q.get("n") || 0) };
