@@ -25,6 +25,7 @@ from compat.targets import (
     NODE,
     NPM_APP,
     OBJECTS,
+    REALTIME,
     WORKERS,
     Target,
     connect,
@@ -103,6 +104,13 @@ def objects_target(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Target]
     """The Durable Objects project (compat/projects/objects) on the same kind of target;
     CELLD_COMPAT_OBJECTS_URL reuses a running server."""
     yield from _serve(tmp_path_factory, OBJECTS, "compat-objects", "CELLD_COMPAT_OBJECTS_URL")
+
+
+@pytest.fixture(scope="session")
+def realtime_target(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Target]:
+    """WebSockets and Queues (compat/projects/realtime) on the same kind of target;
+    CELLD_COMPAT_REALTIME_URL reuses a running server."""
+    yield from _serve(tmp_path_factory, REALTIME, "compat-realtime", "CELLD_COMPAT_REALTIME_URL")
 
 
 #: The two Workers of compat/projects/workers, as `wrangler dev -c front -c back` runs them.

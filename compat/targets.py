@@ -37,6 +37,8 @@ NODE = PROJECTS / "node"
 OBJECTS = PROJECTS / "objects"
 #: Two Workers in one session: "front" (served) calls "back" through its bindings.
 WORKERS = PROJECTS / "workers"
+#: WebSockets (a Worker's own pair, a hibernating Durable Object) and a queue's consumer.
+REALTIME = PROJECTS / "realtime"
 
 #: Statuses in which an instance is doing work right now (its state may still change without
 #: any outside help and without time passing).

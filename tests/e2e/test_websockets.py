@@ -86,10 +86,10 @@ async def test_an_upgrade_the_worker_refuses_is_its_http_answer(server: CelldSer
 def test_workerd_errors(server: CelldServer) -> None:
     assert server.get("/errors").json() == [
         "RangeError: Responses may only be constructed with status codes in the range 200 to "
-        "599, inclusive. Got: 101",
+        "599, inclusive.",
         "TypeError: You must call one of accept() or state.acceptWebSocket() on this WebSocket "
         "before sending messages.",
-        "TypeError: Invalid WebSocket close code: 999.",
+        "InvalidAccessError: Invalid WebSocket close code: 999.",
         "readyState 1",
         "readyState 2",
         "TypeError: Can't call WebSocket send() after close().",
