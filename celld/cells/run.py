@@ -56,8 +56,9 @@ from celld.engine import (
 )
 from celld.engine.errors import missing_callback, status_error
 from celld.isolate.gate import PendingWrite
-from celld.isolate.host import IsolateHost, Later
+from celld.isolate.host import Later
 from celld.isolate.isolate import IsolateFault, RawJson
+from celld.isolate.tenant import Tenant
 from celld.project.cron import parse_scheduled_id
 from celld.store.base import StoreUnavailable
 
@@ -73,7 +74,7 @@ INWARD_OPS = frozenset({"wf.do", "wf.begin", "wf.attempt", "wf.sleep", "wf.wait"
 
 
 class CellRun:
-    def __init__(self, cell: Cell, host: IsolateHost) -> None:
+    def __init__(self, cell: Cell, host: Tenant) -> None:
         self.cell = cell
         self.machine = cell.machine
         self.port = cell.port
@@ -92,7 +93,7 @@ class CellRun:
         self._check: MixedVersionReplay | None = None
         #: a step's result was answered ahead of its commit, which has not landed yet
         self._early = False
-        host.ops = {**host.ops, **self._ops()}
+        host.ops = self._ops()  # (the isolate's shared operations serve the rest)
         host.inward_ops = INWARD_OPS
         host.inward_stream = cell
         host.turn_callback = self._after_turn
@@ -115,14 +116,13 @@ class CellRun:
 
     # -- starting and stopping ----------------------------------------------------------
 
-    def post_start(self, start: RunStart, fresh: bool) -> None:
-        """Hand the run's start (from `Machine.start_run`) to JS."""
+    def post_start(self, start: RunStart) -> None:
+        """Hand the run's start (from `Machine.start_run`) to JS (the isolate had its env
+        or reset when it was opened: celld/cells/isolates.py)."""
         state = self.machine.state
         # a rollback run only replays to find handlers: nothing new runs, nothing to check
         check = None if start.rollback is not None else replay_check(self, start)
         self._check = None if check is None else MixedVersionReplay(self, check)
-        env = {"k": "env", **self.port.settings.env_message} if fresh else {"k": "reset"}
-        self.host.post(env)
         self.host.post(
             {
                 "k": "wf.start",
@@ -696,11 +696,25 @@ class CellRun:
         if self.closed:
             return
         ref = self.cell.ref
-        if fault.lost_write:
+        shared = fault.tenants > 1
+        elsewhere = shared and fault.culprit is not None and fault.culprit is not self.host
+        if fault.lost_write or elsewhere:
             # Another run's result this isolate was told of was never committed (its
-            # output gate dropped what waited on it): this run starts over elsewhere.
+            # output gate dropped what waited on it), or a co-tenant broke the isolate
+            # (past its CPU budget, say): this run starts over elsewhere, having lost
+            # nothing durable.
             self.port.spawn(
                 self.cell.replay(self), "moving a run off a condemned isolate",
+                self.cell.on_task_failure,
+            )  # fmt: skip
+            return
+        if shared and fault.culprit is None:
+            # The isolate broke (a long turn, a memory limit) serving several runs, and
+            # which one did it is unknown: each starts over in an isolate of its own, where
+            # a second fault is its own.
+            self.port.runs_alone(ref)
+            self.port.spawn(
+                self.cell.replay(self), "moving a run off a broken shared isolate",
                 self.cell.on_task_failure,
             )  # fmt: skip
             return

@@ -98,6 +98,11 @@ class IsolateFault(Exception):
         super().__init__(f"{reason}: {detail}" if detail else reason)
         self.reason = reason
         self.detail = detail
+        #: the run that caused it, when known (a run past its CPU budget): the other runs
+        #: of the isolate only replay elsewhere (celld/isolate/tenant.py)
+        self.culprit: object = None
+        #: how many runs the isolate served when it faulted
+        self.tenants = 1
 
     @property
     def long_turn(self) -> bool:
