@@ -88,6 +88,8 @@ class IsolateSource:
         self.warm = WarmIsolates(capacity=self.quiet_capacity)
         #: isolates serving runs that others may join, most recently opened last
         self._shared: list[tuple[IsolateHost, object]] = []
+        #: an isolate being opened for shared runs, by fence key: others wait for it
+        self._opening: dict[object, asyncio.Future[None]] = {}
         self.max_creating = len(threads.threads)
         self._creating = 0
         self._waiters: deque[asyncio.Future[None]] = deque()
@@ -147,7 +149,8 @@ class IsolateSource:
         else in a warm or new one, opened with `hello(fresh)` (the env of a fresh isolate,
         a reset of a warm one) before any run's message."""
         key = _fence_key(fence)
-        if shared and inline:
+        shared = shared and inline
+        while shared:
             for host, host_key in reversed(self._shared):
                 if (
                     host_key == key
@@ -156,14 +159,28 @@ class IsolateSource:
                     and not host.draining
                 ):
                     return host.add_tenant()
-        isolate, fresh = await self.take()
-        isolate.inline = inline
-        host = IsolateHost(isolate, ops)
-        host.fence = fence
-        host.post(hello(fresh))
-        if shared and inline:
-            self._shared.append((host, key))
-        return host.add_tenant()
+            opening = self._opening.get(key)
+            if opening is None:
+                break
+            # another run is opening an isolate these runs can share: wait for it
+            await asyncio.shield(opening)
+        done: asyncio.Future[None] | None = None
+        if shared:
+            done = asyncio.get_running_loop().create_future()
+            self._opening[key] = done
+        try:
+            isolate, fresh = await self.take()
+            isolate.inline = inline
+            host = IsolateHost(isolate, ops)
+            host.fence = fence
+            host.post(hello(fresh))
+            if shared:
+                self._shared.append((host, key))
+            return host.add_tenant()
+        finally:
+            if done is not None:
+                del self._opening[key]
+                done.set_result(None)
 
     async def leave(self, tenant: Tenant) -> None:
         """The run is over in this isolate; the isolate goes back once its last run left."""

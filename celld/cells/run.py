@@ -421,6 +421,8 @@ class CellRun:
                 self.cell.break_(error)
             return
         held = self.host.gate.waiting
+        if held:
+            self.host.touch()  # (what waits may be another run's: this one hears too)
         pending.landed()  # what waited goes on; the last of it tells `_after_turn`
         if not self.closed and not held and not self.host.turn_pending:
             self._after_turn()

@@ -89,6 +89,12 @@ class Tenant:
         has not ended yet (an answer JS has not run yet)."""
         return not self.host.delivered(self.wanted)
 
+    def touch(self) -> None:
+        """Hear of the next end of the isolate's turns (`turn_callback`)."""
+        if not self.left and not self.touched:
+            self.touched = True
+            self.host._touched[self] = None
+
     def post(self, message: dict[str, Any]) -> None:
         """Queue a message for this run (stamped with its number)."""
         if self.left:
