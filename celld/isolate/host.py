@@ -202,6 +202,11 @@ class IsolateHost:
         """The turn of the `batch`-th batch of messages has ended."""
         return self._ended >= batch
 
+    def outstanding_for(self, tenant: Tenant) -> int:
+        """Host requests of `tenant`'s run still working for JS."""
+        laters = sum(1 for _, owner in self._laters.values() if owner is tenant)
+        return laters + len(tenant.tasks)
+
     @property
     def turn_pending(self) -> bool:
         """True while a turn runs or inbound messages wait for one (an answer JS has not

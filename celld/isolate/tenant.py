@@ -89,6 +89,15 @@ class Tenant:
         has not ended yet (an answer JS has not run yet)."""
         return not self.host.delivered(self.wanted)
 
+    @property
+    def outstanding(self) -> int:
+        """Host requests of this run still working for JS (tasks and answers to come)."""
+        return self.host.outstanding_for(self)
+
+    async def wait_idle(self) -> None:
+        """Until the isolate has no turn running or queued."""
+        await self.host.wait_idle()
+
     def touch(self) -> None:
         """Hear of the next end of the isolate's turns (`turn_callback`)."""
         if not self.left and not self.touched:
