@@ -283,8 +283,10 @@ class IsolateHost:
         for later in laters:
             del self._laters[later]
             later.withdraw()
+        current = asyncio.current_task()
         for task in list(tenant.tasks):
-            task.cancel()
+            if task is not current:  # (the run may be leaving from one of its own ops)
+                task.cancel()
         tenant.pending_ops.clear()
         if not self.tenants or self._closed:
             return
