@@ -407,6 +407,7 @@ class Cell:
         self.release_writes(every=True)
         if run is None:
             return None
+        run.quiet = run.ended or run.parked  # (before closing: see `_let_go`)
         run.close()
         # Whatever the run waited for in memory is forgotten: the alarm for its next
         # deadline (possibly already due) brings it back by replay.
@@ -415,7 +416,7 @@ class Cell:
 
     async def _let_go(self, run: CellRun) -> None:
         try:
-            await self.port.leave_isolate(run.host)
+            await self.port.leave_isolate(run.host, quiet=run.quiet)
         finally:
             self.port.release(self)
 

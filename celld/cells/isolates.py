@@ -182,10 +182,11 @@ class IsolateSource:
                 del self._opening[key]
                 done.set_result(None)
 
-    async def leave(self, tenant: Tenant) -> None:
-        """The run is over in this isolate; the isolate goes back once its last run left."""
+    async def leave(self, tenant: Tenant, *, quiet: bool = True) -> None:
+        """The run is over in this isolate (`quiet`: its run() ended or it only waits, see
+        `IsolateHost.remove_tenant`); the isolate goes back once its last run left."""
         host = tenant.host
-        host.remove_tenant(tenant)
+        host.remove_tenant(tenant, quiet=quiet)
         if host.tenants:
             return
         self._shared = [(h, k) for h, k in self._shared if h is not host]

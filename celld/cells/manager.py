@@ -305,8 +305,8 @@ class CellManager:
             shared=ref not in self.alone,
         )
 
-    async def leave_isolate(self, tenant: Tenant) -> None:
-        await self.isolates.leave(tenant)
+    async def leave_isolate(self, tenant: Tenant, *, quiet: bool = True) -> None:
+        await self.isolates.leave(tenant, quiet=quiet)
 
     def runs_alone(self, ref: InstanceRef) -> None:
         self.alone.add(ref)

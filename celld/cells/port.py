@@ -111,8 +111,9 @@ class CellPort(Protocol):
         (celld/cells/isolates.py); raises what loading the Worker raised."""
         ...
 
-    async def leave_isolate(self, tenant: Tenant) -> None:
-        """The run is over in its isolate (the isolate goes back once its last run left)."""
+    async def leave_isolate(self, tenant: Tenant, *, quiet: bool = True) -> None:
+        """The run is over in its isolate (the isolate goes back once its last run left);
+        `quiet`: its run() ended or it only waits (celld/isolate/host.py, `remove_tenant`)."""
         ...
 
     def runs_alone(self, ref: InstanceRef) -> None:

@@ -55,6 +55,7 @@ from celld.engine import (
     Suspend,
 )
 from celld.engine.errors import missing_callback, status_error
+from celld.engine.local import STEP_RULES_JSON
 from celld.isolate.gate import PendingWrite
 from celld.isolate.host import Later
 from celld.isolate.isolate import IsolateFault, RawJson
@@ -93,6 +94,10 @@ class CellRun:
         self._check: MixedVersionReplay | None = None
         #: a step's result was answered ahead of its commit, which has not landed yet
         self._early = False
+        #: run() ended (`wf.done`); `quiet` is set as the run is detached: it ended or
+        #: only waited, so what it left in flight cannot wake it to act
+        self.ended = False
+        self.quiet = False
         host.ops = self._ops()  # (the isolate's shared operations serve the rest)
         host.inward_ops = INWARD_OPS
         host.inward_stream = cell
@@ -123,6 +128,7 @@ class CellRun:
         # a rollback run only replays to find handlers: nothing new runs, nothing to check
         check = None if start.rollback is not None else replay_check(self, start)
         self._check = None if check is None else MixedVersionReplay(self, check)
+        speculate = self.modifiers() is None and self._check is None
         self.host.post(
             {
                 "k": "wf.start",
@@ -144,12 +150,26 @@ class CellRun:
                 # no speculative starts under test modifiers, nor while a replay under
                 # another version is checked (every step goes through the host and JS
                 # reports journal hits)
-                "speculate": self.modifiers() is None and self._check is None,
+                "speculate": speculate,
                 "rollback": start.rollback,
                 "checkVersion": self._check is not None,
+                # steps JS may resolve itself (celld/engine/local.py), and the rules, once
+                # per isolate
+                "local": speculate
+                and start.rollback is None
+                and not self.port.settings.replay_every_step,
+                **self._rules(),
             }
         )
         self.rollback = RollbackDriver(self) if start.rollback is not None else None
+
+    def _rules(self) -> dict[str, Any]:
+        """The local step rules, for the first run an isolate starts (JS keeps them)."""
+        isolate = self.host.isolate
+        if getattr(isolate, "step_rules_sent", False):
+            return {}
+        isolate.step_rules_sent = True  # type: ignore[attr-defined]
+        return {"rules": RawJson(STEP_RULES_JSON)}
 
     # -- version pinning -------------------------------------------------------------------
 
@@ -357,12 +377,19 @@ class CellRun:
 
     def _on_attempt(self, m: dict[str, Any]) -> Any:
         if not self._current(m):
+            pending = m.get("pending")  # (a result JS resolved itself: never written)
+            if isinstance(pending, PendingWrite):
+                pending.failed(RuntimeError("a stale run resolved a step itself"))
             return never()
         key = self._key("do", m)
         attempt = int(m["attempt"])
         self.attempts.reported(key)
         now = self.port.now()
         decision: Decision | None
+        if m.get("local"):
+            pending = m.get("pending")
+            assert isinstance(pending, PendingWrite)  # told by the host (celld/isolate/host.py)
+            return self._settled_locally(key, attempt, str(m["value"]), now, pending)
         if m.get("unserializable"):
             decision = self.machine.attempt_unserializable(key, attempt, now)
         elif m.get("ok"):
@@ -409,6 +436,26 @@ class CellRun:
         self.cell.commit_soon(lambda error: self._early_committed(pending, error))
         self.host.after_turn_seeing(self.cell.release_writes)
         return self._hand_over(key, decision)
+
+    def _settled_locally(
+        self, key: StepKey, attempt: int, value: str, now: int, pending: PendingWrite
+    ) -> None:
+        """JS resolved the step with its own value and went on (celld/engine/local.py): the
+        engine records the report, and the output gate holds whatever JS sent after it
+        until the write lands, as for an early answer (below). Several such steps of one
+        turn go in one write. Should the engine not answer with that value (a race the
+        rules could not see), JS holds a result that is not the journal's: the gate is
+        told of a write that fails at once, which condemns the isolate, and its runs start
+        over from what is durable."""
+        decision = self.machine.attempt_succeeded(key, attempt, value, now)
+        if not isinstance(decision, Resolve) or not self.live or self.host.faulted:
+            pending.failed(RuntimeError(f"the engine refused the local result of {key}"))
+            return
+        self._delivering += 1
+        if not self.cell.writes_held:
+            self.cell.hold_writes()
+            self.host.at_turn_boundary(self.cell.release_writes)
+        self.cell.commit_soon(lambda error: self._early_committed(pending, error))
 
     def _early_committed(self, pending: PendingWrite, error: BaseException | None) -> None:
         self._early = False
@@ -479,6 +526,7 @@ class CellRun:
     def _on_done(self, m: dict[str, Any]) -> Any:
         if not self._current(m):
             return None
+        self.ended = True
         now = self.port.now()
         if "error" in m:
             self.machine.run_failed(ErrorInfo.from_dict(m["error"]), now)

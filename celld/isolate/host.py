@@ -27,8 +27,9 @@ import logging
 from collections.abc import Awaitable, Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
+from celld.isolate.gate import PendingWrite
 from celld.isolate.inline import InlineTurns, inline_turns
-from celld.isolate.isolate import Isolate, IsolateFault
+from celld.isolate.isolate import CO_TENANT_STOPPED_REASON, Isolate, IsolateFault
 from celld.isolate.outbound import OUTGOING_FENCE
 from celld.isolate.tenant import Tenant
 
@@ -265,13 +266,16 @@ class IsolateHost:
             self.on_fault = self._tenants_fault
         return tenant
 
-    def remove_tenant(self, tenant: Tenant) -> None:
+    def remove_tenant(self, tenant: Tenant, *, quiet: bool = True) -> None:
         """The run left: nothing more reaches it, JS forgets it (`wf.drop`), and the host
         work it started for the step protocol stops. Work started by no run in particular
         (a fetch or timer of user code: JS cannot say whose) may belong to the run that
-        left: if any is outstanding while others stay, the isolate takes no new runs
-        (`draining`) and is reset once its last run leaves, so what that work wakes in JS
-        ends with the isolate's runs (celld/isolate/DECISIONS.md, "runs per isolate")."""
+        left, and its answer would wake it. A `quiet` run (its run() ended, or it only
+        waits for a sleep or an event) is not woken by it in any way that matters: if
+        any is outstanding while others stay, the isolate takes no new runs (`draining`)
+        and is reset once its last run leaves. A run stopped in the middle (terminated,
+        deleted, moved) could be: the isolate is given up and the others start over
+        elsewhere (celld/isolate/DECISIONS.md, "runs per isolate")."""
         if tenant.left:
             return
         tenant.left = True
@@ -289,6 +293,14 @@ class IsolateHost:
                 task.cancel()
         tenant.pending_ops.clear()
         if not self.tenants or self._closed:
+            return
+        if self._unowned and not quiet:
+            if self.isolate.fault is None:
+                self.isolate.fault = IsolateFault(
+                    CO_TENANT_STOPPED_REASON, "host work of no run was in flight"
+                )
+                if not self._pumping:
+                    self._fail(self.isolate.fault)
             return
         if self._unowned:
             self.draining = True
@@ -522,7 +534,17 @@ class IsolateHost:
         self._ended = self._taken
         gate = self.gate
         for message in outbox:
-            if gate.send(message, self._stream_of(message)):
+            stream = self._stream_of(message)
+            accepted = gate.accepts
+            passed = gate.send(message, stream)
+            if accepted and stream is not None and message.get("local") is True:
+                # JS resolved a step itself (celld/engine/local.py) and went on: what it
+                # sent after this waits for the write that records it, told to the gate
+                # here, at the report's place in the outbox (rule 1 of gate.py)
+                pending = PendingWrite(stream)
+                gate.told(pending)
+                message["pending"] = pending
+            if passed:
                 self._dispatch(message)
         if self.tenants:
             self._charge_tenants(self.isolate.last_turn_cpu_ms)
@@ -642,7 +664,12 @@ class IsolateHost:
         if r is not None and isinstance(op, str):
             tenant = self.tenants.get(r)
             if tenant is None:
-                return  # the run left this isolate: what it still sends is dropped
+                # the run left this isolate: what it still sends is dropped, and a result
+                # it resolved itself was never written, so nothing may leave after it
+                pending = message.get("pending")
+                if isinstance(pending, PendingWrite):
+                    pending.failed(RuntimeError("a run left before its local result was written"))
+                return
             handler = tenant.ops.get(op)
         if handler is None:
             handler = self.ops.get(op) if isinstance(op, str) else None

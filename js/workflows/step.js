@@ -34,6 +34,11 @@
   const host = globalThis.__celld_host;
   const hostText = globalThis.__celld_host_text; // (js/host.js: taken here, gone for user code)
   delete globalThis.__celld_host_text;
+  // The matcher of the engine's local step rules (js/workflows/rules.js, same treatment).
+  const decideRules = globalThis.__celld_step_rules_decide;
+  delete globalThis.__celld_step_rules_decide;
+  // The rules themselves (celld/engine/local.py), from the first wf.start of this isolate.
+  let stepRules = null;
   const cloudflare = globalThis.__celld_cloudflare;
   const serialize = (value) => globalThis.__celld_serialize(value);
   const deserialize = (text) => globalThis.__celld_deserialize(text);
@@ -203,6 +208,8 @@
       // False while a pause is pending: every attempt then waits for the engine's word.
       mayBegin: true,
       checkVersion: false,
+      // The host lets this run resolve a step itself where the engine's rules allow.
+      local: false,
       // In-flight attempts the host may time out: "<key>#<attempt>" -> abandon(error).
       attempts: new SafeMap(),
     };
@@ -620,6 +627,24 @@
             else reject(error);
             return;
           }
+          if (run.local && stepRules !== null && decideRules(stepRules, {
+            allowed: true, mayBegin: run.mayBegin, ok: true, first: true,
+            alone: run.attempts.size === 0, size: text.length * 3,
+          }) === "resolve") {
+            // The engine's answer would be this value (celld/engine/local.py): the step
+            // resolves now, in this turn, and the engine records the report as settled.
+            // The host's output gate holds what JS sends after it until it is written.
+            hostText.notify(
+              `{"op":"wf.attempt",${routing},"name":${nameText},"count":${count},"attempt":1,`
+                + `"ok":true,"local":true,"value":${JSONStringify(text)}}`,
+            );
+            try {
+              resolve(revive(deserialize(text)));
+            } catch (error) {
+              reject(error);
+            }
+            return;
+          }
           hostText.call(
             "wf.attempt",
             `${routing},"name":${nameText},"count":${count},"attempt":1,"ok":true,"value":${JSONStringify(text)}`,
@@ -767,6 +792,8 @@
     runs.set(message.r, run);
     run.mayBegin = message.speculate !== false;
     run.checkVersion = message.checkVersion === true;
+    run.local = message.local === true;
+    if (message.rules) stepRules = message.rules;
     const main = globalThis.__celld_main;
     const Workflow = main[message.className];
     const report = (fields) => {
