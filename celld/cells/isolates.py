@@ -28,6 +28,7 @@ those idle for `WARM_IDLE_S` beyond the quiet few are closed.
 from __future__ import annotations
 
 import asyncio
+import logging
 from collections import deque
 from collections.abc import Callable, Mapping
 from typing import Any
@@ -40,6 +41,8 @@ from celld.isolate.tenant import Tenant
 from celld.isolate.threads import JsThreadPool
 from celld.store.base import InstanceRef
 from celld.store.lease import EffectFence
+
+log = logging.getLogger("celld.cells")
 
 #: Warm isolates idle this long (beyond the quiet few) are closed.
 WARM_IDLE_S = 300.0
@@ -64,6 +67,18 @@ class LongTurns:
         self._refs[ref] = None
         while len(self._refs) > self.capacity:
             del self._refs[next(iter(self._refs))]
+
+
+def _runtime_fault(message: dict[str, Any]) -> None:
+    """The runtime could not handle a message it was sent (js/host.js): it names the
+    message's kind, not a run (the isolate serves several)."""
+    shape = message.get("error") or {}
+    log.error(
+        "workflow isolate: runtime error in %s: %s: %s",
+        message.get("kind"),
+        shape.get("name"),
+        shape.get("message"),
+    )
 
 
 def _fence_key(fence: EffectFence | None) -> object:
@@ -171,7 +186,7 @@ class IsolateSource:
         try:
             isolate, fresh = await self.take()
             isolate.inline = inline
-            host = IsolateHost(isolate, ops)
+            host = IsolateHost(isolate, {**ops, "fault": _runtime_fault})
             host.fence = fence
             host.post(hello(fresh))
             if shared:

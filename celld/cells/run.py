@@ -116,7 +116,6 @@ class CellRun:
             "wf.done": self._on_done,
             "wf.fatal": self._on_fatal,
             "wf.rbReport": self._on_rollback_report,
-            "fault": self._on_runtime_fault,
         }
 
     # -- starting and stopping ----------------------------------------------------------
@@ -539,18 +538,6 @@ class CellRun:
         if not self._current(m):
             return never()
         return decision_wire(Reject(status_error(missing_callback(str(m.get("name"))))))
-
-    def _on_runtime_fault(self, m: dict[str, Any]) -> None:
-        shape = m.get("error", {})
-        ref = self.cell.ref
-        log.error(
-            "workflow %s/%s: runtime error in %s: %s: %s",
-            ref.workflow,
-            ref.id,
-            m.get("kind"),
-            shape.get("name"),
-            shape.get("message"),
-        )
 
     # -- answering -------------------------------------------------------------------------
 

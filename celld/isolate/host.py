@@ -31,7 +31,7 @@ from celld.isolate.gate import PendingWrite
 from celld.isolate.inline import InlineTurns, inline_turns
 from celld.isolate.isolate import CO_TENANT_STOPPED_REASON, Isolate, IsolateFault
 from celld.isolate.outbound import OUTGOING_FENCE
-from celld.isolate.tenant import Tenant
+from celld.isolate.tenant import RUN_OPS, Tenant
 
 if TYPE_CHECKING:
     from celld.store.lease import EffectFence
@@ -568,7 +568,7 @@ class IsolateHost:
         return bool(self._inbox) or self.isolate.runnable
 
     def _stream_of(self, message: dict[str, Any]) -> object:
-        r = message.get("r")
+        r = message.get("r") if message.get("op") in RUN_OPS else None
         if r is not None:
             tenant = self.tenants.get(r)
             if tenant is None or message.get("op") not in tenant.inward_ops:
@@ -659,7 +659,7 @@ class IsolateHost:
                     work.close()
             return
         tenant: Tenant | None = None
-        r = message.get("r")
+        r = message.get("r") if op in RUN_OPS else None
         handler: OpHandler | None = None
         if r is not None and isinstance(op, str):
             tenant = self.tenants.get(r)

@@ -29,6 +29,17 @@ if TYPE_CHECKING:
     from celld.store.lease import EffectFence
 
 
+#: The operations of a run (js/workflows/step.js): only their messages carry the run's
+#: number `r` and are routed by it (other messages' fields are the caller's own: a
+#: `r` there means something else, such as scrypt's block size).
+RUN_OPS = frozenset(
+    {
+        "wf.do", "wf.begin", "wf.attempt", "wf.sleep", "wf.wait", "wf.timer", "wf.replayed",
+        "wf.done", "wf.fatal", "wf.rbReport",
+    }
+)  # fmt: skip
+
+
 class Tenant:
     """A run in a shared isolate: the parts of `IsolateHost` a run's owner uses."""
 
