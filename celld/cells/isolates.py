@@ -47,8 +47,10 @@ log = logging.getLogger("celld.cells")
 #: Warm isolates idle this long (beyond the quiet few) are closed.
 WARM_IDLE_S = 300.0
 #: Runs one isolate serves at once at most: bounds what one fault costs (a replay of each
-#: co-tenant) and how much one turn may carry.
-MAX_TENANTS = 32
+#: co-tenant), how much one turn may carry and how long a run's step messages wait at the
+#: output gate behind its co-tenants' uncommitted results (rule 3 of celld/isolate/gate.py:
+#: with 32, the 50 runs of bench/step_cost.py committed 0.64 times a step, with 8 0.16).
+MAX_TENANTS = 8
 
 
 class LongTurns:
