@@ -21,8 +21,8 @@ of instances that run to a sleep) the runs then pass a few dozen isolates along 
 of creating one each, and the turns of running isolates are never queued behind a pile
 of creations on their thread.
 
-The warm pool holds a few isolates per JS thread (a burst's runs share running ones);
-those idle for `WARM_IDLE_S` beyond the quiet few are closed.
+The warm pool holds one isolate per JS thread when quiet (a burst's runs share running
+ones); those idle for `WARM_IDLE_S` beyond that are closed.
 """
 
 from __future__ import annotations
@@ -100,7 +100,7 @@ class IsolateSource:
         self.program = program
         self.limits = limits
         #: isolates kept warm when quiet
-        self.quiet_capacity = 4 * len(threads.threads)
+        self.quiet_capacity = len(threads.threads)
         #: (`burst` is no longer needed: a burst's runs share running isolates)
         self.warm = WarmIsolates(capacity=self.quiet_capacity)
         #: isolates serving runs that others may join, most recently opened last
