@@ -11,7 +11,13 @@ answers of every instance in one group commit go to JS in one pass.
 
 A step's successful result may be answered ahead of its commit (the early answer): the
 isolate's output gate (celld/isolate/gate.py) is told of the write first, so nothing JS
-sends afterwards leaves before it lands.
+sends afterwards leaves before it lands. Where the engine's rules say the answer could
+only be the value itself (celld/engine/local.py), JS does not even ask: it resolves the
+step and reports it as settled, and the host tells the gate of the write at the report's
+place (`_settled_locally`).
+
+The run shares its isolate with other runs (celld/isolate/tenant.py): `host` is the run's
+`Tenant`, which posts and routes this run's messages only.
 
 The parts of a run with jobs of their own live beside it: the attempts' deadlines and
 CPU (celld/cells/attempts.py), the check of a replay under another version of the
