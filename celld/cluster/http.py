@@ -204,44 +204,19 @@ class ClusterRoutes:
         if not body:
             await self.app(scope, receive, send)
             return
-        sent = False
-
-        async def replay() -> dict[str, Any]:
-            nonlocal sent
-            if not sent:
-                sent = True
-                return {"type": "http.request", "body": body, "more_body": False}
-            return await receive()
-
         scope = {**scope, "headers": _with_length(scope["headers"], len(body))}
-        await self.app(scope, replay, send)
+        await self.app(scope, _replaying(body, receive), send)
 
     async def _move_clock(self, scope: Scope, receive: Receive, send: Send) -> None:
-        status = 200
-        headers: list[tuple[str, str]] = []
-        chunks: list[bytes] = []
-
-        async def keep(message: dict[str, Any]) -> None:
-            nonlocal status, headers
-            if message["type"] == "http.response.start":
-                status = message["status"]
-                headers = [(k.decode("latin-1"), v.decode("latin-1"))
-                           for k, v in message.get("headers", [])]  # fmt: skip
-            else:
-                chunks.append(message.get("body", b""))
-
-        await self.app(scope, receive, keep)
-        answer = b"".join(chunks)
+        body = await _read_body(receive)
+        status, headers, answer = await _capture(self.app, scope, body)
         if status == 200:
             await self.clock_moved(answer)
         await _answer(send, status, headers, answer)
 
 
-async def _capture(app: ASGIApp, scope: Scope, body: bytes) -> fanout.Answer:
-    """Run one request through `app` and keep its answer."""
-    status = 500
-    headers: list[tuple[str, str]] = []
-    chunks: list[bytes] = []
+def _replaying(body: bytes, then: Receive) -> Receive:
+    """A `receive` that gives the whole `body` first, then whatever `then` gives."""
     sent = False
 
     async def receive() -> dict[str, Any]:
@@ -249,7 +224,19 @@ async def _capture(app: ASGIApp, scope: Scope, body: bytes) -> fanout.Answer:
         if not sent:
             sent = True
             return {"type": "http.request", "body": body, "more_body": False}
-        await asyncio.Event().wait()  # the request is whole: wait for nothing more
+        return await then()
+
+    return receive
+
+
+async def _capture(app: ASGIApp, scope: Scope, body: bytes) -> fanout.Answer:
+    """Run one request through `app` and keep its answer."""
+    status = 500
+    headers: list[tuple[str, str]] = []
+    chunks: list[bytes] = []
+
+    async def nothing_more() -> dict[str, Any]:
+        await asyncio.Event().wait()  # the request is whole and nobody disconnects
         raise AssertionError("unreachable")
 
     async def keep(message: dict[str, Any]) -> None:
@@ -261,7 +248,7 @@ async def _capture(app: ASGIApp, scope: Scope, body: bytes) -> fanout.Answer:
         elif message["type"] == "http.response.body":
             chunks.append(message.get("body", b""))
 
-    await app(scope, receive, keep)
+    await app(scope, _replaying(body, nothing_more), keep)
     return status, headers, b"".join(chunks)
 
 
