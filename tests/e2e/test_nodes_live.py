@@ -11,6 +11,7 @@ from typing import Any
 
 import httpx
 
+from celld.server.explorer_shape import DETAILS_HEADER
 from tests.celld_server import CelldServer
 
 PROJECT = Path(__file__).resolve().parent.parent / "projects" / "nodes-live"
@@ -27,9 +28,7 @@ def _nodes(tmp_path: Path, dsn: str, **options: Any) -> list[CelldServer]:
     return nodes
 
 
-def test_subscribe_through_another_node_sees_new_events(
-    tmp_path: Path, postgres_dsn: str
-) -> None:
+def test_subscribe_through_another_node_sees_new_events(tmp_path: Path, postgres_dsn: str) -> None:
     """The instance runs on node a; node b streams its events to a subscriber: each event
     committed after the subscriber started waiting reaches it (the latency from the
     commit's timestamp to the line's arrival is printed, not asserted)."""
@@ -85,3 +84,45 @@ def test_subscribe_through_another_node_sees_new_events(
     finally:
         owner.kill()
         other.kill()
+
+
+#: A minute boundary and a second: both nodes' manual clocks start here.
+T0 = 1_900_000_020_000 + 1_000
+EVERY_MINUTE = "* * * * *"
+
+
+def _schedule(node: CelldServer) -> dict[str, Any]:
+    response = node.get(
+        "/cdn-cgi/local/explorer/api/workflows/cron-workflow", headers={DETAILS_HEADER: "1"}
+    )
+    response.raise_for_status()
+    return dict(response.json()["result"])
+
+
+def test_a_cron_tick_starts_one_instance_across_nodes(tmp_path: Path, postgres_dsn: str) -> None:
+    """Both nodes' schedulers fire every tick (their manual clocks are moved together); the
+    tick's instance id is fixed, so the database keeps one instance per tick."""
+    nodes = _nodes(tmp_path, postgres_dsn, manual_clock=T0)
+    try:
+        for tick in (T0 - 1_000 + 60_000, T0 - 1_000 + 120_000):
+            before = [_schedule(node)["schedules"][0]["lastTick"] for node in nodes]
+            for node in nodes:
+                node.advance(60_000)
+            for node, last in zip(nodes, before, strict=True):  # each handled the tick
+                node.wait_for(
+                    lambda node=node, last=last: (
+                        _schedule(node)["schedules"][0]["lastTick"] != last
+                    ),
+                    timeout=60,
+                )
+            instance_id = f"{EVERY_MINUTE}-{tick}"
+            for node in nodes:
+                view = node.post("/status", params={"wf": "CRON", "id": instance_id})
+                assert view.status_code == 200, view.text
+        counts = _schedule(nodes[1])["instances"]
+        assert sum(counts.values()) == 2, counts
+        logs = nodes[0].log() + nodes[1].log()
+        assert logs.count("exists already") == 2, logs[-3000:]
+    finally:
+        for node in nodes:
+            node.kill()
