@@ -399,6 +399,14 @@ class CellManager:
         """An operation another node received for an instance this node owns."""
         return await self.ops["wf.binding"](message)
 
+    def log_written(self, refs: list[InstanceRef] | None) -> None:
+        """Another node logged events for these instances: wake their subscribers here."""
+        if refs is None:
+            self.log_hub.notify_all()
+            return
+        for ref in refs:
+            self.log_hub.notify(ref)
+
     def _rejoined(self, old: int, new: int) -> None:
         """The node was taken over and joined again under a new token: every cell loaded
         under the old one holds memory another node may have moved past. Drop them all now

@@ -632,14 +632,23 @@ class Service:
 
             return [Route(f"{INTERNAL_PREFIX}/clock", no_clock, methods=["GET", "POST"])]
 
+        # Each node has a clock of its own: on a shared store the answer says so, since
+        # moving one node's clock leaves the instances and schedules of the others as they are.
+        scope: dict[str, str] = {"scope": "node"}
+        if is_postgres(self.options.store):
+            scope["note"] = (
+                "this node's clock only: the other nodes on the store keep their own; move "
+                "each node's clock to move the cluster's"
+            )
+
         async def move_clock(request: Request) -> Response:
             advance = int(request.query_params.get("advance", "0"))
             clock.advance(advance)
             await asyncio.sleep(0)
-            return JSONResponse({"now": clock.now()})
+            return JSONResponse({"now": clock.now(), **scope})
 
         async def read_clock(request: Request) -> Response:
-            return JSONResponse({"now": clock.now()})
+            return JSONResponse({"now": clock.now(), **scope})
 
         return [
             Route(f"{INTERNAL_PREFIX}/clock", move_clock, methods=["POST"]),
