@@ -89,11 +89,14 @@ def _ms(text: str) -> float:
     return value * 1000  # seconds
 
 
-def measure_wrk(url: str, concurrency: int, seconds: int) -> dict[str, float]:
-    """Run wrk and read its summary (it prints a fixed text format)."""
+def measure_wrk(
+    url: str, concurrency: int, seconds: int, extra: tuple[str, ...] = ()
+) -> dict[str, float]:
+    """Run wrk (with `extra` arguments: a Lua script, a timeout) and read its summary (it
+    prints a fixed text format)."""
     threads = min(2, concurrency)
     output = subprocess.run(
-        ["wrk", f"-t{threads}", f"-c{concurrency}", f"-d{seconds}s", "--latency", url],
+        ["wrk", f"-t{threads}", f"-c{concurrency}", f"-d{seconds}s", "--latency", *extra, url],
         check=True,
         capture_output=True,
         text=True,

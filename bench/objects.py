@@ -71,11 +71,10 @@ def group_rss_kib(pgid: int) -> int:
 def server_pgid(name: str, target: Target) -> int:
     if name == "celld":
         return int(target.server.process.pid)  # type: ignore[attr-defined]
-    port = target.base_url.rsplit(":", 1)[1]
-    oracle = Path(
-        os.environ.get("CELLD_COMPAT_ORACLE_DIR", Path.home() / ".cache/celld-compat/oracle")
-    )
-    return os.getpgid(int((oracle / f"wrangler-{port}.pid").read_text().strip()))
+    pid = getattr(target, "pid", None)
+    if pid is None:
+        raise RuntimeError(f"{target.base_url} was not started here: its memory cannot be read")
+    return os.getpgid(pid)
 
 
 def memory(name: str, target: Target, tag: str, objects: int = 200) -> dict[str, float]:

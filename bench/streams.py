@@ -4,7 +4,7 @@
     python bench/streams.py --wrangler --out bench/RESULTS.md   # beside wrangler dev
 
 Serves tests/projects/streams (a copy, for wrangler dev: it writes into the project folder)
-with `celld run` and, with `--wrangler`, with `wrangler dev` through ../shared/oracle/start.sh,
+with `celld run` and, with `--wrangler`, with `wrangler dev` through bench/wrangler/start.sh,
 and measures from outside with a real HTTP client:
 
 * **server-sent events**: 20 events 100 ms apart from a `ReadableStream`; for each, the

@@ -11,7 +11,9 @@ from __future__ import annotations
 
 import json
 import os
+import time
 from collections.abc import Iterator
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -23,6 +25,7 @@ from compat.targets import (
     NODE,
     NPM_APP,
     OBJECTS,
+    REALTIME,
     WORKERS,
     Target,
     connect,
@@ -30,6 +33,7 @@ from compat.targets import (
 )
 
 _results: dict[str, dict[str, Any]] = {}
+_started = time.monotonic()
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -102,6 +106,13 @@ def objects_target(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Target]
     yield from _serve(tmp_path_factory, OBJECTS, "compat-objects", "CELLD_COMPAT_OBJECTS_URL")
 
 
+@pytest.fixture(scope="session")
+def realtime_target(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Target]:
+    """WebSockets and Queues (compat/projects/realtime) on the same kind of target;
+    CELLD_COMPAT_REALTIME_URL reuses a running server."""
+    yield from _serve(tmp_path_factory, REALTIME, "compat-realtime", "CELLD_COMPAT_REALTIME_URL")
+
+
 #: The two Workers of compat/projects/workers, as `wrangler dev -c front -c back` runs them.
 WORKERS_ARGS = (
     "-c",
@@ -169,7 +180,13 @@ def pytest_sessionfinish(session: pytest.Session) -> None:
     path = os.environ.get("CELLD_COMPAT_RESULTS")
     if not path or not _results:
         return
-    payload = {"target": target_kind(), "scenarios": list(_results.values())}
+    payload = {
+        "target": target_kind(),
+        "finished": datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC"),
+        # the whole pytest session's, which may hold more than the compatibility suite
+        "seconds": round(time.monotonic() - _started),
+        "scenarios": list(_results.values()),
+    }
     Path(path).write_text(json.dumps(payload, indent=1) + "\n")
 
 

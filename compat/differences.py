@@ -114,3 +114,18 @@ D1_ROWS_READ = (
     "celld counts the rows a query returns; aggregates over a table (count(*)) read more rows "
     "under wrangler dev"
 )
+
+
+# -- WebSockets and Queues ---------------------------------------------------------------------
+
+QUEUE_MESSAGE_TOO_LARGE = (
+    "a queue message over 128,000 bytes: production refuses it with `Queue send failed: message "
+    "length of N bytes exceeds limit of 128000 (10204)` (Cloudflare's documented limits), and "
+    "so does celld; wrangler dev's local queue broker fails the send with `Unknown Internal "
+    "Error (15000)`"
+)
+WEBSOCKET_BINARY_TYPE = (
+    "WebSocket binaryType: since compatibility date 2026-03-17 (websocket_standard_binary_type) "
+    'workerd starts an accepted socket at "blob" and delivers binary messages as Blob; celld '
+    'has only "arraybuffer" (setting it works on both) and delivers ArrayBuffer'
+)

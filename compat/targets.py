@@ -4,8 +4,9 @@ A *target* is a running Worker (``compat/projects/core``) reached by its base UR
 
 * ``celld``: a ``celld run`` subprocess with the manual test clock, so a scenario's
   ``wait(ms)`` moves the engine clock at once instead of sleeping;
-* ``wrangler``: ``wrangler dev`` (Cloudflare's local engine on workerd), installed with npm into
-  a cache folder by the oracle's ``start.sh``; ``wait(ms)`` sleeps real time there.
+* ``wrangler``: ``wrangler dev`` (Cloudflare's local engine on workerd), started by
+  bench/wrangler/start.sh from tests/wrangler's ``npm ci`` install (wrangler and Node 22 at
+  the versions its lockfile pins); ``wait(ms)`` sleeps real time there.
 
 The scenario code is the same for both; only :meth:`Target.wait` and :meth:`Target.idle`
 differ, because only celld's clock can be moved.
@@ -36,6 +37,8 @@ NODE = PROJECTS / "node"
 OBJECTS = PROJECTS / "objects"
 #: Two Workers in one session: "front" (served) calls "back" through its bindings.
 WORKERS = PROJECTS / "workers"
+#: WebSockets (a Worker's own pair, a hibernating Durable Object) and a queue's consumer.
+REALTIME = PROJECTS / "realtime"
 
 #: Statuses in which an instance is doing work right now (its state may still change without
 #: any outside help and without time passing).
@@ -124,9 +127,11 @@ class WranglerTarget(Target):
     name = "wrangler"
     poll_timeout = 20.0
 
-    def __init__(self, base_url: str, stop: Any = None) -> None:
+    def __init__(self, base_url: str, stop: Any = None, pid: int | None = None) -> None:
         super().__init__(base_url)
         self._stop = stop
+        #: wrangler's pid (also its process group's id) when started here
+        self.pid = pid
 
     def wait(self, ms: int, *, settled: bool = True) -> None:
         time.sleep(ms / 1000)
@@ -167,52 +172,43 @@ def start_celld(state_dir: Path, project: Path = CORE, args: tuple[str, ...] = (
     return CelldTarget(server.url, server)
 
 
-def oracle_scripts() -> Path:
-    """The folder holding the oracle's start.sh/stop.sh (the shared checkout beside this one)."""
-    candidates = [
-        os.environ.get("CELLD_COMPAT_ORACLE_SCRIPTS", ""),
-        str(REPO / "bench" / "wrangler"),  # in the repository: start.sh and stop.sh
-        str(REPO.parent / "shared" / "oracle"),
-        "/work/shared/oracle",
-    ]
-    for candidate in candidates:
-        if candidate and (Path(candidate) / "start.sh").is_file():
-            return Path(candidate)
-    raise RuntimeError(
-        "cannot find the oracle's start.sh; set CELLD_COMPAT_ORACLE_SCRIPTS to its folder"
+#: start.sh and stop.sh: wrangler dev for a Worker folder, from tests/wrangler's install
+WRANGLER_SCRIPTS = REPO / "bench" / "wrangler"
+
+
+def _script(name: str, env: dict[str, str], *args: str, timeout: float) -> str:
+    """Run bench/wrangler/NAME with `args`; its stdout, or an error with its stderr."""
+    done = subprocess.run(
+        ["bash", str(WRANGLER_SCRIPTS / name), *args],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
     )
+    if done.returncode != 0:
+        raise RuntimeError(f"bench/wrangler/{name} {' '.join(args)} failed:\n{done.stderr[-4000:]}")
+    return done.stdout
 
 
 def start_wrangler(
     state_dir: Path, project: Path = CORE, args: tuple[str, ...] = ()
 ) -> WranglerTarget:
-    """Install (first time only) and start `wrangler dev` on `project`, with `args`."""
+    """Start `wrangler dev` on `project` with `args`, its state in `state_dir` and its pid
+    file, log and home beside it (nothing is written outside the session's temporary
+    folder)."""
     from tests.celld_server import free_port
 
-    scripts = oracle_scripts()
-    oracle_dir = Path(
-        os.environ.get("CELLD_COMPAT_ORACLE_DIR", Path.home() / ".cache/celld-compat/oracle")
-    )
-    port = free_port()
-    env = {**os.environ, "ORACLE_DIR": str(oracle_dir), "FRESH": "1", "LOG_LEVEL": "warn"}
+    port = str(free_port())
+    run_dir = state_dir.parent / "wrangler-dev"
+    env = {**os.environ, "WRANGLER_DEV_DIR": str(run_dir), "FRESH": "1", "LOG_LEVEL": "warn"}
     if state_dir.exists():
         shutil.rmtree(state_dir)
-    completed = subprocess.run(
-        ["bash", str(scripts / "start.sh"), str(project), str(port), str(state_dir), "--", *args],
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=600,
+    started = _script("start.sh", env, str(project), port, str(state_dir), "--", *args, timeout=600)
+    return WranglerTarget(
+        f"http://127.0.0.1:{port}",
+        lambda: _script("stop.sh", env, port, timeout=60),
+        int(started.split()[-1]),
     )
-    if completed.returncode != 0:
-        raise RuntimeError(f"wrangler dev did not start:\n{completed.stderr[-4000:]}")
-
-    def stop() -> None:
-        subprocess.run(
-            ["bash", str(scripts / "stop.sh"), str(port)], env=env, capture_output=True, timeout=60
-        )
-
-    return WranglerTarget(f"http://127.0.0.1:{port}", stop)
 
 
 def refused_start(kind: str, state_dir: Path, project: Path, args: tuple[str, ...] = ()) -> str:

@@ -306,6 +306,11 @@ class LogHub:
             if not future.done():
                 future.set_result(None)
 
+    def notify_all(self) -> None:
+        """Wake every subscriber (each reads its log again): commits may have been missed."""
+        for ref in list(self._waiters):
+            self.notify(ref)
+
     async def wait(self, ref: Any, timeout_s: float) -> None:
         """Return at the next commit that logs for `ref`, or after `timeout_s`."""
         future: asyncio.Future[None] = asyncio.get_running_loop().create_future()

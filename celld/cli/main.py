@@ -15,6 +15,7 @@ import click
 import uvicorn
 
 from celld import __version__
+from celld.cli.queues import queues
 from celld.cli.storage import d1, kv, r2
 from celld.cli.workflows import workflows
 
@@ -423,6 +424,7 @@ def operator_token(ip: str, configured: str | None) -> tuple[str | None, bool]:
 
 
 cli.add_command(workflows)
+cli.add_command(queues)
 for _group in (d1, kv, r2):
     cli.add_command(_group)
 

@@ -7,7 +7,9 @@ instances are sharded: each lives in the SQLite store of exactly one process, ch
 from its workflow and id (celld.cluster.placement), so SQLite's one-writer-per-file rule
 holds and no lease is needed. A binding call for an instance another process owns is
 forwarded to it over a local socket (celld.cluster.channel, celld.cluster.router), as
-are the operator routes that name one instance (celld.cluster.http). A child that dies
+are the operator routes that name one instance (celld.cluster.http). Durable Objects and
+D1 databases are owned the same way, their calls forwarded (celld.cluster.bindings); KV
+namespaces and R2 buckets are files every process opens. A child that dies
 is started again by the parent; it reopens its own store file and resumes its instances
 as a restarted `celld run` does.
 """

@@ -10,9 +10,12 @@ test routes under /cdn-cgi/:
   and is forwarded to the owner;
 * moving the manual test clock moves it in every process (and in any process started
   later), so timers fire cluster-wide;
-* a route about every instance of a workflow (list, counts, delete all, batch delete,
-  introspection sessions, ``latest``) needs every shard: it is refused with 501 and
-  says so, rather than answered from one process's shard.
+* a route about every instance of a workflow (the instance list, the workflow's details
+  and counts, delete every instance, introspection sessions) is sent to every process,
+  each answering from its shard, and the answers merged (celld.cluster.fanout);
+  ``latest`` as an instance id is resolved to the newest instance across the shards
+  and the request sent to that instance's owner; a batch delete is answered here: the
+  Workflow binding's deleteBatch already splits it by owner (celld.cluster.router).
 
 Anything else (health, metrics, the Worker's scheduled handler) is answered here and
 concerns this process only.
@@ -20,14 +23,17 @@ concerns this process only.
 
 from __future__ import annotations
 
+import asyncio
 import uuid
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
+from urllib.parse import quote
 
 import orjson
 from starlette.types import ASGIApp, Receive, Scope, Send
 
+from celld.cluster import fanout
 from celld.cluster.placement import owner_of
 
 EXPLORER = "/cdn-cgi/local/explorer/api/workflows/"
@@ -51,18 +57,22 @@ def instance_route(path: str) -> tuple[str, str] | None:
     return None
 
 
-def whole_workflow_route(method: str, path: str) -> bool:
-    """True for routes that read or change every instance of a workflow."""
-    if path.startswith(API) and path.endswith("/introspection") and "/instances/" not in path:
-        return True
-    if path.startswith(API) and path.endswith("/introspection/modify"):
-        return True
+def whole_workflow_route(method: str, path: str) -> str | None:
+    """What a route that reads or changes every instance of a workflow does ("list",
+    "details", "change", "session": starting an introspection session), else None."""
+    if path.startswith(API) and "/instances/" not in path:
+        if path.endswith("/introspection"):
+            return "session" if method == "POST" else "change"
+        if path.endswith("/introspection/modify"):
+            return "change"
     if not path.startswith(EXPLORER):
-        return False
+        return None
     rest = path[len(EXPLORER) :].rstrip("/")
-    if "/" not in rest:
-        return bool(rest)  # details or delete of one workflow
-    return rest.endswith("/instances") and method == "GET" or rest.endswith("/batch/delete")
+    if rest and "/" not in rest:  # one workflow: its details, or delete every instance
+        return {"GET": "details", "DELETE": "change"}.get(method)
+    if rest.endswith("/instances") and rest.count("/") == 1 and method == "GET":
+        return "list"
+    return None
 
 
 async def _read_body(receive: Receive) -> bytes:
@@ -80,22 +90,6 @@ async def _answer(send: Send, status: int, headers: list[tuple[str, str]], body:
     raw.append((b"content-length", str(len(body)).encode()))
     await send({"type": "http.response.start", "status": status, "headers": raw})
     await send({"type": "http.response.body", "body": body})
-
-
-def _refusal(size: int, what: str) -> bytes:
-    return orjson.dumps(
-        {
-            "success": False,
-            "errors": [
-                {
-                    "code": 10000,
-                    "message": f"{what} needs every process's instances, and this celld runs "
-                    f"{size} processes (--workers {size}) that each hold a shard: it is not "
-                    "served in this mode; run celld with --workers 1 to use it",
-                }
-            ],
-        }
-    )
 
 
 @dataclass
@@ -118,13 +112,12 @@ class ClusterRoutes:
             await self._move_clock(scope, receive, send)
             return
         named = instance_route(path)
-        if named is not None and named[1] == "latest":
-            body = _refusal(self.size, "the instance id 'latest'")
-            await _answer(send, 501, [("content-type", "application/json")], body)
-            return
-        if named is None and whole_workflow_route(method, path):
-            body = _refusal(self.size, f"{method} {path}")
-            await _answer(send, 501, [("content-type", "application/json")], body)
+        if named is not None and named[1] == "latest" and not path.startswith(VIEW):
+            scope, named = await self._latest(scope, named[0])
+        whole = whole_workflow_route(method, path) if named is None else None
+        if whole is not None:
+            body = await _read_body(receive)
+            await _answer(send, *await self._everywhere(whole, scope, body))
             return
         body = b""
         creates = path.startswith(EXPLORER) and path.rstrip("/").endswith("/instances")
@@ -142,6 +135,54 @@ class ClusterRoutes:
             body = await _read_body(receive)
         status, headers, answer = await self.forward(owner, _request_head(scope), body)
         await _answer(send, status, headers, answer)
+
+    async def _everywhere(self, what: str, scope: Scope, body: bytes) -> fanout.Answer:
+        ask = self._asker(scope, scope["path"])
+        query = scope.get("query_string", b"").decode("latin-1")
+        if what == "list":
+            return await fanout.list_instances(ask, self.size, query)
+        if what == "details":
+            return await fanout.workflow_details(ask, self.size, query)
+        undo = "DELETE" if what == "session" else None
+        return await fanout.apply_everywhere(
+            ask, self.size, scope["method"], query, body, undo=undo
+        )
+
+    async def _latest(self, scope: Scope, workflow: str) -> tuple[Scope, tuple[str, str] | None]:
+        """The request with `latest` replaced by the newest instance's id, and that
+        instance; unchanged (and answered here: "no instances") when there is none."""
+        prefix = EXPLORER if scope["path"].startswith(EXPLORER) else API
+        listing = f"{EXPLORER}{workflow}/instances"
+        ask = self._asker({**scope, "method": "GET"}, listing)
+        newest = await fanout.newest_id(ask, self.size, "")
+        if newest is None:
+            return scope, None
+        head = f"{prefix}{workflow}/instances/"
+        rest = scope["path"][len(head) + len("latest") :]
+        raw = scope.get("raw_path") or scope["path"].encode()
+        raw_head = raw[: raw.index(b"/instances/") + len(b"/instances/")]
+        raw_rest = raw[len(raw_head) + len(b"latest") :]
+        changed = {
+            **scope,
+            "path": f"{head}{newest}{rest}",
+            "raw_path": raw_head + quote(newest, safe="").encode() + raw_rest,
+        }
+        return changed, (workflow, newest)
+
+    def _asker(self, scope: Scope, path: str) -> fanout.Ask:
+        """Ask process i the request `scope` makes, at `path` (each answers from its own
+        shard: a forwarded request reaches the app under this middleware)."""
+        raw_path = quote(path).encode()
+
+        async def ask(index: int, method: str, query: str, body: bytes) -> fanout.Answer:
+            headers = _with_length(scope["headers"], len(body))
+            asked = {**scope, "method": method, "path": path, "raw_path": raw_path,
+                     "query_string": query.encode("latin-1"), "headers": headers}  # fmt: skip
+            if index != self.index:
+                return await self.forward(index, _request_head(asked), body)
+            return await _capture(self.app, asked, body)
+
+        return ask
 
     def _created(self, path: str, body: bytes) -> tuple[tuple[str, str] | None, bytes]:
         """The instance an explorer create makes, with an id given here if it has none."""
@@ -163,37 +204,52 @@ class ClusterRoutes:
         if not body:
             await self.app(scope, receive, send)
             return
-        sent = False
-
-        async def replay() -> dict[str, Any]:
-            nonlocal sent
-            if not sent:
-                sent = True
-                return {"type": "http.request", "body": body, "more_body": False}
-            return await receive()
-
         scope = {**scope, "headers": _with_length(scope["headers"], len(body))}
-        await self.app(scope, replay, send)
+        await self.app(scope, _replaying(body, receive), send)
 
     async def _move_clock(self, scope: Scope, receive: Receive, send: Send) -> None:
-        status = 200
-        headers: list[tuple[str, str]] = []
-        chunks: list[bytes] = []
-
-        async def keep(message: dict[str, Any]) -> None:
-            nonlocal status, headers
-            if message["type"] == "http.response.start":
-                status = message["status"]
-                headers = [(k.decode("latin-1"), v.decode("latin-1"))
-                           for k, v in message.get("headers", [])]  # fmt: skip
-            else:
-                chunks.append(message.get("body", b""))
-
-        await self.app(scope, receive, keep)
-        answer = b"".join(chunks)
+        body = await _read_body(receive)
+        status, headers, answer = await _capture(self.app, scope, body)
         if status == 200:
             await self.clock_moved(answer)
         await _answer(send, status, headers, answer)
+
+
+def _replaying(body: bytes, then: Receive) -> Receive:
+    """A `receive` that gives the whole `body` first, then whatever `then` gives."""
+    sent = False
+
+    async def receive() -> dict[str, Any]:
+        nonlocal sent
+        if not sent:
+            sent = True
+            return {"type": "http.request", "body": body, "more_body": False}
+        return await then()
+
+    return receive
+
+
+async def _capture(app: ASGIApp, scope: Scope, body: bytes) -> fanout.Answer:
+    """Run one request through `app` and keep its answer."""
+    status = 500
+    headers: list[tuple[str, str]] = []
+    chunks: list[bytes] = []
+
+    async def nothing_more() -> dict[str, Any]:
+        await asyncio.Event().wait()  # the request is whole and nobody disconnects
+        raise AssertionError("unreachable")
+
+    async def keep(message: dict[str, Any]) -> None:
+        nonlocal status, headers
+        if message["type"] == "http.response.start":
+            status = message["status"]
+            headers = [(k.decode("latin-1"), v.decode("latin-1"))
+                       for k, v in message.get("headers", [])]  # fmt: skip
+        elif message["type"] == "http.response.body":
+            chunks.append(message.get("body", b""))
+
+    await app(scope, _replaying(body, nothing_more), keep)
+    return status, headers, b"".join(chunks)
 
 
 def _with_length(headers: list[tuple[bytes, bytes]], length: int) -> list[tuple[bytes, bytes]]:

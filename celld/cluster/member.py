@@ -24,6 +24,7 @@ import orjson
 from starlette.types import ASGIApp
 
 from celld.cells.clock import ManualClock
+from celld.cluster.bindings import BindingRouter
 from celld.cluster.channel import (
     ChannelClient,
     ChannelServer,
@@ -35,7 +36,7 @@ from celld.cluster.channel import (
 from celld.cluster.http import ClusterRoutes
 from celld.cluster.placement import store_dir
 from celld.cluster.router import WorkflowRouter
-from celld.isolate.host import HostError
+from celld.isolate.host import HostError, OpHandler, error_shape
 
 if TYPE_CHECKING:
     from celld.cells.manager import CellManager
@@ -65,6 +66,7 @@ class Member:
     _app: ASGIApp | None = None
     _clock: ManualClock | None = None
     _watch: asyncio.Task[None] | None = None
+    _bindings: BindingRouter | None = None
 
     @classmethod
     def from_environment(cls) -> Member | None:
@@ -100,6 +102,18 @@ class Member:
         router = WorkflowRouter(self.index, self.size, self._local_op, self._forward_op)
         cells.ops["wf.binding"] = router.handle
 
+    def route_bindings(self, ops: dict[str, OpHandler]) -> None:
+        """Wrap the Durable Object and D1 operations so calls reach their owner."""
+        if self._bindings is None:
+            self._bindings = BindingRouter(self.index, self.size, self._forward_binding)
+        self._bindings.wrap(ops)
+
+    def owns_object(self, cls: str, object_id: str) -> bool:
+        """Whether this process runs the object (its alarms fire only here)."""
+        if self._bindings is None:
+            self._bindings = BindingRouter(self.index, self.size, self._forward_binding)
+        return self._bindings.owns_object(cls, object_id)
+
     def wrap(self, app: ASGIApp) -> ASGIApp:
         self._app = app
         return ClusterRoutes(app, self.index, self.size, self._forward_http, self._clock_moved)
@@ -130,23 +144,33 @@ class Member:
             self._peers[index] = ChannelClient(socket_path(self.folder, index))
         return self._peers[index]
 
-    async def _call(self, owner: int, head: dict[str, Any], body: bytes = b"") -> Any:
+    async def _call(
+        self, owner: int, head: dict[str, Any], body: bytes = b"", what: str = "instance"
+    ) -> Any:
         try:
             return await self._peer(owner).call(head, body)
         except PeerUnavailable:
             raise HostError(
-                f"celld's process {owner}, which owns this instance, is not running (it is "
+                f"celld's process {owner}, which owns this {what}, is not running (it is "
                 "being restarted); nothing was changed: retry the call"
             ) from None
         except PeerLost:
             raise HostError(
-                f"celld's process {owner}, which owns this instance, stopped during the "
-                "call; it is restarted, but whether the call took effect is unknown: "
-                "check the instance before retrying"
+                f"celld's process {owner}, which owns this {what}, stopped during the "
+                f"call; it is restarted, but whether the call took effect is unknown: "
+                f"check the {what} before retrying"
             ) from None
 
     async def _forward_op(self, owner: int, message: dict[str, Any]) -> Any:
         reply, _ = await self._call(owner, {"kind": "op", "message": message})
+        if "error" in reply:
+            raise HostError(reply["error"], reply.get("name") or "Error")
+        return reply.get("ok")
+
+    async def _forward_binding(self, owner: int, op: str, message: dict[str, Any]) -> Any:
+        what = "Durable Object" if op == "do" else "D1 database"
+        head = {"kind": "binding", "op": op, "message": message}
+        reply, _ = await self._call(owner, head, what=what)
         if "error" in reply:
             raise HostError(reply["error"], reply.get("name") or "Error")
         return reply.get("ok")
@@ -185,6 +209,14 @@ class Member:
                 return {"ok": await self._local_op(head["message"])}, b""
             except HostError as error:
                 return {"error": str(error), "name": error.js_name}, b""
+        if kind == "binding":
+            if self._bindings is None:
+                return {"error": "celld: this process has no Durable Objects or D1"}, b""
+            try:
+                return {"ok": await self._bindings.answer(head["op"], head["message"])}, b""
+            except Exception as error:  # the caller's JS gets it, as it would here
+                shape = error_shape(error)
+                return {"error": shape["message"], "name": shape["name"]}, b""
         if kind == "http":
             return await self._serve_http(head["request"], body)
         if kind == "clock":

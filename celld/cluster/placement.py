@@ -32,7 +32,15 @@ def owner_of(workflow: str, instance_id: str, size: int) -> int:
         validate_instance_id(instance_id)
     except WorkflowError:
         return 0  # a cron schedule's id (or no valid id: process 0 gives the error)
-    digest = hashlib.blake2b(f"{workflow}\0{instance_id}".encode(), digest_size=8).digest()
+    return owner_of_key(f"{workflow}\0{instance_id}", size)
+
+
+def owner_of_key(key: str, size: int) -> int:
+    """The process (0..size-1) that owns what `key` names: an instance, a Durable Object,
+    a D1 database (celld.cluster.bindings)."""
+    if size <= 1:
+        return 0
+    digest = hashlib.blake2b(key.encode(), digest_size=8).digest()
     return int.from_bytes(digest, "big") % size
 
 

@@ -156,20 +156,16 @@ class Supervisor:
 
 
 def refuse_unshared(bindings: object, size: int) -> None:
-    """ValueError naming each binding whose state several processes cannot share yet."""
-    kinds = [
-        f"{kind} ({', '.join(b.binding for b in found)})"
-        for kind, found in (
-            ("KV", getattr(bindings, "kv", ())),
-            ("D1", getattr(bindings, "d1", ())),
-            ("R2", getattr(bindings, "r2", ())),
-            ("Durable Object", getattr(getattr(bindings, "objects", None), "bindings", ())),
-        )
-        if found
-    ]
-    if kinds:
-        raise ValueError(
-            f"--workers {size} cannot serve this project's {', '.join(kinds)} bindings: "
-            "their data is kept in files one celld process owns, and sharing them between "
-            "processes is not supported yet. Run it with --workers 1"
-        )
+    """ValueError naming each binding several processes cannot share yet. KV and R2 are
+    files every process opens, Durable Objects and D1 run in their owner
+    (celld.cluster.bindings); a queue's broker and consumers would run in every process,
+    delivering a message once per process, so Queues are refused."""
+    queues = getattr(bindings, "queues", None)
+    if queues is None or queues.empty:
+        return
+    names = [p.binding for p in queues.producers] + [c.queue for c in queues.consumers]
+    raise ValueError(
+        f"--workers {size} cannot serve this project's Queues ({', '.join(names)}): each "
+        "process would run its own consumers of the same messages, and sharing a queue "
+        "between processes is not supported yet. Run it with --workers 1"
+    )

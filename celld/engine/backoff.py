@@ -1,4 +1,4 @@
-"""Retry delays. DESIGN.md fixes the formula; production publishes none.
+"""Retry delays. docs/semantics.md fixes the formula; production publishes none.
 
 ``n`` is the number of failed attempts so far (1 after the first failure), ``d`` the base:
 constant ``d``, linear ``d*n``, exponential ``d*2**(n-1)``. No jitter. Delays are capped at

@@ -10,9 +10,9 @@ Two kinds of error live here:
   workerd RPC that arrives as ``Error`` with the message ``"WorkflowError: <message>"``, which
   :func:`status_error` of :meth:`WorkflowError.info` reproduces).
 
-Wording follows DESIGN.md: production's strings where they are known (spec section 2, marked
-[OBS]), else ``wrangler dev``'s verbatim (oracle/README.md), else our own, written to say what
-to do.
+Wording (docs/semantics.md): production's strings where they are known (marked "production"
+below), else ``wrangler dev``'s verbatim (compat/differences.py names where they differ), else
+our own, written to say what to do.
 """
 
 from __future__ import annotations
@@ -210,13 +210,13 @@ class WorkflowError(Exception):
 
 class InvalidIdError(WorkflowError):
     def __init__(self) -> None:
-        # production [OBS]; wrangler dev says "Workflow instance has invalid id"
+        # production's; wrangler dev says "Workflow instance has invalid id"
         super().__init__("(instance.invalid_id) Instance has invalid id")
 
 
 class AlreadyExistsError(WorkflowError):
     def __init__(self, instance_id: str) -> None:
-        # production [OBS]; wrangler dev never checks (its batch error code text is
+        # production's; wrangler dev never checks (its batch error code text is
         # "workflows.api.error.instance.already_exists")
         super().__init__("(instance.already_exists) Instance already exists")
         self.instance_id = instance_id
@@ -224,7 +224,7 @@ class AlreadyExistsError(WorkflowError):
 
 class NotFoundError(WorkflowError):
     def __init__(self) -> None:
-        # production [OBS]; wrangler dev says "instance.not_found"
+        # production's; wrangler dev says "instance.not_found"
         super().__init__("(instance.not_found) Instance not found")
 
 
@@ -255,7 +255,7 @@ class CannotRestartError(WorkflowError):
 
 class InvalidEventTypeError(WorkflowError):
     def __init__(self) -> None:
-        # production names the code (spec 1.5); the rest of the sentence is ours
+        # production names the code; the rest of the sentence is ours
         super().__init__(
             "(workflow.invalid_event_type) Event type must match ^[a-zA-Z0-9_][a-zA-Z0-9-_]*$ "
             "and be at most 100 characters"

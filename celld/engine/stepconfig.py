@@ -6,7 +6,7 @@ cannot cross as JSON, so JS replaces it with the marker ``{"$fn": true}`` (passi
 function itself stays in JS; after a failed attempt that will be retried, JS calls it and
 reports the result through ``Machine.attempt_failed(delay_ms=...)``.
 
-Defaults (DESIGN.md): 5 retries after the first attempt, delay 10 s, exponential, timeout
+Defaults (docs/semantics.md): 5 retries after the first attempt, delay 10 s, exponential, timeout
 10 minutes per attempt. Given values keep their original form for ``ctx.config`` (as the local
 engine does: ``"30 seconds"`` stays a string) and are also stored as milliseconds.
 

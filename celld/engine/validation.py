@@ -148,7 +148,8 @@ def check_event_buffer(buffered: int, limit: int = MAX_BUFFERED_EVENTS) -> None:
 def validate_retention(retention: dict[str, Any] | None) -> tuple[int, int]:
     """``{successRetention?, errorRetention?}`` -> ``(success_ms, error_ms)``.
 
-    Each value is a Duration of at most 30 days (DESIGN.md); missing ones default to 30 days.
+    Each value is a Duration of at most 30 days (docs/semantics.md); missing ones default to
+    30 days.
     """
     success = error = DEFAULT_RETENTION_MS
     if retention is None:

@@ -27,7 +27,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -97,6 +97,9 @@ class ObjectManager:
         self.classes = dict(config.classes)
         #: Host operations object isolates get (the service fills them in at start).
         self.ops: Mapping[str, OpHandler] = {}
+        #: Whether this process runs an object (class, id): with `celld run --workers N`
+        #: each object has one owning process (celld.cluster), whose alarms only it fires.
+        self.owns: Callable[[str, str], bool] = lambda cls, object_id: True
         self.index = ObjectIndex(state / "objects" / "index.sqlite3", synchronous=synchronous)
         #: where alarms live: the index, or the shared store's object rows
         self.alarm_rows: ObjectIndex | PgAlarms = (
@@ -131,8 +134,8 @@ class ObjectManager:
             self.placement.lease.on_epoch(self._rejoined)
             self.placement.nodes.route("do", self.op_do)
             self.placement.nodes.tickers.append(self._claim_alarms)
-        if self.placement is None:
-            for alarm in await asyncio.to_thread(self.index.alarms):
+        for alarm in await asyncio.to_thread(self.index.alarms):
+            if self.placement is None and self.owns(alarm.ref.cls, alarm.ref.id):
                 self.alarms.schedule(alarm.ref, alarm.at)
         self.alarms.start()
 

@@ -1,9 +1,13 @@
 """The queues of one session, keyed by name: producers send to them, consumers drain them.
 
-A session has one broker whichever Workers it runs: a producer binding in one Worker and the
-consumer in another meet here by queue name (each Worker attaches its consumers with its
-own `deliver`). A queue nobody consumes keeps its messages (durably) until a consumer
-appears, as on Cloudflare, and its backlog shows in `metrics()`.
+A session has one broker whichever Workers it runs (celld/server/session.py makes it and
+hands it to each Worker): a producer binding in one Worker and the consumer in another meet
+here by queue name (each Worker attaches its consumers with its own `deliver`, and takes
+them back when it stops). A queue nobody consumes keeps its messages (durably) until a
+consumer appears, as on Cloudflare, and its backlog shows in `metrics()`.
+
+The store opens on first use (`open()` may be called by every Worker that uses queues), so
+a session whose Workers use none makes no file.
 
 The host operation ``queue`` (js/bindings/queue.js) serves `send`, `sendBatch` and
 `metrics`; a send resolves once its messages are committed to the store.
@@ -11,9 +15,10 @@ The host operation ``queue`` (js/bindings/queue.js) serves `send`, `sendBatch` a
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import secrets
-from collections import defaultdict
+from collections import Counter, defaultdict
 from pathlib import Path
 from typing import Any
 
@@ -40,32 +45,92 @@ class QueueBroker:
         self.clock = clock
         self._backlogs: defaultdict[str, Backlog] = defaultdict(Backlog.empty)
         self.consumers: dict[str, Dispatcher] = {}
+        #: queue -> the Worker consuming it (for errors and the operator surface)
+        self.consumed_by: dict[str, str] = {}
+        #: messages moved to a dead letter queue / dropped, by the queue they failed in
+        self.dead_lettered: Counter[str] = Counter()
+        self.dropped: Counter[str] = Counter()
+        self.opened = False
+        self._opening = asyncio.Lock()
+        self._started = False
 
     def backlog(self, queue: str) -> Backlog:
         return self._backlogs[queue]
 
     async def open(self) -> None:
-        """Open the store and index what it holds (messages of every queue)."""
-        await self.store.open()
-        for message in await self.store.index():
-            self._backlogs[message.queue].add(message)
+        """Open the store and index what it holds (messages of every queue); once."""
+        async with self._opening:
+            if self.opened:
+                return
+            await self.store.open()
+            for message in await self.store.index():
+                self._backlogs[message.queue].add(message)
+            self.opened = True
 
-    def consume(self, consumer: QueueConsumer, deliver: Deliver) -> Dispatcher:
-        """Deliver `consumer.queue`'s batches through `deliver` (once the broker starts)."""
+    def consume(self, consumer: QueueConsumer, deliver: Deliver, worker: str = "") -> Dispatcher:
+        """Deliver `consumer.queue`'s batches through `deliver` (at once if the broker has
+        started, else once it starts). A queue has one consumer, as on Cloudflare."""
         if consumer.queue in self.consumers:
-            raise ValueError(f"queue {consumer.queue!r} already has a consumer")
+            by = self.consumed_by.get(consumer.queue) or "another Worker"
+            raise ValueError(
+                f"queue {consumer.queue!r} already has a consumer (Worker {by}); "
+                "a queue has one consumer Worker"
+            )
         dispatcher = Dispatcher(self, consumer, deliver)
         self.consumers[consumer.queue] = dispatcher
+        self.consumed_by[consumer.queue] = worker
+        if self._started:
+            dispatcher.start()
         return dispatcher
 
+    async def release(self, queues: list[str]) -> None:
+        """Stop delivering `queues` (their Worker stops); their messages stay stored."""
+        for queue in queues:
+            dispatcher = self.consumers.pop(queue, None)
+            self.consumed_by.pop(queue, None)
+            if dispatcher is not None:
+                await dispatcher.stop()
+
     def start(self) -> None:
+        """Start delivering to every consumer attached (and to those attached later)."""
         for dispatcher in self.consumers.values():
-            dispatcher.start()
+            if not dispatcher.started:
+                dispatcher.start()
+        self._started = True
 
     async def stop(self) -> None:
-        for dispatcher in self.consumers.values():
-            await dispatcher.stop()
-        await self.store.close()
+        await self.release(list(self.consumers))
+        self._started = False
+        if self.opened:
+            await self.store.close()
+            self.opened = False
+
+    def queues(self) -> list[dict[str, Any]]:
+        """Every queue with messages, a consumer or a history, as the operator sees it:
+        ready and delayed messages (their sum is the depth), those in flight, and how many
+        were dead-lettered or dropped since celld started."""
+        names = {q for q, b in self._backlogs.items() if b.messages} | set(self.consumers)
+        names |= set(self.dead_lettered) | set(self.dropped)
+        out, now = [], self.clock.now()
+        for name in sorted(names):
+            backlog = self._backlogs[name]
+            # the heap also holds messages whose time came while no consumer promoted them
+            delayed = sum(1 for at, _ in backlog.delayed if at > now)
+            ready = backlog.ready_count + len(backlog.delayed) - delayed
+            out.append(
+                {
+                    "queue": name,
+                    "consumer": self.consumed_by.get(name),
+                    "depth": ready + delayed,
+                    "ready": ready,
+                    "delayed": delayed,
+                    "inFlight": len(backlog.in_flight),
+                    "deadLettered": self.dead_lettered[name],
+                    "dropped": self.dropped[name],
+                    "backlogBytes": backlog.size,
+                }
+            )
+        return out
 
     def arrived(self, message: StoredMessage) -> None:
         """A stored message joins its queue (and wakes that queue's consumer)."""

@@ -43,6 +43,10 @@ class Dispatcher:
         #: batches whose outcome is stored (tests and metrics wait on it)
         self.settled = 0
 
+    @property
+    def started(self) -> bool:
+        return self._task is not None
+
     def start(self) -> None:
         self._task = asyncio.get_running_loop().create_task(self._run())
         self._task.add_done_callback(self._ended)
@@ -141,6 +145,7 @@ class Dispatcher:
         for seq in [*result.acked, *result.dropped]:
             message = self.backlog.done(seq)
             if seq in result.dropped and message is not None:
+                self.broker.dropped[queue] += 1
                 log.warning(
                     'queue %s: dropped message "%s" after %d failed attempt%s',
                     queue, message.id, attempts, "" if attempts == 1 else "s",
@@ -151,6 +156,7 @@ class Dispatcher:
             message = self.backlog.done(seq)
             if message is None or dlq is None:
                 continue
+            self.broker.dead_lettered[queue] += 1
             log.warning(
                 'queue %s: moved message "%s" to dead letter queue "%s" after %d failed attempt%s',
                 queue, message.id, dlq, attempts, "" if attempts == 1 else "s",

@@ -7,15 +7,22 @@ changes nothing on disk; only its outcome does (delete, reschedule, or move to t
 letter queue, all of one batch in one transaction). A crash mid-delivery therefore delivers
 those messages again after the restart: delivery is at least once, as on Cloudflare.
 
+Sends share commits: while one commit is being written, the sends that arrive wait and
+then go in the next transaction together (each still all or none with the others of that
+commit, and none resolves before its commit), so concurrent producers pay one fsync per
+commit, not one each, as the workflow store shares a commit per loop pass.
+
 The file is celld's own (no Worker SQL reaches it), served by its own thread like the
 bindings' stores (celld/bindings/storage.py).
 """
 
 from __future__ import annotations
 
+import asyncio
 import sqlite3
 from collections.abc import Iterable
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 
 from celld.bindings.storage import SqliteFile, transaction
@@ -62,32 +69,49 @@ class NewMessage:
 class QueueStore:
     def __init__(self, path: Path, *, synchronous: str = "FULL") -> None:
         self.file = SqliteFile(path, schema=SCHEMA, synchronous=synchronous)
+        #: sends waiting for the next commit, and the task writing commits
+        self._pending: list[tuple[list[NewMessage], asyncio.Future[list[int]]]] = []
+        self._writer: asyncio.Task[None] | None = None
+        #: commits of sends so far (tests see sends share them)
+        self.send_commits = 0
 
     async def open(self) -> QueueStore:
         await self.file.open()
         return self
 
     async def close(self) -> None:
+        if self._writer is not None:
+            await self._writer  # sends already accepted are committed first
         await self.file.close()
 
     async def add(self, messages: list[NewMessage]) -> list[int]:
-        """Store messages, all or none; their seqs once committed."""
+        """Store messages, all or none; their seqs once committed (in a commit shared with
+        the sends waiting at the same time)."""
+        loop = asyncio.get_running_loop()
+        done: asyncio.Future[list[int]] = loop.create_future()
+        self._pending.append((messages, done))
+        if self._writer is None or self._writer.done():
+            self._writer = loop.create_task(self._commit_pending())
+        return await asyncio.shield(done)
 
-        def run(conn: sqlite3.Connection) -> list[int]:
-            def insert(c: sqlite3.Connection) -> list[int]:
-                seqs = []
-                for m in messages:
-                    cursor = c.execute(
-                        "INSERT INTO messages (queue, id, timestamp_ms, content_type, body, "
-                        "visible_at) VALUES (?, ?, ?, ?, ?, ?)",
-                        (m.queue, m.id, m.timestamp_ms, m.content_type, m.body, m.visible_at),
-                    )
-                    seqs.append(int(cursor.lastrowid or 0))
-                return seqs
-
-            return transaction(conn, insert)
-
-        return await self.file.run(run)
+    async def _commit_pending(self) -> None:
+        """Commit what waits, again and again until nothing does."""
+        while self._pending:
+            groups, self._pending = self._pending, []
+            rows = [m for messages, _ in groups for m in messages]
+            try:
+                seqs = await self.file.run(partial(_insert, rows))
+                self.send_commits += 1
+            except Exception as error:
+                for _, done in groups:
+                    if not done.done():
+                        done.set_exception(error)
+                continue
+            start = 0
+            for messages, done in groups:
+                if not done.done():
+                    done.set_result(seqs[start : start + len(messages)])
+                start += len(messages)
 
     async def index(self) -> list[StoredMessage]:
         """Every stored message without its body (what a broker starts from)."""
@@ -134,3 +158,20 @@ class QueueStore:
             transaction(conn, write)
 
         await self.file.run(run)
+
+
+def _insert(messages: list[NewMessage], conn: sqlite3.Connection) -> list[int]:
+    """One transaction inserting `messages`; their seqs in order."""
+
+    def insert(c: sqlite3.Connection) -> list[int]:
+        seqs = []
+        for m in messages:
+            cursor = c.execute(
+                "INSERT INTO messages (queue, id, timestamp_ms, content_type, body, "
+                "visible_at) VALUES (?, ?, ?, ?, ?, ?)",
+                (m.queue, m.id, m.timestamp_ms, m.content_type, m.body, m.visible_at),
+            )
+            seqs.append(int(cursor.lastrowid or 0))
+        return seqs
+
+    return transaction(conn, insert)

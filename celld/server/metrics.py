@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from celld.server.live_parts import object_socket_rows, queue_rows
 from celld.store.base import StoreUnavailable
 
 if TYPE_CHECKING:
@@ -36,6 +37,61 @@ class MetricsText:
 
     def render(self) -> str:
         return "\n".join(self._lines) + "\n"
+
+
+def _label(value: str) -> str:
+    """A Prometheus label value (backslash, quote and newline escaped)."""
+    return value.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n")
+
+
+def _queues_and_sockets(text: MetricsText, service: Service) -> None:
+    """The session's queues and the Durable Objects holding WebSockets (celld/server/
+    live_parts.py reads them for the JSON routes too)."""
+    queues = queue_rows(service.queues)
+    if queues:
+        by_queue = {row["queue"]: row for row in queues}
+
+        def per_queue(key: str) -> dict[str, float]:
+            return {f'queue="{_label(q)}"': row[key] for q, row in by_queue.items()}
+
+        text.add(
+            "celld_queue_depth",
+            "gauge",
+            "Messages waiting in a queue (ready and delayed), not in flight.",
+            per_queue("depth"),
+        )
+        text.add("celld_queue_ready", "gauge", "Messages ready for delivery.", per_queue("ready"))
+        text.add("celld_queue_delayed", "gauge", "Messages not yet visible.", per_queue("delayed"))
+        text.add(
+            "celld_queue_in_flight",
+            "gauge",
+            "Messages delivered to a consumer whose outcome is not stored yet.",
+            per_queue("inFlight"),
+        )
+        text.add(
+            "celld_queue_dead_lettered_total",
+            "counter",
+            "Messages moved to the dead letter queue after their last retry (since start).",
+            per_queue("deadLettered"),
+        )
+        text.add(
+            "celld_queue_dropped_total",
+            "counter",
+            "Messages dropped after their last retry, with no dead letter queue (since start).",
+            per_queue("dropped"),
+        )
+    objects = object_socket_rows(service.socket_hubs())
+    text.add(
+        "celld_object_websockets",
+        "gauge",
+        "Open WebSockets a Durable Object accepted (ctx.acceptWebSocket), by object.",
+        {
+            f'worker="{_label(o["worker"])}",class="{_label(o["class"])}",id="{o["id"]}"': o[
+                "websockets"
+            ]
+            for o in objects
+        },
+    )
 
 
 async def render_metrics(service: Service) -> str:
@@ -71,6 +127,7 @@ async def render_metrics(service: Service) -> str:
             "alarm() handlers started.",
             stats["alarm_runs"],
         )
+    _queues_and_sockets(text, service)
     cells = service.cells
     store = service.store
     if cells is None or store is None:

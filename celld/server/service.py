@@ -49,6 +49,7 @@ from celld.server.app import INTERNAL_PREFIX, build_app
 from celld.server.explorer import explorer_routes
 from celld.server.explorer_workers import workers_routes
 from celld.server.guard import OperatorGuard
+from celld.server.live_parts import live_routes
 from celld.server.metrics import render_metrics
 from celld.server.operator import Operator, OperatorError
 from celld.server.scheduled import scheduled_routes, test_scheduled_routes
@@ -154,8 +155,11 @@ class Service:
     def _connected_workflow(self, workflow: WorkflowConfig) -> bool:
         return workflow.unconnected is not None and workflow.unconnected in self.workers
 
-    #: the session's queues (celld/queues/), when the project sends or consumes any
-    queues: QueueBroker | None = field(default=None, init=False)
+    #: the session's queues (celld/queues/): the Session hands every Worker the same
+    #: broker; a Service made alone opens its own once its project sends or consumes any
+    queues: QueueBroker | None = None
+    #: whether this Service made `queues` (and so stops it)
+    _owns_queues: bool = field(default=False, init=False)
 
     def __post_init__(self) -> None:
         # Bundling happens before the server listens, so a broken project fails
@@ -256,9 +260,9 @@ class Service:
         pool = await self._start_pool(self.project, self.program, self.bindings, ops)
         await self._start_parts(ops)
         self.pool = pool
-        if self.queues is not None:
+        if self.queues is not None and self.queues.opened:
             for consumer in self.project.bindings.queues.consumers:
-                self.queues.consume(consumer, self._deliver_batch)
+                self.queues.consume(consumer, self._deliver_batch, self.project.name)
             self.queues.start()
         if self.options.cluster is not None:
             await self.options.cluster.start(self)
@@ -288,12 +292,15 @@ class Service:
         bindings.place_d1(self.placement)
 
     async def _open_queues(self, project: ProjectConfig) -> None:
-        """The queue broker, once a version of the project sends or consumes a queue."""
-        if self.queues is None and not project.bindings.queues.empty:
+        """The queue broker, open once a version of the project sends or consumes a queue."""
+        if project.bindings.queues.empty:
+            return
+        if self.queues is None:
             self.queues = QueueBroker(
                 self.options.persist_to, self.options.clock, synchronous=self.options.synchronous
             )
-            await self.queues.open()
+            self._owns_queues = True
+        await self.queues.open()
 
     async def _deliver_batch(
         self, queue: str, messages: list[dict[str, object]], metadata: dict[str, object]
@@ -313,12 +320,14 @@ class Service:
         ops = isolate_ops()
         ops.update(bindings.ops())
         ops["svc"] = self.op_service
-        if self.queues is not None:
+        if self.queues is not None and not project.bindings.queues.empty:
             ops["queue"] = self.queues.op_queue
         if project.bindings.objects.bindings or project.bindings.objects.unconnected:
             ops["do"] = self.op_do
         if project.workflows:
             ops["wf.binding"] = self.op_workflow
+        if self.options.cluster is not None:
+            self.options.cluster.route_bindings(ops)  # objects and D1 run in their owner
         return ops
 
     async def _start_pool(
@@ -372,6 +381,8 @@ class Service:
                 placement=self.placement,
             )
             self.objects.ops = ops  # objects may call objects and drive workflows
+            if self.options.cluster is not None:
+                self.objects.owns = self.options.cluster.owns_object  # alarms: the owner's
         hosted = self.hosted_workflows()
         if hosted:
             cluster = self.options.cluster
@@ -519,8 +530,11 @@ class Service:
         self.sockets.stopping = True
 
     async def stop(self) -> None:
-        if self.queues is not None:
-            await self.queues.stop()  # batches in flight are delivered again next start
+        # batches in flight are delivered again next start
+        if self.queues is not None and self._owns_queues:
+            await self.queues.stop()
+        elif self.queues is not None:
+            await self.queues.release([c.queue for c in self.project.bindings.queues.consumers])
         self.stopping()
         await self.sockets.close_all(1012, "service restart")
         if self.options.cluster is not None:
@@ -575,6 +589,7 @@ class Service:
                 *self._instance_routes(operator),
                 *workers_routes(lambda: [p.project for p in self.peers.values()] or [self.project]),
                 *explorer_routes(operator),
+                *live_routes(lambda: self.queues, self.socket_hubs),
                 *testing_routes(operator),
                 *ui_routes(),
                 Route(f"{INTERNAL_PREFIX}/{{rest:path}}", self._unknown_internal, methods=ALL),
@@ -583,6 +598,11 @@ class Service:
         app.add_middleware(OperatorGuard, token=self.options.operator_token)
         app.add_middleware(RequestShape)  # outermost: a Host no URL can hold gets 400
         return app
+
+    def socket_hubs(self) -> list[tuple[str, SocketHub]]:
+        """The WebSockets of every Worker of the session, by Worker name."""
+        services = list(self.peers.values()) or [self]
+        return [(service.project.name, service.sockets) for service in services]
 
     @staticmethod
     async def _unknown_internal(request: Request) -> Response:
@@ -641,14 +661,23 @@ class Service:
 
             return [Route(f"{INTERNAL_PREFIX}/clock", no_clock, methods=["GET", "POST"])]
 
+        # Each node has a clock of its own: on a shared store the answer says so, since
+        # moving one node's clock leaves the instances and schedules of the others as they are.
+        scope: dict[str, str] = {"scope": "node"}
+        if is_postgres(self.options.store):
+            scope["note"] = (
+                "this node's clock only: the other nodes on the store keep their own; move "
+                "each node's clock to move the cluster's"
+            )
+
         async def move_clock(request: Request) -> Response:
             advance = int(request.query_params.get("advance", "0"))
             clock.advance(advance)
             await asyncio.sleep(0)
-            return JSONResponse({"now": clock.now()})
+            return JSONResponse({"now": clock.now(), **scope})
 
         async def read_clock(request: Request) -> Response:
-            return JSONResponse({"now": clock.now()})
+            return JSONResponse({"now": clock.now(), **scope})
 
         return [
             Route(f"{INTERNAL_PREFIX}/clock", move_clock, methods=["POST"]),

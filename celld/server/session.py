@@ -5,6 +5,10 @@ The first Worker is the one served on the port; the others are reached through b
 :class:`Service` with its own isolates, modules, vars and storage: the first keeps the state
 folder it would have alone, each other one gets ``workers/<name>`` inside its own (or inside
 ``--persist-to`` when given), so adding a Worker to a session moves no one's data.
+
+Queues are the session's, not a Worker's: one broker (celld/queues/broker.py), its file in
+the first Worker's state folder, serves every Worker's producers and consumers, so a message
+one Worker sends reaches the Worker that consumes its queue.
 """
 
 from __future__ import annotations
@@ -16,6 +20,7 @@ from pathlib import Path
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from celld.project.config import ProjectConfig
+from celld.queues.broker import QueueBroker
 from celld.server.entrypoints import BindingRefused, export_refusals, namespace_refusals
 from celld.server.operator import Operator
 from celld.server.service import Service, ServiceOptions
@@ -34,6 +39,8 @@ class Session:
     """The Workers of one `celld run`; `services[0]` is served on the port."""
 
     services: list[Service]
+    #: the queues of every Worker (opened by the first Worker that uses one)
+    queues: QueueBroker
     #: why the session refused to start (shown instead of a traceback), once it did
     refused: str | None = field(default=None, init=False)
 
@@ -59,6 +66,7 @@ class Session:
         names = frozenset(seen)
         peers: dict[str, Service] = {}
         services = []
+        queues = QueueBroker(options.persist_to, options.clock, synchronous=options.synchronous)
         for index, project in enumerate(projects):
             # the served Worker's folder is the one `options` name (celld run chose it)
             own = (
@@ -66,11 +74,16 @@ class Session:
                 if index == 0
                 else replace(options, persist_to=state_folder(project, index, persist_to))
             )
-            service = Service(project, own, workers=names if len(projects) > 1 else frozenset())
+            service = Service(
+                project,
+                own,
+                workers=names if len(projects) > 1 else frozenset(),
+                queues=queues,
+            )
             service.peers = peers
             peers[project.name] = service
             services.append(service)
-        return cls(services)
+        return cls(services, queues)
 
     @property
     def primary(self) -> Service:
@@ -97,7 +110,8 @@ class Session:
 
     async def stop(self) -> None:
         for service in self.services:
-            await service.stop()
+            await service.stop()  # each takes its consumers back from the broker
+        await self.queues.stop()
 
     def stopping(self) -> None:
         """celld was told to stop (see Service.stopping)."""

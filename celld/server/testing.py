@@ -1,7 +1,8 @@
 """Test helpers over HTTP, usable from any test runner (and from celld.client).
 
 * `POST /cdn-cgi/celld/clock?advance=MS` moves the manual test clock (celld started
-  with `CELLD_TEST_CLOCK=manual`); `GET` reads it.
+  with `CELLD_TEST_CLOCK=manual`); `GET` reads it. The clock and the modifiers below are
+  this node's: on a store shared by several nodes the others keep their own.
 * `GET /cdn-cgi/celld/api/workflows/{wf}/instances/{id}/wait-for-status?status=S&timeout_ms=T`
   answers once the instance has status S (408 after T ms of real time, 409 when it
   ended with another status).

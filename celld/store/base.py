@@ -141,6 +141,11 @@ class NodeEvents(Protocol):
         """Do an operation another node received for an instance this node owns."""
         ...
 
+    def log_written(self, refs: list[InstanceRef] | None) -> None:
+        """Another node committed events to these instances' logs (None: to any instance,
+        as far as this node knows: wake-ups may have been missed)."""
+        ...
+
 
 class Store(Protocol):
     health: StoreHealth

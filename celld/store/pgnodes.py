@@ -26,7 +26,11 @@
 * Wake-ups: `LISTEN celld` on a connection of its own; "orphans" (a node died or left),
   "inbox:<token>" (an operation for that node) and "reply:<token>" (its answer) wake nodes
   at once; the maintenance tick polls for the same things in case a notification was
-  missed.
+  missed. "log:<token>:<instances>" is sent in every commit that logs events (the
+  notification is delivered only if the commit is): it wakes the `subscribe()` readers of
+  those instances on the other nodes, who read the new events from the log rows. The
+  rows are the truth, the notification only wakes; when the listening session is
+  (re)opened every reader is woken once, for what was sent while nobody listened.
 * Forwarding: an operation received for an instance another live node owns is written to
   `celld_inbox`; the owner takes it (marking it taken), does it and writes the answer. If
   the owner dies before taking it, the sender withdraws it and the operation is done
@@ -107,6 +111,36 @@ _CLAIM_ORPHANS = (
     ") o WHERE i.workflow = o.workflow AND i.id = o.id "
     "RETURNING i.workflow, i.id, i.next_wake, i.runnable"
 )
+
+
+#: NOTIFY payloads must stay under 8000 bytes: more instances go in several notifications.
+_PAYLOAD_MAX = 7000
+
+
+def log_payloads(token: int, refs: list[InstanceRef]) -> list[str]:
+    """The "log:<token>:<JSON [[workflow, id], ...]>" notifications that say node `token`
+    committed events to the logs of `refs`."""
+    payloads: list[str] = []
+    head = f"log:{token}:"
+    chunk: list[list[str]] = []
+    size = 0
+    for ref in dict.fromkeys(refs):
+        pair = [ref.workflow, ref.id]
+        length = len(orjson.dumps(pair)) + 1
+        if chunk and size + length > _PAYLOAD_MAX:
+            payloads.append(head + orjson.dumps(chunk).decode())
+            chunk, size = [], 0
+        chunk.append(pair)
+        size += length
+    if chunk:
+        payloads.append(head + orjson.dumps(chunk).decode())
+    return payloads
+
+
+def read_log_payload(payload: str) -> tuple[int, list[InstanceRef]]:
+    """The sender and the instances of a "log:" notification (see `log_payloads`)."""
+    _, token, refs = payload.split(":", 2)
+    return int(token), [InstanceRef(workflow, id_) for workflow, id_ in orjson.loads(refs)]
 
 
 def session_settings(lease_ms: int, statement_timeout_ms: int, role: str) -> dict[str, str]:
@@ -379,9 +413,19 @@ class NodeMembership:
         )
         await self._listener.add_listener(CHANNEL, self._notified)
         self._wake.set()  # anything sent while nobody listened is polled for now
+        if self.events is not None:
+            self.events.log_written(None)  # and every subscriber reads its log again
 
     def _notified(self, connection: Any, pid: int, channel: str, payload: str) -> None:
-        if payload == "orphans":
+        if payload.startswith("log:"):
+            try:
+                sender, refs = read_log_payload(payload)
+            except (ValueError, orjson.JSONDecodeError):
+                log.warning("ignored a malformed log notification: %.200s", payload)
+                return
+            if sender != self.token and self.events is not None:
+                self.events.log_written(refs)  # (its own commits woke this node's readers)
+        elif payload == "orphans":
             self._wake.set()
         elif payload == f"inbox:{self.token}":
             self._inbox_wanted.set()

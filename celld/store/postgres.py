@@ -47,7 +47,13 @@ from celld.store.batch import (
 from celld.store.health import StoreHealth
 from celld.store.lease import Lease
 from celld.store.listing import SharedReads
-from celld.store.pgnodes import DEFAULT_LEASE_MS, NodeMembership, session_settings
+from celld.store.pgnodes import (
+    CHANNEL,
+    DEFAULT_LEASE_MS,
+    NodeMembership,
+    log_payloads,
+    session_settings,
+)
 from celld.store.pgschema import migrate
 from celld.store.rows import (
     EVENT_COLUMNS,
@@ -119,6 +125,8 @@ _INSERT_LOG = (
     "INSERT INTO instance_log (workflow, instance_id, timestamp, type, body) "
     "VALUES ($1, $2, $3, $4, $5)"
 )
+#: One statement sends every notification of a commit (each payload on the channel).
+_NOTIFY_ALL = "SELECT pg_notify($1, payload) FROM unnest($2::text[]) AS payload"
 _STATEMENTS = Statements(
     _WIPE_STEPS,
     _WIPE_EVENTS,
@@ -340,6 +348,7 @@ class PostgresStore(GroupCommitWrites, SharedReads):
         not_owned = await self._fence(connection, batch)
         skipped: dict[int, Any] = {}
         rows = Gathered(encode=store_bytes)  # (value columns are BYTEA: pgschema.py)
+        logged: list[InstanceRef] = []  # instances whose log grows (or that go)
         for index, pending in enumerate(batch):
             if pending.probe:
                 await connection.execute(_PROBE)
@@ -355,6 +364,8 @@ class PostgresStore(GroupCommitWrites, SharedReads):
                 continue
             for write in pending.writes:
                 changes = write.changes
+                if write.log or write.delete:
+                    logged.append(write.ref)
                 if write.delete:
                     await self._delete_instance(connection, write.ref)
                     continue
@@ -369,6 +380,8 @@ class PostgresStore(GroupCommitWrites, SharedReads):
                 rows.add_history(write)
         for sql, values in rows.in_order(_STATEMENTS):
             await connection.executemany(sql, values)
+        if logged:  # delivered at commit, only if it commits: wakes other nodes' subscribers
+            await connection.execute(_NOTIFY_ALL, CHANNEL, log_payloads(self.node, logged))
         self.commits += 1
         self.rows_written += rows.rows_written
         return skipped

@@ -1,4 +1,4 @@
-"""The Workflow binding: create, createBatch, get, ids and limits (spec 2, 3)."""
+"""The Workflow binding: create, createBatch, get, ids and limits."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""instance.delete() and binding.deleteBatch(ids) (spec 2): the instance's state goes, a run
+"""instance.delete() and binding.deleteBatch(ids): the instance's state goes, a run
 stops (also its own, from inside), and the id is free for a new create."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""step.waitForEvent and instance.sendEvent (spec 1.5, 2)."""
+"""step.waitForEvent and instance.sendEvent."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Retries, backoff, timeouts and errors (spec 1.3).
+"""Retries, backoff, timeouts and errors.
 
 Delays are checked from both sides: the instance must not have progressed before a retry is
 due, and must progress once it is. On celld the clock moves exactly; on wrangler dev real time

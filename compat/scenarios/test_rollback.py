@@ -1,4 +1,4 @@
-"""Rollback handlers (spec 1.6): `step.do(name, [config], cb, {rollback, rollbackConfig})`.
+"""Rollback handlers: `step.do(name, [config], cb, {rollback, rollbackConfig})`.
 
 Each handler logs its call to KV (`rb:<instanceId>`), so both targets are observed the same
 way: which handlers ran, in which order, and what they were given.

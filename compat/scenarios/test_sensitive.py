@@ -1,4 +1,4 @@
-"""`sensitive: "output"` step config (spec 1.2): the step's output is hidden from what
+"""`sensitive: "output"` step config: the step's output is hidden from what
 observes the instance (subscribe() shows "[REDACTED]"), yet run() gets the value, replays
 included."""
 

@@ -1,4 +1,4 @@
-"""step.sleep and step.sleepUntil (spec 1.4), and the status an instance shows meanwhile."""
+"""step.sleep and step.sleepUntil, and the status an instance shows meanwhile."""
 
 from __future__ import annotations
 

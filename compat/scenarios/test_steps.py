@@ -1,4 +1,4 @@
-"""step.do results, replay, names and step context (spec 1.2, 6)."""
+"""step.do results, replay, names and step context."""
 
 from __future__ import annotations
 

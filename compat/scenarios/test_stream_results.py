@@ -1,4 +1,4 @@
-"""Step results that are ReadableStreams of bytes (spec 1.2 "Return values"): run() reads the
+"""Step results that are ReadableStreams of bytes : run() reads the
 bytes back, a replay gets a new stream of them, and an oversized one is refused."""
 
 from __future__ import annotations

@@ -1,5 +1,5 @@
 """Structured-clone values in step results and run() output, and values that cannot be kept
-(spec 1.2 "Return values and serialization", section 3 sizes)."""
+(return values, serialization and their size limits)."""
 
 from __future__ import annotations
 

@@ -43,13 +43,13 @@ SCENARIOS: dict[str, tuple[dict[str, Any], float | None]] = {
     ),
 }
 
-# Differences DESIGN.md names ("celld semantics where sources differ"): celld reports
+# Differences docs/semantics.md names (celld's semantics where its sources differ): celld reports
 # `waiting` during a sleep or waitForEvent where wrangler dev's engine reports `running`.
 KNOWN_STATUS_ALIASES = {"waiting": "running"}
 # Seen but not named there: celld may report `queued` for the moment between create() and the
 # run starting (a production status); wrangler dev's engine never reports it.
 UNNAMED_STATUS_ALIASES = {**KNOWN_STATUS_ALIASES, "queued": "running"}
-# get() of an unknown id: celld throws production's message (spec/cf-workflows-api.md),
+# get() of an unknown id: celld throws production's message (docs/semantics.md),
 # wrangler dev a shorter local one.
 KNOWN_MESSAGES = {
     "WorkflowError: (instance.not_found) Instance not found": "instance.not_found",
@@ -134,9 +134,9 @@ def verdict(a: Any, b: Any, known: Any = None, unnamed: Any = None) -> str:
     if a == b:
         return "identical"
     if known is not None and known(a) == known(b):
-        return "same except the differences DESIGN.md names"
+        return "same except the differences docs/semantics.md names"
     if unnamed is not None and unnamed(a) == unnamed(b):
-        return "DIFFERENT only by celld's transient `queued` (not named in DESIGN.md)"
+        return "DIFFERENT only by celld's transient `queued` (not named in docs/semantics.md)"
     return "DIFFERENT"
 
 

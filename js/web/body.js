@@ -279,7 +279,7 @@
         throw new RangeError(`Responses with a webSocket must have status 101. Got: ${init.status}`);
       }
       if (webSocket === null && (!Number.isInteger(status) || status < 200 || status > 599)) {
-        throw new RangeError(`Responses may only be constructed with status codes in the range 200 to 599, inclusive. Got: ${init.status}`);
+        throw new RangeError(`Responses may only be constructed with status codes in the range 200 to 599, inclusive.`);
       }
       const statusText = init.statusText === undefined ? "" : checkStatusText(String(init.statusText));
       const headers = new Headers(init.headers);

@@ -102,7 +102,7 @@
   function checkCode(code) {
     const c = Number(code);
     if (!Number.isInteger(c) || c < 1000 || c >= 5000 || c === 1004 || c === 1005 || c === 1006 || c === 1015) {
-      throw new TypeError(`Invalid WebSocket close code: ${code}.`);
+      throw new DOMException(`Invalid WebSocket close code: ${code}.`, "InvalidAccessError");
     }
     return c;
   }
@@ -203,7 +203,7 @@
         if (code === undefined) throw new TypeError("If you specify a WebSocket close reason, you must also specify a code.");
         fields.reason = String(reason);
         if (new TextEncoder().encode(fields.reason).length > 123) {
-          throw new DOMException("The close reason must be at most 123 bytes of UTF-8.", "SyntaxError");
+          throw new DOMException("WebSocket close reason must not be longer than 123 bytes when UTF-8 encoded.", "SyntaxError");
         }
       }
       s.closedOutgoing = true;

@@ -462,3 +462,24 @@ def test_search_by_id_dates_and_durations(browser: Any, tmp_path: Path) -> None:
     finally:
         context.close()
         celld.stop()
+
+
+def test_queues_section_shows_each_queue(browser: Any, tmp_path: Path) -> None:
+    """tests/projects/queues: the page's section lists each queue with its depth, and
+    follows a send."""
+    celld = CelldServer(PROJECTS / "queues", tmp_path / "state", manual_clock=True)
+    celld.start()
+    context = browser.new_context(viewport={"width": 1200, "height": 900})
+    try:
+        page = context.new_page()
+        open_page(page, celld, "#/")
+        hold = page.locator('#queues tr[data-key="hold"]')
+        expect(hold.locator('[data-field="consumer"]')).to_have_text("queues-test")
+        expect(hold.locator('[data-field="depth"]')).to_have_text("0")
+        for _ in range(2):
+            assert celld.post("/send", params={"tag": "x", "queue": "hold"}).status_code == 200
+        expect(hold.locator('[data-field="depth"]')).to_have_text("2")
+        expect(hold.locator('[data-field="ready"]')).to_have_text("2")
+    finally:
+        context.close()
+        celld.stop()

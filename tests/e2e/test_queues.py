@@ -7,6 +7,9 @@ nothing waits for real time; every wait is on a delivery showing up.
 
 from __future__ import annotations
 
+import json
+import subprocess
+import sys
 import uuid
 from collections.abc import Iterator
 from typing import Any
@@ -175,3 +178,49 @@ def test_limits_and_bad_input_are_refused_with_cloudflares_errors(server: CelldS
     assert out["batchNotArray"]["error"]["name"] == "TypeError"
     # Nothing refused was stored: only the 128,000-byte message waits in "hold".
     assert server.get("/metrics", params={"queue": "hold"}).json()["backlogCount"] == 1
+
+
+def queue_row(server: CelldServer, queue: str) -> dict[str, Any]:
+    response = server.get("/cdn-cgi/celld/queues")
+    assert response.status_code == 200, response.text
+    rows = {row["queue"]: row for row in response.json()["result"]}
+    return dict(rows[queue])
+
+
+def metric(server: CelldServer, sample: str) -> float:
+    for line in server.get("/cdn-cgi/celld/metrics").text.splitlines():
+        if line.startswith(sample + " "):
+            return float(line.split()[-1])
+    raise AssertionError(f"no metric {sample}")
+
+
+# (last: it leaves messages waiting in "hold")
+def test_the_operator_sees_each_queues_depth_and_dead_letters(server: CelldServer) -> None:
+    hold, jobs = queue_row(server, "hold"), queue_row(server, "jobs")
+    assert hold["consumer"] == "queues-test"
+    send(server, tag=tag(), queue="hold")
+    send(server, tag=tag(), queue="hold")
+    send(server, tag=tag(), queue="hold", delay=30)
+    now = queue_row(server, "hold")
+    assert (now["ready"], now["delayed"]) == (hold["ready"] + 2, hold["delayed"] + 1)
+    assert now["depth"] == hold["depth"] + 3 and now["inFlight"] == 0
+    assert metric(server, 'celld_queue_depth{queue="hold"}') == now["depth"]
+    assert metric(server, 'celld_queue_delayed{queue="hold"}') == now["delayed"]
+
+    name = tag()
+    send(server, tag=name, mode="throw")
+    wait_seen(server, name, 4)  # three failed deliveries in "jobs", then "dead"
+    server.wait_for(lambda: queue_row(server, "jobs")["deadLettered"] == jobs["deadLettered"] + 1)
+    assert metric(server, 'celld_queue_dead_lettered_total{queue="jobs"}') == (
+        jobs["deadLettered"] + 1
+    )
+
+    command = [sys.executable, "-m", "celld", "queues", "list", "--url", server.url]
+    listed = subprocess.run([*command, "--json"], capture_output=True, text=True, timeout=60)
+    assert listed.returncode == 0, listed.stderr
+    by_name = {row["queue"]: row for row in json.loads(listed.stdout)}
+    assert by_name["hold"]["depth"] == now["depth"]
+    shown = subprocess.run(command, capture_output=True, text=True, timeout=60).stdout
+    header, _, *lines = shown.splitlines()
+    assert header.split()[:3] == ["Queue", "Consumer", "Depth"]
+    assert any(line.split()[:3] == ["hold", "queues-test", str(now["depth"])] for line in lines)

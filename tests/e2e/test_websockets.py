@@ -86,10 +86,10 @@ async def test_an_upgrade_the_worker_refuses_is_its_http_answer(server: CelldSer
 def test_workerd_errors(server: CelldServer) -> None:
     assert server.get("/errors").json() == [
         "RangeError: Responses may only be constructed with status codes in the range 200 to "
-        "599, inclusive. Got: 101",
+        "599, inclusive.",
         "TypeError: You must call one of accept() or state.acceptWebSocket() on this WebSocket "
         "before sending messages.",
-        "TypeError: Invalid WebSocket close code: 999.",
+        "InvalidAccessError: Invalid WebSocket close code: 999.",
         "readyState 1",
         "readyState 2",
         "TypeError: Can't call WebSocket send() after close().",
@@ -227,3 +227,31 @@ async def test_restart_closes_sockets_with_1012_and_clients_reconnect(
             assert await ws.recv() == "1"  # the old socket did not survive the restart
     finally:
         celld.stop()
+
+
+def socket_rows(server: CelldServer) -> list[dict[str, object]]:
+    response = server.get("/cdn-cgi/celld/objects/websockets")
+    assert response.status_code == 200, response.text
+    return list(response.json()["result"])
+
+
+async def test_the_operator_sees_objects_with_their_open_sockets(server: CelldServer) -> None:
+    url = ws_url(server, "/ws?instanceId=surface&name=")
+    async with connect(url + "ada") as ada, connect(url + "bob") as bob:
+        assert json.loads(await ada.recv())["type"] == "hello"
+        assert json.loads(await bob.recv())["type"] == "hello"
+        [row] = [r for r in socket_rows(server) if r["websockets"] == 2]
+        assert (row["worker"], row["class"]) == ("celld-websockets", "WorkflowStatus")
+        labels = f'worker="celld-websockets",class="WorkflowStatus",id="{row["id"]}"'
+        sample = f"celld_object_websockets{{{labels}}}"
+        text = server.get("/cdn-cgi/celld/metrics").text
+        assert f"{sample} 2" in text.splitlines()
+        await bob.close()
+        assert await ada.recv() == "left: bob"
+        await until(
+            lambda: [r["websockets"] for r in socket_rows(server) if r["id"] == row["id"]] == [1],
+            "the closed socket to leave the count",
+        )
+    await until(
+        lambda: all(r["id"] != row["id"] for r in socket_rows(server)), "the object's last socket"
+    )

@@ -251,8 +251,15 @@ def test_every_wrangler_workflows_command_prints_the_same(
     wrangler_dev: Target, celld: Target, home: Path
 ) -> None:
     """Commands in one `all_same` run at once: they read, or change different instances."""
+    (home / "ids.json").write_text('["nope"]')  # for `instances delete --filename`
     both = Both(wrangler_dev, celld, home)
-    both.all_same([("list",), ("list", "--json"), ("describe", "order")])
+    both.all_same([
+        ("list",),
+        ("list", "--json"),
+        ("list", "--per-page", "2"),
+        ("list", "--page", "2", "--per-page", "2", "--json"),
+        ("describe", "order"),
+    ])  # fmt: skip
     both.all_same([
         ("trigger", "order", '{"order": 7}', "--id", "o1"),
         ("trigger", "broken", "--id", "b1", "--json"),
@@ -272,8 +279,16 @@ def test_every_wrangler_workflows_command_prints_the_same(
         ("instances", "list", "order"),
         ("instances", "list", "slow", "--json"),
         ("instances", "list", "broken", "--status", "errored"),
+        ("instances", "list", "order", "--status", "complete"),
+        ("instances", "list", "slow", "--reverse"),
+        ("instances", "list", "slow", "--per-page", "1", "--page", "2"),
+        ("instances", "list", "slow", "--per-page", "1", "--page", "3", "--json"),
+        ("instances", "list", "order", "--date-start", "2000-01-01"),
+        ("instances", "list", "order", "--date-end", "2000-01-01T00:00:00Z", "--json"),
         ("instances", "describe", "order", "o1"),
         ("instances", "describe", "order", "o1", "--json"),
+        ("instances", "describe", "order", "o1", "--step-output=false"),
+        ("instances", "describe", "order", "o1", "--truncate-output-limit", "3"),
         ("instances", "describe", "order", "latest"),
         ("instances", "describe", "broken", "b1"),
         ("instances", "describe", "broken", "b1", "--json"),
@@ -287,12 +302,17 @@ def test_every_wrangler_workflows_command_prints_the_same(
 
     both.all_same([
         ("instances", "pause", "order", "o1"),
-        ("instances", "terminate", "slow", "s2"),
+        ("instances", "terminate", "slow", "s2", "--rollback"),
         ("instances", "restart", "broken", "b1"),
     ])  # fmt: skip
     both.until("paused", lambda t: status("order", "o1")(t) == "paused")
     both.until("terminated", lambda t: status("slow", "s2")(t) == "terminated")
     both.until("errored again", lambda t: status("broken", "b1")(t) == "errored")
+    both.same(
+        "instances", "restart", "broken", "b1", "--from-step-name", "fails",
+        "--from-step-count", "1", "--from-step-type", "do",
+    )  # fmt: skip
+    both.until("errored once more", lambda t: status("broken", "b1")(t) == "errored")
     both.all_same([
         ("instances", "describe", "order", "o1"),
         ("instances", "describe", "slow", "s2"),
@@ -303,8 +323,9 @@ def test_every_wrangler_workflows_command_prints_the_same(
     both.same("instances", "resume", "order", "o1")
     both.until("resumed", lambda t: status("order", "o1")(t) in ("running", "waiting"))
     both.all_same([
-        ("instances", "send-event", "order", "o1", "--type", "approve", "--payload", '{"by": 1}'),
-        ("instances", "delete", "broken", "b1", "nope"),
+        ("instances", "send-event", "order", "latest", "--type", "approve",
+         "--payload", '{"by": 1}'),
+        ("instances", "delete", "broken", "b1", "--filename", "ids.json"),
         ("delete", "slow"),
     ])  # fmt: skip
     both.until("complete", lambda t: status("order", "o1")(t) == "complete")

@@ -22,7 +22,7 @@ def test_custom_names_flattened_like_workerd_rpc():
     assert status_error(ErrorInfo("CustomError", "custom error on attempt 4")) == ErrorInfo(
         "Error", "CustomError: custom error on attempt 4"
     )
-    # the oracle's waitForEvent timeout shape
+    # wrangler dev's waitForEvent timeout shape
     assert status_error(timed_out(2000)) == ErrorInfo(
         "Error", "WorkflowTimeoutError: Execution timed out after 2000ms"
     )

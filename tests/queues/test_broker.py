@@ -207,3 +207,59 @@ async def test_refused_sends_store_nothing(broker: QueueBroker) -> None:
             {"queue": "q", "method": "sendBatch", "messages": [ok, {"contentType": "xml"}]}
         )
     assert await broker.store.index() == []
+
+
+def row(broker: QueueBroker, queue: str) -> dict[str, Any]:
+    return next(r for r in broker.queues() if r["queue"] == queue)
+
+
+async def test_the_operator_view_counts_ready_delayed_in_flight_and_dead_letters(
+    broker: QueueBroker,
+) -> None:
+    hold = asyncio.Event()
+    consumer = Consumer(lambda messages: Outcome(ok=False), hold=hold)
+    broker.consume(
+        QueueConsumer("q", max_batch_size=2, max_batch_timeout_ms=0, max_retries=0,
+                      max_concurrency=1, dead_letter_queue="dlq"),
+        consumer,
+        "worker-b",
+    )  # fmt: skip
+    await broker.send("nobody", [text("a"), text("b", delay=5)])
+    await broker.send("q", [text("1"), text("2"), text("3"), text("4", delay=60)])
+    assert row(broker, "nobody") | {"backlogBytes": 0} == {
+        "queue": "nobody", "consumer": None, "depth": 2, "ready": 1, "delayed": 1,
+        "inFlight": 0, "deadLettered": 0, "dropped": 0, "backlogBytes": 0,
+    }  # fmt: skip
+    broker.start()
+    await consumer.wait_batches(1)  # two in flight (held), one ready, one delayed
+    q = row(broker, "q")
+    assert (q["consumer"], q["inFlight"], q["ready"], q["delayed"]) == ("worker-b", 2, 1, 1)
+    assert q["depth"] == 2
+    hold.set()
+    await settled(broker, "q", 2)  # no retries: all three visible ones are dead-lettered
+    q = row(broker, "q")
+    assert (q["inFlight"], q["depth"], q["deadLettered"]) == (0, 1, 3)
+    assert row(broker, "dlq")["depth"] == 3 and row(broker, "dlq")["consumer"] is None
+
+
+async def test_a_queue_has_one_consumer_in_a_session(broker: QueueBroker) -> None:
+    broker.consume(QueueConsumer("q"), Consumer(), "worker-a")
+    with pytest.raises(ValueError, match="Worker worker-a"):
+        broker.consume(QueueConsumer("q"), Consumer(), "worker-b")
+    await broker.release(["q"])  # worker-a stops: another Worker may take the queue
+    broker.consume(QueueConsumer("q"), Consumer(), "worker-b")
+
+
+async def test_concurrent_sends_share_a_commit_and_each_resolves_once_stored(
+    broker: QueueBroker, tmp_path: Path
+) -> None:
+    await asyncio.gather(*(broker.send("q", [text(str(i))]) for i in range(8)))
+    assert broker.store.send_commits < 8
+    assert broker.backlog("q").metrics()["backlogCount"] == 8
+    again = QueueBroker(tmp_path, broker.clock)  # a second reader of the same file
+    await again.open()
+    try:
+        stored = [m.seq for m in await again.store.index()]
+        assert sorted(stored) == sorted(broker.backlog("q").messages)
+    finally:
+        await again.stop()

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import AsyncIterator
+from dataclasses import replace
 from typing import Any
 
 import asyncpg
@@ -22,6 +23,7 @@ from celld.store.base import (
     OwnedElsewhere,
     StoreUnavailable,
 )
+from celld.store.pgnodes import log_payloads, read_log_payload
 from celld.store.postgres import PostgresStore
 from tests.store.test_postgres import write_of
 
@@ -35,9 +37,13 @@ class Events:
     def __init__(self) -> None:
         self.claimed: list[Claimed] = []
         self.forwarded: list[dict[str, Any]] = []
+        self.logged: list[list[InstanceRef] | None] = []
 
     def instances_claimed(self, claimed: list[Claimed]) -> None:
         self.claimed.extend(claimed)
+
+    def log_written(self, refs: list[InstanceRef] | None) -> None:
+        self.logged.append(refs)
 
     async def run_forwarded(self, message: dict[str, Any]) -> Any:
         self.forwarded.append(message)
@@ -280,3 +286,28 @@ async def test_a_node_stopped_inside_a_transaction_cannot_stop_the_others(
             await connection.fetchval("SELECT 1")  # the database ended a's session
     finally:
         await a.pool.release(connection)
+
+
+async def test_a_commit_that_logs_wakes_the_other_nodes(nodes: list[PostgresStore]) -> None:
+    """The commit's notification names the instances whose log grew; the other nodes are
+    told, the committing node is not (it woke its own subscribers)."""
+    a, b, _ = nodes
+    told_a, told_b = Events(), Events()
+    await a.serve(told_a)
+    await b.serve(told_b)
+    await until(lambda: all(n.nodes._listener is not None for n in (a, b)))  # listening
+    refs = [InstanceRef("wf", f"log-{n}") for n in range(3)]
+    for ref in refs:
+        write = write_of(Machine.create("wf", ref.id, "{}", T0))
+        await a.write(replace(write, log=((T0, "workflow_queued", "{}"),)))
+    await until(lambda: {r for refs in told_b.logged if refs for r in refs} == set(refs))
+    assert [refs for refs in told_a.logged if refs is not None] == []
+
+
+def test_log_notifications_stay_within_the_payload_limit() -> None:
+    refs = [InstanceRef("wf", f"{n:0>90}") for n in range(500)]
+    payloads = log_payloads(7, refs + refs[:10])
+    assert len(payloads) > 1 and all(len(p.encode()) < 8000 for p in payloads)
+    read = [read_log_payload(p) for p in payloads]
+    assert {token for token, _ in read} == {7}
+    assert [ref for _, refs in read for ref in refs] == refs  # each once, in order

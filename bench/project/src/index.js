@@ -1,8 +1,8 @@
 // Workflows and a small HTTP API for bench/run.py. Every endpoint takes
 // ?wf=BENCH|WAITER|SLEEPER|BINARY
 // (GET /ping takes nothing: it answers without touching a workflow).
-// The API is the oracle's (../shared/oracle/worker) for the parts they share, so the oracle's
-// bench_drive.py can drive BENCH here too.
+// The API is bench/wrangler/worker's for the parts they share, so bench/wrangler/bench_drive.py
+// can drive BENCH here too.
 import { WorkflowEntrypoint } from "cloudflare:workers";
 
 /** K trivial steps (params.steps), then the engine's own clock: the end of the last step. */
@@ -54,12 +54,19 @@ export class BinaryWorkflow extends WorkflowEntrypoint {
   }
 }
 
-/** A step that notes the time, a sleep of params.sleep_ms, a step that notes the time again. */
+/** A step that notes the time, a sleep of params.sleep_ms (or until params.until_ms, a
+ * timestamp), a step that notes the time again. */
 export class SleeperWorkflow extends WorkflowEntrypoint {
   async run(event, step) {
     const p = event.payload || {};
     const sleepMs = Number.isInteger(p.sleep_ms) ? p.sleep_ms : 2000;
     const before = await step.do("before", async () => Date.now());
+    if (Number.isInteger(p.until_ms)) {
+      // one absolute moment for many instances: they come due at once
+      await step.sleepUntil("nap", new Date(p.until_ms));
+      const after = await step.do("after", async () => Date.now());
+      return { before, after, until_ms: p.until_ms, late_ms: after - p.until_ms, finished_at: Date.now() };
+    }
     await step.sleep("nap", sleepMs);
     const after = await step.do("after", async () => Date.now());
     return { before, after, sleep_ms: sleepMs, late_ms: after - before - sleepMs, finished_at: Date.now() };

@@ -1,7 +1,9 @@
 """The operator page at /cdn-cgi/celld/: plain HTML, CSS and one script, no build step.
 
-The page speaks only the local explorer API (celld.server.explorer), the same one
-wrangler's CLI uses, so what it shows and does is what the CLI shows and does.
+The page speaks the local explorer API (celld.server.explorer), the same one wrangler's
+CLI uses, so what it shows and does is what the CLI shows and does; live.js adds queues and
+WebSocket-holding objects from celld's own routes (celld.server.live_parts), which
+`celld queues list` reads too.
 """
 
 from __future__ import annotations
@@ -14,7 +16,7 @@ from starlette.routing import Route
 
 HERE = Path(__file__).resolve().parent
 PAGE = "/cdn-cgi/celld/"
-ASSETS = {"app.js": "text/javascript", "style.css": "text/css"}
+ASSETS = {"app.js": "text/javascript", "live.js": "text/javascript", "style.css": "text/css"}
 HEADERS = {
     "cache-control": "no-store",
     "x-content-type-options": "nosniff",
