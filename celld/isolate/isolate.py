@@ -273,8 +273,10 @@ class Isolate:
             if self._native is None:
                 self._binary = False
                 context.set_time_limit(self.limits.cpu_ms / 1000)
-        # Binary data crosses as ArrayBuffers only through verified direct calls (js/host.js).
-        context.eval(f"__celld_binary_bridge({'true' if self._binary else 'false'})")
+        # Binary data crosses as ArrayBuffers only through verified direct calls (js/host.js;
+        # a bare script without celld's runtime has no bridge to tell).
+        if self._deliver is not None:
+            context.eval(f"__celld_binary_bridge({'true' if self._binary else 'false'})")
 
     def _lost_write(self, error: BaseException) -> None:
         if self.fault is None:
