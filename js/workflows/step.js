@@ -23,7 +23,6 @@
     PromiseResolve,
     SafeMap,
     SafeSet,
-    StringPrototypeIndexOf,
     stringify,
     uncurryThis,
     isDate,
@@ -628,9 +627,7 @@
             else reject(error);
             return;
           }
-          // A value with binary data (`{"$":"Blobs"}`: its bytes travel beside the text)
-          // is sized by the engine alone, so it takes the engine's answer.
-          if (run.local && stepRules !== null && StringPrototypeIndexOf(text, '{"$":"Blobs"') !== 0 && decideRules(stepRules, {
+          if (run.local && stepRules !== null && decideRules(stepRules, {
             allowed: true, mayBegin: run.mayBegin, ok: true, first: true,
             alone: run.attempts.size === 0, size: text.length * 3,
           }) === "resolve") {
