@@ -45,7 +45,6 @@ CLOUDFLARE_FILES: tuple[str, ...] = (
     "cloudflare/modules.js",
     "cloudflare/worker_entry.js",
     "workflows/binding.js",
-    "workflows/rules.js",
     "workflows/step.js",
     "bindings/common.js",
     "bindings/kv.js",
