@@ -4,7 +4,6 @@ with a manual clock."""
 
 from __future__ import annotations
 
-import os
 import re
 from collections.abc import Iterator
 from pathlib import Path
@@ -14,10 +13,10 @@ import pytest
 
 from celld.client import CelldError, Client
 from tests.celld_server import CelldServer
+from tests.chromium import CHROMIUM, require_chromium
 from tests.e2e.conftest import PROJECTS, REPO
 from tests.pngpixels import columns_with, decode_png
 
-CHROMIUM = Path("/usr/bin/chromium")
 HOUR = 3_600_000
 FLAGS = [
     "--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
@@ -26,22 +25,8 @@ FLAGS = [
 GREEN = (0x16, 0xA3, 0x4A)  # a step that is done
 PURPLE = (0x7C, 0x3A, 0xED)  # a sleep (or wait) in progress
 
-try:
-    from playwright.sync_api import Page, expect, sync_playwright
-except ImportError:  # pragma: no cover - reported below
-    sync_playwright = None  # type: ignore[assignment]
-
-_missing = (
-    "the playwright Python package is not installed"
-    if sync_playwright is None
-    else f"{CHROMIUM} is missing (apt-get install chromium)"
-    if not CHROMIUM.exists()
-    else None
-)
-if _missing:
-    if os.environ.get("CI"):
-        raise RuntimeError(_missing)
-    pytest.skip(_missing, allow_module_level=True)
+require_chromium()
+from playwright.sync_api import Page, expect, sync_playwright  # noqa: E402 (after the check above)
 
 # The page polls every second; on a busy shared machine a change can take a few polls.
 expect.set_options(timeout=15_000)

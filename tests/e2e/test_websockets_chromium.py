@@ -6,34 +6,18 @@ chose."""
 
 from __future__ import annotations
 
-import os
 from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
 
 from tests.celld_server import CelldServer
+from tests.chromium import CHROMIUM, require_chromium
 from tests.e2e.conftest import PROJECTS
 
-CHROMIUM = Path("/usr/bin/chromium")
 FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--no-first-run"]
 
-try:
-    from playwright.sync_api import sync_playwright
-except ImportError:  # pragma: no cover - reported below
-    sync_playwright = None  # type: ignore[assignment]
-
-_missing = (
-    "the playwright Python package is not installed"
-    if sync_playwright is None
-    else f"{CHROMIUM} is missing (apt-get install chromium)"
-    if not CHROMIUM.exists()
-    else None
-)
-if _missing:
-    if os.environ.get("CI"):
-        raise RuntimeError(_missing)
-    pytest.skip(_missing, allow_module_level=True)
+require_chromium()
+from playwright.sync_api import sync_playwright  # noqa: E402 (after the check above)
 
 
 @pytest.fixture(scope="module")
