@@ -18,6 +18,12 @@ thread for at most `cpu_ms`, and meanwhile new requests avoid the isolates whose
 turn has been waiting for more than `STALL_S`: they go to another isolate, or to a
 spare isolate on a spare thread when all of them are stuck (at most `size` spares).
 Requests already queued for a stuck isolate but not yet delivered move the same way.
+
+A request that lands in an isolate shares its fate: when a neighbour passes its CPU
+limit, the whole isolate stops and every request in it fails. So new requests also
+avoid an isolate serving a request that has used more than `DOOMED_SHARE` of its CPU
+limit (a loop of short jobs never stalls its isolate, but it is on its way to
+stopping it): a quick request then never lands in an isolate about to be stopped.
 """
 
 from __future__ import annotations
@@ -49,6 +55,8 @@ HUNG_MESSAGE = (
 CPU_MESSAGE = "Worker exceeded CPU time limit."
 #: A turn queued this long (s) marks its isolate as stuck: new requests go elsewhere.
 STALL_S = 0.25
+#: The share of its CPU limit past which a request marks its isolate as doomed.
+DOOMED_SHARE = 0.5
 #: How often (s) the watchdog looks for stuck isolates while requests are waiting.
 WATCHDOG_S = 0.1
 
@@ -108,6 +116,14 @@ class _Slot:
     def stalled(self, now: float) -> bool:
         queued = self.isolate.turn_queued_at
         return queued is not None and now - queued > STALL_S
+
+    def avoided(self, now: float, cpu_limit_ms: float) -> bool:
+        """New requests go elsewhere: the isolate is stuck behind a long turn, or one of
+        its requests is well on its way to stopping it."""
+        if self.stalled(now):
+            return True
+        doomed_at = cpu_limit_ms * DOOMED_SHARE
+        return any(used > doomed_at for used in self.live.values())
 
 
 def _declared_length(headers: list[tuple[str, str]]) -> int | None:
@@ -319,7 +335,7 @@ class WorkerPool:
                 self._slot_ready.clear()
                 await self._slot_ready.wait()
             now = time.monotonic()
-            healthy = [s for s in self._slots if not s.stalled(now)]
+            healthy = [s for s in self._slots if not s.avoided(now, self.limits.cpu_ms)]
             if healthy:
                 return min(healthy, key=lambda s: len(s.pending))
             spare = await self._spare()
@@ -342,7 +358,7 @@ class WorkerPool:
 
     async def _spawn_spare(self) -> _Slot | None:
         now = time.monotonic()
-        busy = {s.isolate.thread for s in self._slots if s.stalled(now)}
+        busy = {s.isolate.thread for s in self._slots if s.avoided(now, self.limits.cpu_ms)}
         thread = next((t for t in self._spare_threads if t not in busy), None)
         if thread is None:
             if len(self._spare_threads) >= self.size:
@@ -372,7 +388,7 @@ class WorkerPool:
             await asyncio.sleep(WATCHDOG_S)
             now = time.monotonic()
             for slot in list(self._slots):
-                if not slot.stalled(now):
+                if not slot.avoided(now, self.limits.cpu_ms):
                     continue
                 # Every moved request leaves the stuck isolate's books before the first
                 # await below: while a new home is picked, that isolate may go idle, and a

@@ -30,8 +30,12 @@ function patchBuiltins() {
   };
 }
 
+// Which isolate answered: each isolate loads the module once and draws its own token.
+const isolateToken = crypto.randomUUID();
+
 const routes = {
   "/ping": () => new Response("pong"),
+  "/isolate": () => new Response(isolateToken),
   "/spin": () => {
     for (;;) {}
   },
