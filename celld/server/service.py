@@ -13,6 +13,7 @@ import logging
 import re
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -327,7 +328,8 @@ class Service:
         if project.workflows:
             ops["wf.binding"] = self.op_workflow
         if self.options.cluster is not None:
-            self.options.cluster.route_bindings(ops)  # objects and D1 run in their owner
+            # objects and D1 run in their owner
+            self.options.cluster.route_bindings(ops, project.name)
         return ops
 
     async def _start_pool(
@@ -382,7 +384,9 @@ class Service:
             )
             self.objects.ops = ops  # objects may call objects and drive workflows
             if self.options.cluster is not None:
-                self.objects.owns = self.options.cluster.owns_object  # alarms: the owner's
+                self.objects.owns = partial(  # alarms: the owner's
+                    self.options.cluster.owns_object, self.project.name
+                )
         hosted = self.hosted_workflows()
         if hosted:
             cluster = self.options.cluster
@@ -424,7 +428,8 @@ class Service:
                 settings=self.options.cells,
             )
             if cluster is not None:
-                cluster.route(self.cells)  # binding calls reach their instance's owner
+                # binding calls reach their instance's owner
+                cluster.route(self.cells, self.project.name)
             self._own_workflow_op = self.cells.ops["wf.binding"]
             # Workflow steps call other Workers' workflows through the same route.
             self.cells.ops["wf.binding"] = self.op_workflow
@@ -538,7 +543,7 @@ class Service:
         self.stopping()
         await self.sockets.close_all(1012, "service restart")
         if self.options.cluster is not None:
-            await self.options.cluster.stop()
+            await self.options.cluster.stop(self)
         for hook in self.on_stop:
             await hook()
         await self._retired.close()
