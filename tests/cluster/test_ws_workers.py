@@ -30,6 +30,7 @@ from websockets.exceptions import ConnectionClosed
 from celld.cluster.relay import OWNER_GONE
 from tests.celld_run import CelldRun
 from tests.cluster.test_workers import pids
+from tests.e2e.test_websockets import steps_then_closes
 
 ROOT = Path(__file__).resolve().parents[2]
 PROJECT = ROOT / "tests" / "projects" / "websockets"
@@ -165,20 +166,7 @@ async def test_a_relayed_socket_hibernates_and_wakes_as_on_one_process(cluster: 
         assert await ada.recv() == "2"
 
         # A workflow's steps (instances sharded too) reach both clients through the object.
-        made = await asyncio.to_thread(fresh, cluster.url, "GET", "/workflow?id=room1")
-        assert made.status_code == 200, made.text
-        for client in (ada, bob):
-            steps = [json.loads(await client.recv()) for _ in range(3)]
-            assert [s["step"] for s in steps] == ["fetch data", "process", "store"]
-
-        await bob.close(4001, "leaving")
-        assert await ada.recv() == "left: bob"
-        await ada.send("close 7")
-        with pytest.raises(ConnectionClosed):
-            await ada.recv()
-        assert (ada.close_code, ada.close_reason) == (4007, "closed by the object")
-    lines = (await asyncio.to_thread(fresh, cluster.url, "GET", "/log")).json()
-    assert "close bob 4001 leaving true" in lines
+        await steps_then_closes(ada, bob, lambda path: fresh(cluster.url, "GET", path))
     # both ends of every relay are gone once the sockets closed
     await until(
         lambda: all(sum(p.values()) == 0 for p in relayed(cluster.url).values()), "no relays"

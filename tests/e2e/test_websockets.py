@@ -12,8 +12,9 @@ import asyncio
 import json
 import re
 import time
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 import pytest_asyncio
@@ -191,19 +192,24 @@ async def test_hibernating_object_wakes_with_its_sockets(server: CelldServer) ->
         await ada.send("ts")
         assert int(await ada.recv()) > 1_600_000_000_000
 
-        # The workflow's steps reach every client through the object.
-        await asyncio.to_thread(server.get, "/workflow", params={"id": "room1"})
-        for client in (ada, bob):
-            steps = [json.loads(await client.recv()) for _ in range(3)]
-            assert [s["step"] for s in steps] == ["fetch data", "process", "store"]
+        await steps_then_closes(ada, bob, server.get)
 
-        await bob.close(4001, "leaving")
-        assert await ada.recv() == "left: bob"
-        await ada.send("close 7")
-        with pytest.raises(ConnectionClosed):
-            await ada.recv()
-        assert (ada.close_code, ada.close_reason) == (4007, "closed by the object")
-    lines = server.get("/log").json()
+
+async def steps_then_closes(ada: Any, bob: Any, get: Callable[[str], Any]) -> None:
+    """Two clients of room1: the workflow's steps reach both through the object, then bob
+    leaves (ada hears it) and the object closes ada; `get(path)` asks the Worker."""
+    made = await asyncio.to_thread(get, "/workflow?id=room1")
+    assert made.status_code == 200, made.text
+    for client in (ada, bob):
+        steps = [json.loads(await client.recv()) for _ in range(3)]
+        assert [s["step"] for s in steps] == ["fetch data", "process", "store"]
+    await bob.close(4001, "leaving")
+    assert await ada.recv() == "left: bob"
+    await ada.send("close 7")
+    with pytest.raises(ConnectionClosed):
+        await ada.recv()
+    assert (ada.close_code, ada.close_reason) == (4007, "closed by the object")
+    lines = (await asyncio.to_thread(get, "/log")).json()
     assert "close bob 4001 leaving true" in lines
 
 
