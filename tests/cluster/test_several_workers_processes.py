@@ -83,7 +83,10 @@ def test_the_other_workers_workflow_is_sharded_over_the_processes(
             assert time.monotonic() < deadline, status
             time.sleep(0.1)
     back = tmp_path / "state" / "workers" / "back"
-    shards = [instances_in(back / "celld.sqlite3"), instances_in(back / "processes/1/celld.sqlite3")]
+    shards = [
+        instances_in(back / "celld.sqlite3"),
+        instances_in(back / "processes/1/celld.sqlite3"),
+    ]
     assert shards == [
         {i for i in ids if owner_of(FLOW, i, 2) == 0},
         {i for i in ids if owner_of(FLOW, i, 2) == 1},

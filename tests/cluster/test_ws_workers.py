@@ -30,7 +30,7 @@ from websockets.exceptions import ConnectionClosed
 from celld.cluster.relay import OWNER_GONE
 from tests.celld_run import CelldRun
 from tests.cluster.test_workers import pids
-from tests.e2e.test_websockets import steps_then_closes
+from tests.e2e.test_websockets import exchange, steps_then_closes
 
 ROOT = Path(__file__).resolve().parents[2]
 PROJECT = ROOT / "tests" / "projects" / "websockets"
@@ -131,16 +131,14 @@ async def test_a_relayed_socket_hibernates_and_wakes_as_on_one_process(cluster: 
     ada = await one_relayed(cluster, "room1", "ada")
     async with ada, connect(ws_url(cluster, "/ws?instanceId=room1&name=bob")) as bob:
         assert json.loads(await bob.recv())["type"] == "hello"
-        await ada.send("who")
-        assert json.loads(await ada.recv()) == {"name": "ada", "joined": 1}
-        await ada.send("count all")
-        assert await ada.recv() == "2"
-        await ada.send("rename ada2")
-        assert await ada.recv() == "renamed"
-        await ada.send(bytes([1, 2, 3]))
-        assert await ada.recv() == bytes([3, 2, 1])
-        await ada.send("hello everyone")
-        assert await ada.recv() == "ada2: hello everyone"
+        await exchange(
+            ada,
+            ("who", '{"name":"ada","joined":1}'),
+            ("count all", "2"),
+            ("rename ada2", "renamed"),
+            (bytes([1, 2, 3]), bytes([3, 2, 1])),
+            ("hello everyone", "ada2: hello everyone"),
+        )
         assert await bob.recv() == "ada2: hello everyone"
         await ada.send("constructed")
         first = await ada.recv()
