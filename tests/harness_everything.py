@@ -60,9 +60,15 @@ class Book:
     instances: list[str] = field(default_factory=list)
     #: creates whose answer never came (cut off by a fault): may or may not exist
     unsure: list[str] = field(default_factory=list)
-    #: answers other than 200 and lost connections, each with the fault phase it met
+    #: answers other than 200 and lost connections, each after the phases it was sent
+    #: and answered in ("calm-kill: ...")
     failures: list[str] = field(default_factory=list)
     acked: int = 0
+
+    def failed_in(self, *phases: str) -> list[str]:
+        """The failures of calls sent and answered within one of `phases`: with no
+        fault under way, none may fail."""
+        return [f for f in self.failures if any(f.startswith(f"{p}-{p}:") for p in phases)]
 
     def check(self, urls: list[str], recorder: Recorder, timeout: float = 120) -> dict[str, int]:
         """Every invariant of the module docstring, through each of `urls`; what was
@@ -198,18 +204,18 @@ class Load:
         n = 0
         while not self._stop.is_set():
             n += 1
+            phase = self.phase  # read before the entry point is chosen
             kind, name, url = KINDS[n % len(KINDS)], f"s{seed}-{n}", rng.choice(self.urls())
-            phase = self.phase
             try:
                 # a new connection each time: any process of a cluster may take it
                 with httpx.Client(timeout=120) as http:
                     response, record = self._call(http, url, kind, name, rng)
             except httpx.TransportError as error:
-                self._failed(kind, name, f"{phase}: {kind} {error!r}")
+                self._failed(kind, name, f"{phase}-{self.phase}: {kind} {error!r}")
                 continue
             if response.status_code != 200:
-                text = f"{phase}: {kind} {response.status_code} {response.text[:200]}"
-                self._failed(kind, name, text)
+                text = f"{response.status_code} {response.text[:200]}"
+                self._failed(kind, name, f"{phase}-{self.phase}: {kind} {text}")
                 continue
             with self._acked:
                 record(response)

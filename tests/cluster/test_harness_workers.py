@@ -51,7 +51,7 @@ def test_every_kind_survives_a_killed_and_a_stopped_child(tmp_path: Path) -> Non
             load.stop()
         book = load.book
         counts = book.check([cluster.url], recorder)
-        assert [f for f in book.failures if f.startswith(("calm", "after"))] == []
+        assert book.failed_in("calm", "after") == []
         assert counts["instances"] > 0 and counts["turns"] > 0, counts
         assert pids(cluster)[0] == [stopped]  # stopped, never restarted
-        print(f"\nharness --workers 2: {counts}, {len(book.failures)} failed during faults")
+        print(f"\nharness --workers 2: {counts}; failed during faults: {book.failures}")
