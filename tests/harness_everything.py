@@ -140,7 +140,8 @@ class Book:
 
 def check_turns(turns: list[dict[str, Any]], acknowledged: list[dict[str, Any]]) -> None:
     """One object's recorded turns against the turns acknowledged to clients."""
-    assert [t["seq"] for t in turns] == list(range(1, len(turns) + 1)), turns
+    numbers = [t["seq"] for t in turns]
+    assert numbers == list(range(1, len(turns) + 1)), f"turn numbers with a gap: {numbers}"
     recorded = {t["seq"]: t for t in turns}
     seqs = [a["seq"] for a in acknowledged]
     assert len(seqs) == len(set(seqs)), "one turn number acknowledged twice: two owners"

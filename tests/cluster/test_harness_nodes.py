@@ -1,10 +1,10 @@
 """The cluster harness (tests/harness_everything.py) on three `celld run` nodes sharing
 one PostgreSQL: a project binding KV, R2, D1, a Durable Object and a Workflow, written
 continuously through every live node while the node owning an object and the D1
-database is SIGKILLed, and another is SIGSTOPped past its lease (its objects move to
-the third) and SIGCONTed, and the killed one started again. Nothing acknowledged is
-lost, no object has two live owners, every instance completes, and no effect left
-before the step results it carried were durable."""
+database hangs and is SIGKILLed with calls in flight, another is SIGSTOPped past its
+lease (its objects move to the third) and SIGCONTed, and the killed one is started
+again. Nothing acknowledged is lost, no object has two live owners, every instance
+completes, and no effect left before the step results it carried were durable."""
 
 from __future__ import annotations
 
@@ -22,7 +22,9 @@ ROOT = Path(__file__).resolve().parents[2]
 PROJECT = ROOT / "tests" / "projects" / "everything"
 LEASE_MS = 2000
 #: writes acknowledged between two faults
-BETWEEN = 30
+BETWEEN = 20
+#: how long the first victim hangs (stopped, within its lease) before it is killed
+HUNG_S = 1.0
 
 
 def _node(tmp_path: Path, dsn: str, index: int) -> CelldServer:
@@ -58,8 +60,13 @@ def test_every_kind_survives_a_killed_and_a_stopped_node(tmp_path: Path, postgre
             try:
                 load.wait_acked(BETWEEN)
                 load.phase = "kill"
-                leave(nodes[0])
+                # hung first, so that calls sent to it and forwarded to its object and
+                # database are in flight when it dies
+                assert nodes[0].process is not None
+                os.killpg(nodes[0].process.pid, signal.SIGSTOP)
+                time.sleep(HUNG_S)  # the fault's length: calls pile up on it meanwhile
                 nodes[0].kill()
+                leave(nodes[0])
                 load.wait_acked(BETWEEN)
                 load.phase = "stop"
                 stopped = nodes[1]
@@ -84,6 +91,8 @@ def test_every_kind_survives_a_killed_and_a_stopped_node(tmp_path: Path, postgre
             book = load.book
             counts = book.check([node.url for node in nodes], recorder)
         assert book.failed_in("calm", "after") == []
+        in_flight = [f for f in book.failures if f.startswith("kill-")]
+        assert in_flight, "no call was in flight when the node was killed"
         moved = [t for t in book.turns["c0"] if t["node"] != "node0"]
         assert moved, "c0 never moved off the killed node"
         print(f"\nharness 3 nodes: {counts}; failed during faults: {book.failures}")

@@ -7,12 +7,14 @@
 // POST /wf/ID?recorder=URL: creates the instance ID; GET /wf/ID: its status.
 import { DurableObject, WorkflowEntrypoint } from "cloudflare:workers";
 
-// Each step writes one kind; the last sends the recorder the values the steps returned
+// Each step writes one kind after a pause; the last sends the recorder the values the steps returned
 // (the recorder's claims: after every kill the journal must agree with each of them).
 export class Everything extends WorkflowEntrypoint {
   async run(event, step) {
     const { id, recorder } = event.payload;
     const draw = await step.do("draw", async () => crypto.randomUUID());
+    // a timer, so that instances are mid-run (asleep or resuming) at every fault
+    await step.sleep("pause", "1 second");
     await step.do("kv", async () => {
       await this.env.KV.put(`wf/${id}`, draw);
       return true;
