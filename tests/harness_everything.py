@@ -19,6 +19,12 @@ nodes meanwhile, waiting on acknowledgements between faults rather than on time.
   last act is an effect to an outside recorder carrying its step results, and no effect
   carried a value the journal later contradicts.
 
+Short form in CI (tests/cluster/test_harness_workers.py: one SIGKILL, one SIGSTOP and one
+hung child killed; tests/cluster/test_harness_nodes.py: a hung node SIGKILLed, another
+SIGSTOPped past its lease, the first started again). Long form on `--workers 2`:
+
+    CELLD_HARNESS_ROUNDS=10 python -m pytest -s tests/cluster/test_harness_workers.py
+
 Queues are not driven yet: Queues on `--workers N` and on PostgreSQL nodes are being
 made to work separately; `KINDS` is where a queue send joins once the project can bind
 a queue there.
