@@ -188,6 +188,7 @@ class Service:
             object_scripts() if objects.bindings or objects.unconnected else (),
             root=project.root,
             compatibility_flags=project.compatibility_flags,
+            compatibility_date=project.compatibility_date,
             cache_dir=self.options.persist_to / "module-cache",
             tsconfig=project.tsconfig,
             jsx_factory=project.jsx_factory,

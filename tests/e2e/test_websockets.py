@@ -60,7 +60,8 @@ async def test_worker_pair_echoes_text_and_binary_and_closes_both_ways(server: C
         assert ws.response.headers["x-echo"] == "yes"
         await ws.send("hi")
         assert await ws.recv() == "echo: hi"
-        await ws.send(bytes([0, 1, 254]))
+        await ws.send(bytes([0, 1, 254]))  # a Blob (the project's date is past 2026-03-17)
+        assert await ws.recv() == 'Blob 3 type=""'
         assert await ws.recv() == bytes([255, 254, 1])
         await ws.send("state")
         assert await ws.recv() == "readyState 1"
@@ -74,6 +75,28 @@ async def test_worker_pair_echoes_text_and_binary_and_closes_both_ways(server: C
         lambda: "worker close 4002 client bye true" in server.get("/log").json(), "the close"
     )
     assert "worker close 4005 server closed true" in server.get("/log").json()
+
+
+async def test_binary_type_starts_at_blob_and_can_be_set(server: CelldServer) -> None:
+    """The project's compatibility date (2026-11-01) is past 2026-03-17: an accepted socket
+    starts at "blob"; "arraybuffer" can be set, anything else is ignored as workerd does."""
+    async with connect(ws_url(server, "/echo")) as ws:
+        await exchange(
+            ws,
+            ("binaryType", "binaryType blob"),
+            (bytes([9]), 'Blob 1 type=""'),
+        )
+        assert await ws.recv() == bytes([246])
+        await exchange(
+            ws,
+            ("binaryType text", "binaryType blob"),
+            ("binaryType arraybuffer", "binaryType arraybuffer"),
+            (bytes([0, 255]), bytes([255, 0])),
+            ("binaryType Blob", "binaryType arraybuffer"),
+            ("binaryType blob", "binaryType blob"),
+            (b"", 'Blob 0 type=""'),
+        )
+        assert await ws.recv() == b""
 
 
 async def test_an_upgrade_the_worker_refuses_is_its_http_answer(server: CelldServer) -> None:
@@ -268,3 +291,41 @@ async def test_the_operator_sees_objects_with_their_open_sockets(server: CelldSe
     await until(
         lambda: all(r["id"] != row["id"] for r in socket_rows(server)), "the object's last socket"
     )
+
+
+async def test_event_timeout_resets_an_object_whose_handler_runs_past_it(
+    server: CelldServer,
+) -> None:
+    """setHibernatableWebSocketEventTimeout: workerd's argument checks; a handler still
+    running when the timeout passes (on the test clock) is cancelled and the object reset
+    (its in-memory state gone); the socket stays open, the next message wakes a new
+    instance, and the timeout is still set."""
+    async with connect(ws_url(server, "/ws?instanceId=timeout1&name=tim")) as tim:
+        assert json.loads(await tim.recv())["type"] == "hello"
+        await exchange(
+            tim,
+            ("timeout", "timeout null"),
+            ("timeout 604800001", "Error: Event timeout should not exceed 604800000 ms."),
+            (
+                "timeout -1",
+                "TypeError: The value cannot be converted because it is negative and this API "
+                "expects a positive number.",
+            ),
+            ("timeout 604800000", "timeout 604800000"),
+            ("timeout 0", "timeout null"),
+            ("timeout 500", "timeout 500"),
+            ("slow 1", "slow started 1"),
+        )
+        assert await tim.recv() == "slow done 1"  # well within its timeout
+        await exchange(tim, ("slows", "slows 1"))
+        await tim.send("constructed")
+        before = await tim.recv()
+        resets = metric(server, "celld_objects_activations_total")
+        # waits an hour of wall time: the timeout (500 ms of the test clock) ends it
+        await exchange(tim, ("slow 3600000", "slow started 2"))
+        server.post("/cdn-cgi/celld/clock", params={"advance": 1_000})
+        await exchange(tim, ("slows", "slows 0"))  # a new instance answers
+        await tim.send("constructed")
+        assert await tim.recv() != before
+        assert metric(server, "celld_objects_activations_total") == resets + 1
+        await exchange(tim, ("timeout", "timeout 500"), ("who", '{"name":"tim","joined":1}'))
