@@ -54,6 +54,16 @@ class WorkerRoute(Route):
             return Match.PARTIAL, child
         return Match.FULL, child
 
+    async def handle(self, scope: Scope, receive: Receive, send: Send) -> None:
+        """The endpoint called as it is, without Starlette's per-request wrapping for
+        exception handlers (its endpoint raises no HTTPException; anything else goes up to
+        ServerErrorMiddleware either way): ~10 us of the loop's time a request."""
+        if self.methods and scope["method"] not in self.methods:
+            await super().handle(scope, receive, send)
+            return
+        response = await self.endpoint(Request(scope, receive, send))
+        await response(scope, receive, send)
+
 
 class WorkerFirst(WorkerRoute):
     """The Worker's route, tried before celld's own: a path outside /cdn-cgi/ is always
