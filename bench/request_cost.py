@@ -9,7 +9,7 @@ BenchWorkflow instance and lets it finish and hibernate, then drives each route 
 ``GET /ping`` (a Worker that answers without touching anything) and ``GET /status?id=``
 of the hibernated instance (`env.BENCH.get(id)` then `await instance.status()`).
 `--profile` also runs py-spy (``pip install py-spy``) on
-the server during one more /ping round and writes its folded stacks.
+the server during one more round of the last route and writes its stacks (``--format raw``).
 
 The load average is printed with every figure: the machine may be shared.
 """
@@ -139,7 +139,8 @@ def main() -> None:
                  str(args.profile), "-p", str(process.pid), "-d", str(int(args.seconds) + 1)],
             )  # fmt: skip
             time.sleep(1)
-            wrk(f"{base}/ping", args.seconds)
+            url, script = routes[next(reversed(routes))]
+            wrk(url, args.seconds, script)
             spy.wait()
     finally:
         process.terminate()
