@@ -51,6 +51,45 @@ async def test_headers_semantics() -> None:
     assert result["each"] == ["set-cookie=a=1", "set-cookie=b=2", "x-b=3"]
 
 
+async def test_header_values_and_pairs_on_every_path() -> None:
+    """Plain values and arrays of two are taken as they are; everything else goes through
+    trimming, the checks and the iterator protocol, with the same outcome."""
+    result = await run_js_async(
+        """
+        const values = ["a", "a\\tb", " a ", "\\ta\\t", "", "  ", "a\\x7fb", "\\xff", "a b"];
+        const out = {values: values.map((v) => new Headers([["x", v]]).get("x"))};
+        const odd = ["k", "v"];
+        odd[Symbol.iterator] = function* () { yield "odd"; yield "pair"; };
+        const iterable = {*[Symbol.iterator]() { yield "it"; yield "1"; }};
+        out.pairs = [...new Headers([odd, iterable, new Set(["s", "2"])])];
+        out.errors = [];
+        for (const init of [[["a"]], [["a", "b", "c"]], ["ab"], [["x", "a\\rb"]], [["x", "\\u0100"]]]) {
+          try { new Headers(init); out.errors.push(null); } catch (e) { out.errors.push(e.name); }
+        }
+        return out;
+        """
+    )
+    assert result["values"] == ["a", "a\tb", "a", "a", "", "", "a\x7fb", "\xff", "a b"]
+    assert result["pairs"] == [["it", "1"], ["odd", "pair"], ["s", "2"]]
+    assert result["errors"] == ["TypeError"] * 5
+
+
+async def test_a_request_signal_is_made_once_and_follows_its_parent() -> None:
+    result = await run_js_async(
+        """
+        const plain = new Request("http://a/");
+        const ctl = new AbortController();
+        const parent = new Request("http://a/", {signal: ctl.signal});
+        const child = new Request(parent);
+        const copy = parent.clone();
+        ctl.abort("why");
+        return [plain.signal === plain.signal, plain.signal.aborted, child.signal.aborted,
+                child.signal.reason, copy.signal.aborted, plain.clone().signal.aborted];
+        """
+    )
+    assert result == [True, False, True, "why", True, False]
+
+
 async def test_response_basics_and_content_types() -> None:
     result = await run_js_async(
         """

@@ -4,19 +4,46 @@ A QuickJS runtime must only ever be touched from the thread that created it (the
 binding crashes otherwise), and the binding releases the GIL while JS runs. So each
 JS thread is a single-worker executor: every context lives on exactly one of them,
 and contexts on different threads run JS in parallel.
+
+The thread takes plain callables off a `queue.SimpleQueue` rather than being a
+`ThreadPoolExecutor` of one worker: an executor's `submit` builds a Future, its Condition
+and a work item and checks its worker count on every call (~10 us of the event loop's time
+for each turn handed over, and as much again on the JS thread to settle the Future), and
+the turns that a client waits on (`run_then`) and the batched ones (`run_batched`) need no
+Future at all. `submit` and `run` still give one when a caller wants it.
 """
 
 from __future__ import annotations
 
 import asyncio
 import itertools
+import logging
 import os
+import queue
 import threading
+import weakref
 from collections.abc import Callable
-from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import Future
 from typing import Any, TypeVar
 
 T = TypeVar("T")
+
+log = logging.getLogger("celld.isolate")
+
+#: The JS threads not yet shut down (weakly: a dropped one is not kept alive for exit).
+_LIVE: weakref.WeakSet[JsThread] = weakref.WeakSet()
+
+
+def _at_exit() -> None:
+    """Let every JS thread finish what it was given before the interpreter frees what
+    its contexts hold, as an executor's worker would."""
+    for thread in list(_LIVE):
+        thread.shutdown()
+
+
+# Called before the interpreter joins its threads at exit (what concurrent.futures uses for
+# its executors' workers); `atexit` runs too late, after that join.
+getattr(threading, "_register_atexit", lambda _: None)(_at_exit)
 
 #: C stack for JS threads: deep recursion in user code needs more than the default,
 #: and QuickJS's own stack limit (set per context) must fit inside it.
@@ -33,17 +60,50 @@ class JsThread:
         self.load = 0  # contexts placed on this thread; used to spread new ones
         self._batch: list[tuple[Callable[[], Any], asyncio.Future[Any]]] = []
         self._flush_scheduled = False
+        #: what the thread runs next, in order; None tells it to stop
+        self._jobs: queue.SimpleQueue[Callable[[], None] | None] = queue.SimpleQueue()
+        self._closed = False
         old = threading.stack_size()
         threading.stack_size(THREAD_STACK_BYTES)
         try:
-            self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix=name)
-            # Start the worker now, while the larger stack size is in force.
-            self._executor.submit(lambda: None).result()
+            # Started now, while the larger stack size is in force.
+            self._thread = threading.Thread(target=self._serve, name=name, daemon=True)
+            self._thread.start()
         finally:
             threading.stack_size(old)
+        _LIVE.add(self)
+
+    def _serve(self) -> None:
+        jobs = self._jobs
+        while True:
+            job = jobs.get()
+            if job is None:
+                return
+            try:
+                job()
+            except Exception:  # a job's own call is caught by the job: this is the hand-back
+                log.exception("JS thread %s: a job failed to hand its outcome back", self.name)
+
+    def _put(self, job: Callable[[], None]) -> None:
+        if self._closed:
+            raise RuntimeError(f"JS thread {self.name} is shut down")
+        self._jobs.put(job)
 
     def submit(self, fn: Callable[[], T]) -> Future[T]:
-        return self._executor.submit(fn)
+        future: Future[T] = Future()
+
+        def job() -> None:
+            if not future.set_running_or_notify_cancel():
+                return
+            try:
+                result = fn()
+            except BaseException as error:  # noqa: BLE001 - handed to the future's owner
+                future.set_exception(error)
+            else:
+                future.set_result(result)
+
+        self._put(job)
+        return future
 
     def run_then(
         self,
@@ -55,7 +115,7 @@ class JsThread:
         `run_batched` does) and call `then(value, error)` on `loop` when it is done: one
         crossing each way, no future and no task between them. For the turns a client is
         waiting on (Worker requests)."""
-        self._executor.submit(self._run_then, fn, then, loop)
+        self._put(lambda: self._run_then(fn, then, loop))
 
     @staticmethod
     def _run_then(
@@ -71,7 +131,7 @@ class JsThread:
 
     async def run(self, fn: Callable[[], T]) -> T:
         """Run `fn` on this thread and await its result from the event loop."""
-        return await asyncio.wrap_future(self._executor.submit(fn))
+        return await asyncio.wrap_future(self.submit(fn))
 
     async def run_batched(self, fn: Callable[[], T]) -> T:
         """Like `run`, but calls queued in the same event-loop pass share one trip to the
@@ -88,7 +148,7 @@ class JsThread:
     def _flush(self, loop: asyncio.AbstractEventLoop) -> None:
         batch, self._batch = self._batch, []
         self._flush_scheduled = False
-        self._executor.submit(self._run_batch, batch, loop)
+        self._put(lambda: self._run_batch(batch, loop))
 
     @staticmethod
     def _run_batch(
@@ -114,7 +174,13 @@ class JsThread:
                 future.set_result(value)
 
     def shutdown(self) -> None:
-        self._executor.shutdown(wait=True, cancel_futures=False)
+        """Stop taking work; return once everything given so far has run."""
+        if not self._closed:
+            self._closed = True
+            self._jobs.put(None)
+            _LIVE.discard(self)
+        if self._thread is not threading.current_thread():
+            self._thread.join()
 
 
 class JsThreadPool:

@@ -211,7 +211,9 @@
       if (parentSignal !== null && parentSignal !== undefined && !(parentSignal instanceof AbortSignal)) {
         throw new TypeError("Request: signal must be an AbortSignal");
       }
-      r.signal = web.followSignal(parentSignal || null);
+      // A request without a parent signal can never be aborted (nothing holds a controller
+      // for it): its signal is made when first asked for, not for every request served.
+      r.signal = parentSignal ? web.followSignal(parentSignal) : null;
       r.headers = new Headers(init.headers !== undefined ? init.headers : from ? from.headers : undefined);
 
       let source = null;
@@ -240,7 +242,11 @@
     get url() { return requests.get(this).url; }
     get headers() { return requests.get(this).headers; }
     get redirect() { return requests.get(this).redirect; }
-    get signal() { return requests.get(this).signal; }
+    get signal() {
+      const r = requests.get(this);
+      if (r.signal === null) r.signal = web.followSignal(null);
+      return r.signal;
+    }
     get cf() { return requests.get(this).cf; }
     get integrity() { return requests.get(this).integrity; }
     get keepalive() { return requests.get(this).keepalive; }

@@ -55,6 +55,10 @@ PASSED_ON = [
     b"/" + b"b" * 8000,  # longer than a file name may be
     b"/api/x%00y",
     b"/api/%ff%fe",
+    # escapes Starlette re-spells in request.url (a "?", "#" or "\\" in the decoded path)
+    b"/a%3Fb",
+    b"/a%23b",
+    b"/a%5Cb",
 ]
 
 

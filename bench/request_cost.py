@@ -1,0 +1,152 @@
+"""Server CPU of one Worker request through `celld run`, from a steady client.
+
+    python bench/request_cost.py [--seconds 5] [--rounds 3] [--profile out.txt]
+
+Starts `celld run bench/project` (``--log-level warning``, as benchmarks run), creates one
+BenchWorkflow instance and lets it finish and hibernate, then drives each route with `wrk`
+(one connection, keep-alive) for `--seconds` and reads the server's CPU time from
+/proc/<pid>/stat before and after: CPU per request = (user + system) / requests. Routes:
+``GET /ping`` (a Worker that answers without touching anything) and ``GET /status?id=``
+of the hibernated instance (`env.BENCH.get(id)` then `await instance.status()`).
+`--profile` also runs py-spy (``pip install py-spy``) on
+the server during one more round of the last route and writes its stacks (``--format raw``).
+
+The load average is printed with every figure: the machine may be shared.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import httpx
+
+REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO))
+
+from tests.celld_server import free_port  # noqa: E402
+
+PROJECT = REPO / "bench" / "project"
+TICKS = os.sysconf("SC_CLK_TCK")
+
+
+def cpu_seconds(pid: int) -> float:
+    """User + system CPU time of `pid` and its threads."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / TICKS
+
+
+def thread_cpu(pid: int) -> dict[str, float]:
+    """CPU seconds of each of `pid`'s threads: "loop" (the main thread, which runs the event
+    loop) and the others by thread id (Python does not name OS threads)."""
+    out: dict[str, float] = {}
+    for task in Path(f"/proc/{pid}/task").iterdir():
+        try:
+            name = "loop" if task.name == str(pid) else task.name
+            stat = (task / "stat").read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        out[name] = out.get(name, 0.0) + (int(stat[11]) + int(stat[12])) / TICKS
+    return out
+
+
+def loadavg() -> str:
+    return Path("/proc/loadavg").read_text().split()[0]
+
+
+def wrk(url: str, seconds: float, script: Path | None = None) -> int:
+    """Requests `wrk` completed on one connection in `seconds`."""
+    command = ["wrk", "-t1", "-c1", f"-d{int(seconds)}s", url]
+    if script is not None:
+        command[1:1] = ["-s", str(script)]
+    out = subprocess.run(command, capture_output=True, text=True, check=True).stdout
+    if "Non-2xx" in out:
+        raise RuntimeError(f"{url}: non-2xx answers\n{out}")
+    match = re.search(r"(\d+) requests in", out)
+    if match is None:
+        raise RuntimeError(f"wrk said:\n{out}")
+    return int(match.group(1))
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--seconds", type=float, default=5)
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--profile", type=Path, default=None)
+    parser.add_argument("--only", default=None, help="one route: ping or status")
+    args = parser.parse_args()
+    if shutil.which("wrk") is None:
+        sys.exit("wrk is not installed (Debian package wrk)")
+    work = Path(tempfile.mkdtemp(prefix="celld-reqcost-"))
+    port = free_port()
+    log = open(work / "celld.log", "ab")  # noqa: SIM115
+    process = subprocess.Popen(
+        [sys.executable, "-m", "celld", "run", str(PROJECT), "--port", str(port),
+         "--persist-to", str(work / "state"), "--log-level", "warning"],
+        stdout=log, stderr=subprocess.STDOUT, start_new_session=True, cwd=REPO,
+    )  # fmt: skip
+    base = f"http://127.0.0.1:{port}"
+    try:
+        client = httpx.Client(base_url=base, timeout=30)
+        deadline = time.monotonic() + 60
+        while True:
+            try:
+                if client.get("/health").status_code == 200:
+                    break
+            except httpx.TransportError:
+                pass
+            if time.monotonic() > deadline or process.poll() is not None:
+                sys.exit((work / "celld.log").read_text())
+            time.sleep(0.1)
+        created = client.post("/create", json={"steps": 1}).json()
+        instance = created["id"]
+        while client.get("/status", params={"id": instance}).json()["status"] != "complete":
+            time.sleep(0.05)
+        time.sleep(1.5)  # past the residency: it hibernates
+        routes = {
+            "ping": (f"{base}/ping", None),
+            "status": (f"{base}/status?id={instance}", None),
+        }
+        if args.only:
+            routes = {args.only: routes[args.only]}
+        for name, (url, script) in routes.items():
+            wrk(url, 1, script)  # warm up
+            figures = []
+            for _ in range(args.rounds):
+                before = cpu_seconds(process.pid)
+                threads = thread_cpu(process.pid)
+                count = wrk(url, args.seconds, script)
+                used = cpu_seconds(process.pid) - before
+                after = thread_cpu(process.pid)
+                figures.append(used / count * 1e6)
+                split = sorted(((after[t] - threads.get(t, 0.0)) / count * 1e6, t) for t in after)
+                parts = ", ".join(f"{t} {us:.0f}" for us, t in reversed(split) if us >= 10)
+                print(
+                    f"{name}: {count} requests, {figures[-1]:.0f} us CPU each "
+                    f"({parts}; load {loadavg()})"
+                )
+            print(f"{name}: min {min(figures):.0f} us, max {max(figures):.0f} us")
+        if args.profile is not None:
+            spy = subprocess.Popen(
+                ["py-spy", "record", "-r", "250", "-f", "raw", "-o",
+                 str(args.profile), "-p", str(process.pid), "-d", str(int(args.seconds) + 1)],
+            )  # fmt: skip
+            time.sleep(1)
+            url, script = routes[next(reversed(routes))]
+            wrk(url, args.seconds, script)
+            spy.wait()
+    finally:
+        process.terminate()
+        process.wait(30)
+        shutil.rmtree(work, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()
