@@ -16,6 +16,7 @@ Future at all. `submit` and `run` still give one when a caller wants it.
 from __future__ import annotations
 
 import asyncio
+import atexit
 import itertools
 import logging
 import os
@@ -42,8 +43,14 @@ def _at_exit() -> None:
 
 
 # Called before the interpreter joins its threads at exit (what concurrent.futures uses for
-# its executors' workers); `atexit` runs too late, after that join.
-getattr(threading, "_register_atexit", lambda _: None)(_at_exit)
+# its executors' workers); `atexit` runs later, after that join. The hook is CPython's own
+# and private: where it is missing, `atexit` still runs before the interpreter is torn
+# down (JS threads are daemons, so they are still alive to finish then).
+_register_at_exit = getattr(threading, "_register_atexit", None)
+if callable(_register_at_exit):
+    _register_at_exit(_at_exit)
+else:
+    atexit.register(_at_exit)
 
 #: C stack for JS threads: deep recursion in user code needs more than the default,
 #: and QuickJS's own stack limit (set per context) must fit inside it.
