@@ -394,7 +394,9 @@ class CellRun:
         if m.get("local"):
             pending = m.get("pending")
             assert isinstance(pending, PendingWrite)  # told by the host (celld/isolate/host.py)
-            return self._settled_locally(key, attempt, str(m["value"]), now, pending)
+            value = m["value"]  # (a BinaryValue is a str: kept as it is, with its bytes)
+            text = value if isinstance(value, str) else str(value)
+            return self._settled_locally(key, attempt, text, now, pending)
         if m.get("unserializable"):
             decision = self.machine.attempt_unserializable(key, attempt, now)
         elif m.get("ok"):

@@ -23,6 +23,7 @@
     PromiseResolve,
     SafeMap,
     SafeSet,
+    StringPrototypeIndexOf,
     stringify,
     uncurryThis,
     isDate,
@@ -627,7 +628,9 @@
             else reject(error);
             return;
           }
-          if (run.local && stepRules !== null && decideRules(stepRules, {
+          // A value with binary data (`{"$":"Blobs"}`: its bytes travel beside the text)
+          // is sized by the engine alone, so it takes the engine's answer.
+          if (run.local && stepRules !== null && StringPrototypeIndexOf(text, '{"$":"Blobs"') !== 0 && decideRules(stepRules, {
             allowed: true, mayBegin: run.mayBegin, ok: true, first: true,
             alone: run.attempts.size === 0, size: text.length * 3,
           }) === "resolve") {
