@@ -362,8 +362,10 @@ class Cell:
             await self.port.leave_isolate(tenant)
             return
         run = CellRun(self, tenant)
-        tenant.on_fault = run.on_fault
         self.run = run
+        # (told at once if a co-tenant's lost write condemned the isolate while the
+        # journal was read: the run then moves elsewhere, as its co-tenants do)
+        tenant.on_fault = run.on_fault
         if not preload:
             # The start (status, generation) commits while JS already runs: the start
             # acknowledges nothing, and every answer JS gets waits for a commit of its own,
@@ -464,7 +466,12 @@ class Cell:
 
     async def replay(self, run: CellRun) -> None:
         """Commit, drop the run and queue a fresh one if the instance still needs it."""
-        await self.commit()
+        try:
+            await self.commit()
+        except StoreUnavailable:
+            # The cell broke (`break_` dropped the run, and the port reloads the instance
+            # once the store commits again): the run goes on from its rows then.
+            return
         if self.run is run:
             await self.stop_run()
         if not self.broken and self.machine.status in STARTABLE:

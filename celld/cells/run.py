@@ -745,7 +745,8 @@ class CellRun:
             return
         ref = self.cell.ref
         shared = fault.tenants > 1
-        elsewhere = shared and fault.culprit is not None and fault.culprit is not self.host
+        # (a culprit that is not this run is another run, even one that left already)
+        elsewhere = fault.culprit is not None and fault.culprit is not self.host
         if fault.lost_write or elsewhere:
             # Another run's result this isolate was told of was never committed (its
             # output gate dropped what waited on it), or a co-tenant broke the isolate

@@ -310,8 +310,7 @@ class IsolateHost:
         """A fault reaches every run of the isolate (each decides what it costs it)."""
         fault.tenants = len(self.tenants)
         for tenant in list(self.tenants.values()):
-            if tenant.on_fault is not None:
-                tenant.on_fault(fault)
+            tenant.hear_fault(fault)
 
     def _tenants_turn_ended(self) -> None:
         """JS ran its jobs to the end: the runs it touched hear of it."""
@@ -384,14 +383,20 @@ class IsolateHost:
 
     def after_next_turn(self, callback: Callable[[], None]) -> None:
         """Run `callback` once the next turn's messages are dispatched (or when the pump
-        stops before one: a fault). A run's owner holds work back until JS has had its
-        first turn with it."""
+        stops before one: a fault; at once if no turn will follow). A run's owner holds
+        work back until JS has had its first turn with it."""
+        if self._no_turn_follows:
+            callback()
+            return
         self._at_boundary.append(callback)
 
     def after_turn_seeing(self, callback: Callable[[], None]) -> None:
         """Run `callback` once the turn that delivers what is posted now has been
         dispatched: the next turn's end, or the one after it when called while a turn's
         outbox is being dispatched (what is posted now waits for the turn after it)."""
+        if self._no_turn_follows:
+            callback()
+            return
         if not self._in_turn:
             self._at_boundary.append(callback)
             return
@@ -422,6 +427,15 @@ class IsolateHost:
                 self._pump_ended()
             else:
                 self._pump_soon()
+
+    @property
+    def _no_turn_follows(self) -> bool:
+        """The isolate will never turn again and no turn in flight is left to end: it is
+        closed, or faulted after its last turn (the fault ran the boundary callbacks
+        then). A callback that waits for a turn boundary runs at once instead of waiting
+        for ever: a run joining an isolate that is condemned while it reads its journal
+        must not hold its writes back for a turn that never comes."""
+        return (self._closed or self.faulted) and not self._pumping
 
     def _run_boundary(self) -> None:
         callbacks, self._at_boundary = self._at_boundary, []

@@ -45,7 +45,7 @@ class Tenant:
 
     __slots__ = (
         "host", "r", "ops", "inward_ops", "inward_stream", "turn_callback", "cpu_callback",
-        "on_fault", "pending_ops", "tasks", "touched", "wanted", "left",
+        "_on_fault", "_missed_fault", "pending_ops", "tasks", "touched", "wanted", "left",
     )  # fmt: skip
 
     def __init__(self, host: IsolateHost, r: int) -> None:
@@ -62,8 +62,9 @@ class Tenant:
         self.turn_callback: Callable[[], None] | None = None
         #: this run's share of a turn's CPU (ms)
         self.cpu_callback: Callable[[float], None] | None = None
-        #: the isolate faulted (every run hears of it)
-        self.on_fault: Callable[[IsolateFault], None] | None = None
+        #: told of the isolate's fault (see `on_fault`), and a fault told before it was set
+        self._on_fault: Callable[[IsolateFault], None] | None = None
+        self._missed_fault: IsolateFault | None = None
         #: host operations of this run still working for JS, by op name
         self.pending_ops: dict[str, int] = {}
         self.tasks: set[asyncio.Task[Any]] = set()
@@ -72,6 +73,31 @@ class Tenant:
         #: the number of the batch of messages that delivers the last one posted to it
         self.wanted = 0
         self.left = False
+
+    @property
+    def on_fault(self) -> Callable[[IsolateFault], None] | None:
+        """Told of the isolate's fault, once. Every run of a faulted isolate hears of it,
+        also one whose owner subscribes only after the fault: a run joins an isolate
+        before it has read its journal (an await), and the isolate may be condemned by a
+        co-tenant meanwhile; unheard, such a run would wait for ever for an isolate
+        that never turns again."""
+        return self._on_fault
+
+    @on_fault.setter
+    def on_fault(self, callback: Callable[[IsolateFault], None] | None) -> None:
+        self._on_fault = callback
+        missed = self._missed_fault
+        if callback is not None and missed is not None:
+            self._missed_fault = None
+            callback(missed)
+
+    def hear_fault(self, fault: IsolateFault) -> None:
+        """The isolate faulted (`IsolateHost` tells every run): tell the owner, or keep
+        the fault for the owner that subscribes later."""
+        if self._on_fault is None:
+            self._missed_fault = fault
+        else:
+            self._on_fault(fault)
 
     @property
     def isolate(self) -> Isolate:
