@@ -176,10 +176,10 @@
    * delivery itself: no promise, and no job between the answer and the caller's reaction.
    * `body` is the JSON text of the message's other fields (`"name":...,"count":...`),
    * written by a caller that built it from values it knows to be sendable. */
-  function queueCall(op, body, onValue, onError) {
+  function queueCall(op, body, onValue, onError, owner) {
     const ticket = nextTicket++;
     ArrayPrototypePush(outbox, `{"op":"${op}","t":${ticket},${body}}`);
-    waiting.set(ticket, { resolve: onValue, reject: onError, owner: currentOwner });
+    waiting.set(ticket, { resolve: onValue, reject: onError, owner: owner === undefined ? currentOwner : owner });
     return ticket;
   }
 
@@ -420,7 +420,8 @@
     },
     /** Queue a request given as the JSON text of its fields but `op` and the ticket; the
      * answer calls `onValue(value)` or `onError(error)` during its delivery, which must
-     * not throw. Returns the ticket. */
+     * not throw. `owner`: whose request it is (by default the current owner). Returns
+     * the ticket. */
     call: queueCall,
   });
 

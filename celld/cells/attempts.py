@@ -17,13 +17,13 @@ from collections.abc import Callable
 
 from celld.cells.clock import Cancellable, Clock
 from celld.engine import Machine, Run, StepKey
-from celld.isolate.host import IsolateHost
 from celld.isolate.isolate import CPU_LIMIT_REASON, IsolateFault
+from celld.isolate.tenant import Tenant
 
 
 class AttemptWatch:
     def __init__(
-        self, machine: Machine, host: IsolateHost, clock: Clock, now: Callable[[], int]
+        self, machine: Machine, host: Tenant, clock: Clock, now: Callable[[], int]
     ) -> None:
         self.machine = machine
         self.host = host
@@ -67,11 +67,13 @@ class AttemptWatch:
         for key in self._cpu:
             self._cpu[key] += share
             if self._cpu[key] > limit and isolate.fault is None:
-                isolate.fault = IsolateFault(
+                fault = IsolateFault(
                     CPU_LIMIT_REASON,
                     f"step {key.name!r} used {self._cpu[key]:.0f} ms of CPU "
                     f"(limits.cpu_ms is {limit})",
                 )
+                fault.culprit = self.host  # the other runs of the isolate only move
+                isolate.fault = fault
 
     def _arm_timer(self, when: int) -> None:
         if self._timer is not None:

@@ -34,7 +34,6 @@ from celld.engine import (
     StepRecord,
 )
 from celld.engine.state import Changes
-from celld.isolate.host import IsolateHost
 from celld.store.base import InstanceRef, StoreUnavailable, Write
 
 log = logging.getLogger("celld.cells")
@@ -343,7 +342,8 @@ class Cell:
         if self.run is not None or self.broken or self.machine.status not in STARTABLE:
             return
         try:
-            isolate, fresh = await self.port.take_isolate()
+            # a place in an isolate, usually one shared with other runs (celld/cells/isolates.py)
+            tenant = await self.port.join_isolate(self.ref, self.fence)
         except Exception as error:  # noqa: BLE001 - a Worker that cannot load fails this instance
             now = self.port.now()
             self.machine.start_run(now)
@@ -351,22 +351,21 @@ class Cell:
             await self.commit()
             return
         if self.broken:
-            await self.port.give_isolate(isolate)
+            await self.port.leave_isolate(tenant)
             return
         try:
             start = await self._run_start(quiet=preload)
         except BaseException:
-            await self.port.give_isolate(isolate)
+            await self.port.leave_isolate(tenant)
             raise
         if self.broken:  # dropped while the journal was read: nothing of it may run
-            await self.port.give_isolate(isolate)
+            await self.port.leave_isolate(tenant)
             return
-        isolate.inline = self.port.runs_inline(self.ref)
-        host = IsolateHost(isolate, self.port.settings.ops)
-        host.fence = self.fence
-        run = CellRun(self, host)
-        host.on_fault = run.on_fault
+        run = CellRun(self, tenant)
         self.run = run
+        # (told at once if a co-tenant's lost write condemned the isolate while the
+        # journal was read: the run then moves elsewhere, as its co-tenants do)
+        tenant.on_fault = run.on_fault
         if not preload:
             # The start (status, generation) commits while JS already runs: the start
             # acknowledges nothing, and every answer JS gets waits for a commit of its own,
@@ -375,9 +374,9 @@ class Cell:
             # commit (usually the first step's result) goes in the same write: one commit
             # fewer before the first answer.
             self.hold_writes()
-            host.after_next_turn(self.release_writes)
+            tenant.after_next_turn(self.release_writes)
             self.commit_soon(self._start_committed)
-        run.post_start(start, fresh)
+        run.post_start(start)
         self.machine.forget_finished()  # JS has the journal now
 
     def hold_writes(self) -> None:
@@ -410,6 +409,7 @@ class Cell:
         self.release_writes(every=True)
         if run is None:
             return None
+        run.quiet = run.ended or run.parked  # (before closing: see `_let_go`)
         run.close()
         # Whatever the run waited for in memory is forgotten: the alarm for its next
         # deadline (possibly already due) brings it back by replay.
@@ -418,8 +418,7 @@ class Cell:
 
     async def _let_go(self, run: CellRun) -> None:
         try:
-            isolate = await run.host.detach()
-            await self.port.give_isolate(isolate)
+            await self.port.leave_isolate(run.host, quiet=run.quiet)
         finally:
             self.port.release(self)
 
@@ -467,7 +466,12 @@ class Cell:
 
     async def replay(self, run: CellRun) -> None:
         """Commit, drop the run and queue a fresh one if the instance still needs it."""
-        await self.commit()
+        try:
+            await self.commit()
+        except StoreUnavailable:
+            # The cell broke (`break_` dropped the run, and the port reloads the instance
+            # once the store commits again): the run goes on from its rows then.
+            return
         if self.run is run:
             await self.stop_run()
         if not self.broken and self.machine.status in STARTABLE:

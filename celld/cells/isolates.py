@@ -1,4 +1,14 @@
-"""Where runs get their isolates: a warm one a finished run left behind, or a new one.
+"""Where runs get their isolates: a shared one already running others, a warm one the
+last run of an isolate left behind, or a new one.
+
+Many runs share an isolate (`join`), as workerd runs many instances of a Workflow class
+in one isolate: a run is a promise chain there (celld/isolate/tenant.py), so a running
+instance costs kilobytes instead of an isolate, and joining or leaving a busy isolate is
+one message. A run joins the most recent isolate of its kind with room (`MAX_TENANTS`);
+only when none has room does it take a warm isolate or create one. An isolate goes back
+to the warm pool (with its audit of the built-ins, celld/isolate/host.py `detach`) once
+its last run leaves. Runs that must have an isolate to themselves (their turns go on a JS
+thread, or an earlier fault could not be pinned on one run) never share.
 
 A faulted isolate (a limit hit, a broken bridge) is closed, never kept warm.
 
@@ -11,26 +21,36 @@ of instances that run to a sleep) the runs then pass a few dozen isolates along 
 of creating one each, and the turns of running isolates are never queued behind a pile
 of creations on their thread.
 
-The warm pool holds as many isolates as runs may be young at once (see
-celld.cells.residency), so that in a burst every run finds the isolate an earlier one
-left; those idle for `WARM_IDLE_S` beyond a few per JS thread are closed (about 0.6 MiB
-each: a burst's pool of 64 is some 40 MiB, kept a while for the next burst, such as
-the wake-up of the instances the last one created).
+The warm pool holds one isolate per JS thread when quiet (a burst's runs share running
+ones); those idle for `WARM_IDLE_S` beyond that are closed.
 """
 
 from __future__ import annotations
 
 import asyncio
+import logging
 from collections import deque
+from collections.abc import Callable, Mapping
+from typing import Any
 
 from celld.cells.warm import WarmIsolates
+from celld.isolate.host import IsolateHost, OpHandler
 from celld.isolate.isolate import Isolate, Limits
 from celld.isolate.program import Program
+from celld.isolate.tenant import Tenant
 from celld.isolate.threads import JsThreadPool
 from celld.store.base import InstanceRef
+from celld.store.lease import EffectFence
+
+log = logging.getLogger("celld.cells")
 
 #: Warm isolates idle this long (beyond the quiet few) are closed.
 WARM_IDLE_S = 300.0
+#: Runs one isolate serves at once at most: bounds what one fault costs (a replay of each
+#: co-tenant), how much one turn may carry and how long a run's step messages wait at the
+#: output gate behind its co-tenants' uncommitted results (rule 3 of celld/isolate/gate.py:
+#: with 32, the 50 runs of bench/step_cost.py committed 0.64 times a step, with 8 0.16).
+MAX_TENANTS = 8
 
 
 class LongTurns:
@@ -51,6 +71,27 @@ class LongTurns:
             del self._refs[next(iter(self._refs))]
 
 
+def _runtime_fault(message: dict[str, Any]) -> None:
+    """The runtime could not handle a message it was sent (js/host.js): it names the
+    message's kind, not a run (the isolate serves several)."""
+    shape = message.get("error") or {}
+    log.error(
+        "workflow isolate: runtime error in %s: %s: %s",
+        message.get("kind"),
+        shape.get("name"),
+        shape.get("message"),
+    )
+
+
+def _fence_key(fence: EffectFence | None) -> object:
+    """Runs share an isolate only under the same fence (the node's lease as of their load):
+    the isolate's gate and pump obey one."""
+    if fence is None:
+        return None
+    lease, epoch = getattr(fence, "lease", None), getattr(fence, "epoch", None)
+    return fence if lease is None else (id(lease), epoch)
+
+
 class IsolateSource:
     def __init__(
         self, threads: JsThreadPool, program: Program, limits: Limits, *, burst: int = 0
@@ -59,8 +100,13 @@ class IsolateSource:
         self.program = program
         self.limits = limits
         #: isolates kept warm when quiet
-        self.quiet_capacity = 4 * len(threads.threads)
-        self.warm = WarmIsolates(capacity=max(burst, self.quiet_capacity))
+        self.quiet_capacity = len(threads.threads)
+        #: (`burst` is no longer needed: a burst's runs share running isolates)
+        self.warm = WarmIsolates(capacity=self.quiet_capacity)
+        #: isolates serving runs that others may join, most recently opened last
+        self._shared: list[tuple[IsolateHost, object]] = []
+        #: an isolate being opened for shared runs, by fence key: others wait for it
+        self._opening: dict[object, asyncio.Future[None]] = {}
         self.max_creating = len(threads.threads)
         self._creating = 0
         self._waiters: deque[asyncio.Future[None]] = deque()
@@ -106,6 +152,72 @@ class IsolateSource:
             if not waiter.done():
                 waiter.set_result(None)
                 return
+
+    async def join(
+        self,
+        ops: Mapping[str, OpHandler],
+        fence: EffectFence | None,
+        hello: Callable[[bool], dict[str, Any]],
+        *,
+        inline: bool,
+        shared: bool,
+    ) -> Tenant:
+        """A place for a run: in a shared isolate with room (`shared` and `inline` only),
+        else in a warm or new one, opened with `hello(fresh)` (the env of a fresh isolate,
+        a reset of a warm one) before any run's message."""
+        key = _fence_key(fence)
+        shared = shared and inline
+        while shared:
+            for host, host_key in reversed(self._shared):
+                if (
+                    host_key == key
+                    and len(host.tenants) < MAX_TENANTS
+                    and not host.faulted
+                    and not host.draining
+                ):
+                    return host.add_tenant()
+            opening = self._opening.get(key)
+            if opening is None:
+                break
+            # another run is opening an isolate these runs can share: wait for it
+            await asyncio.shield(opening)
+        done: asyncio.Future[None] | None = None
+        if shared:
+            done = asyncio.get_running_loop().create_future()
+            self._opening[key] = done
+        try:
+            isolate, fresh = await self.take()
+            isolate.inline = inline
+            host = IsolateHost(isolate, {**ops, "fault": _runtime_fault})
+            host.fence = fence
+            host.post(hello(fresh))
+            if shared:
+                self._shared.append((host, key))
+            return host.add_tenant()
+        finally:
+            if done is not None:
+                del self._opening[key]
+                done.set_result(None)
+
+    async def leave(self, tenant: Tenant, *, quiet: bool = True) -> None:
+        """The run is over in this isolate (`quiet`: its run() ended or it only waits, see
+        `IsolateHost.remove_tenant`); the isolate goes back once its last run left."""
+        host = tenant.host
+        host.remove_tenant(tenant, quiet=quiet)
+        if host.tenants:
+            return
+        self._shared = [(h, k) for h, k in self._shared if h is not host]
+        await self.give(await host.detach())
+
+    def room(self) -> int:
+        """Runs that could start now without creating an isolate."""
+        free = sum(MAX_TENANTS - len(host.tenants) for host, _ in self._shared if not host.faulted)
+        return len(self.warm) + free
+
+    @property
+    def serving(self) -> int:
+        """Isolates serving shared runs now."""
+        return len(self._shared)
 
     async def give(self, isolate: Isolate) -> None:
         surplus = self.warm.give(isolate)

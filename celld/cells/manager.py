@@ -49,6 +49,7 @@ from celld.engine.decisions import JournalText
 from celld.isolate.host import OpHandler
 from celld.isolate.isolate import Isolate, Limits
 from celld.isolate.program import Program
+from celld.isolate.tenant import Tenant
 from celld.isolate.threads import JsThreadPool
 from celld.store.base import (
     Claimed,
@@ -59,7 +60,7 @@ from celld.store.base import (
     StoreUnavailable,
     Write,
 )
-from celld.store.lease import Lease
+from celld.store.lease import EffectFence, Lease
 
 __all__ = ["CellManager", "CellSettings", "WorkflowSpec"]
 
@@ -176,6 +177,8 @@ class CellManager:
         )
         self.isolates = IsolateSource(threads, program, limits or Limits(), burst=MAX_YOUNG)
         self.long_turns = LongTurns()
+        #: instances whose runs get an isolate of their own (see `runs_alone`)
+        self.alone = LongTurns()
         self.tasks = TaskOwner("cells")
         self.residency = Residency(
             self._load_cell,
@@ -187,7 +190,7 @@ class CellManager:
             max_young=MAX_YOUNG,
         )
         self.residency.on_room = self._refill_wanted
-        self.residency.warm_idle = self.isolates.warm.__len__
+        self.residency.warm_idle = self.isolates.room
         self.alarms = AlarmQueue(clock, self._on_alarm)
         self._refill = asyncio.Event()
         self._refilling = False  # a refill pass is paging runnable instances in
@@ -300,6 +303,23 @@ class CellManager:
 
     async def give_isolate(self, isolate: Isolate) -> None:
         await self.isolates.give(isolate)
+
+    async def join_isolate(self, ref: InstanceRef, fence: EffectFence | None) -> Tenant:
+        inline = self.runs_inline(ref)
+        env = self.settings.env_message
+        return await self.isolates.join(
+            self.settings.ops,
+            fence,
+            lambda fresh: {"k": "env", **env} if fresh else {"k": "reset"},
+            inline=inline,
+            shared=ref not in self.alone,
+        )
+
+    async def leave_isolate(self, tenant: Tenant, *, quiet: bool = True) -> None:
+        await self.isolates.leave(tenant, quiet=quiet)
+
+    def runs_alone(self, ref: InstanceRef) -> None:
+        self.alone.add(ref)
 
     def runs_inline(self, ref: InstanceRef) -> bool:
         return self.settings.inline_turns and ref not in self.long_turns
@@ -776,10 +796,12 @@ class CellManager:
     async def isolate_memory(self) -> int:
         """Bytes used by every resident workflow isolate (asked on each one's thread)."""
         total = 0
+        seen: set[int] = set()  # (runs share isolates: each is counted once)
         for cell in self.residency.resident_cells():
             run = cell.run
-            if run is None or run.host.isolate.fault is not None:
+            if run is None or run.host.isolate.fault is not None or id(run.host.isolate) in seen:
                 continue
+            seen.add(id(run.host.isolate))
             try:
                 total += int((await run.host.isolate.memory()).get("memory_used_size", 0))
             except Exception:  # noqa: BLE001 - an isolate closing meanwhile counts as zero

@@ -20,8 +20,9 @@ from celld.engine.decisions import JournalText
 from celld.isolate.host import OpHandler
 from celld.isolate.isolate import Isolate
 from celld.isolate.linemap import LineMap
+from celld.isolate.tenant import Tenant
 from celld.store.base import InstanceRef, Loaded, Write
-from celld.store.lease import NO_LEASE, Lease
+from celld.store.lease import NO_LEASE, EffectFence, Lease
 
 if TYPE_CHECKING:
     from celld.cells.cell import Cell
@@ -103,6 +104,21 @@ class CellPort(Protocol):
 
     async def take_isolate(self) -> tuple[Isolate, bool]:
         """An isolate for a run: (isolate, fresh); raises what loading the Worker raised."""
+        ...
+
+    async def join_isolate(self, ref: InstanceRef, fence: EffectFence | None) -> Tenant:
+        """A place for the instance's run in an isolate, usually one shared with other runs
+        (celld/cells/isolates.py); raises what loading the Worker raised."""
+        ...
+
+    async def leave_isolate(self, tenant: Tenant, *, quiet: bool = True) -> None:
+        """The run is over in its isolate (the isolate goes back once its last run left);
+        `quiet`: its run() ended or it only waits (celld/isolate/host.py, `remove_tenant`)."""
+        ...
+
+    def runs_alone(self, ref: InstanceRef) -> None:
+        """A fault of a shared isolate could not be pinned on one run: the instance's runs
+        get an isolate of their own from now on, so a second one can."""
         ...
 
     def runs_inline(self, ref: InstanceRef) -> bool:

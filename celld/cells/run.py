@@ -11,7 +11,13 @@ answers of every instance in one group commit go to JS in one pass.
 
 A step's successful result may be answered ahead of its commit (the early answer): the
 isolate's output gate (celld/isolate/gate.py) is told of the write first, so nothing JS
-sends afterwards leaves before it lands.
+sends afterwards leaves before it lands. Where the engine's rules say the answer could
+only be the value itself (celld/engine/local.py), JS does not even ask: it resolves the
+step and reports it as settled, and the host tells the gate of the write at the report's
+place (`_settled_locally`).
+
+The run shares its isolate with other runs (celld/isolate/tenant.py): `host` is the run's
+`Tenant`, which posts and routes this run's messages only.
 
 The parts of a run with jobs of their own live beside it: the attempts' deadlines and
 CPU (celld/cells/attempts.py), the check of a replay under another version of the
@@ -55,9 +61,11 @@ from celld.engine import (
     Suspend,
 )
 from celld.engine.errors import missing_callback, status_error
+from celld.engine.local import STEP_RULES_JSON
 from celld.isolate.gate import PendingWrite
-from celld.isolate.host import IsolateHost, Later
+from celld.isolate.host import Later
 from celld.isolate.isolate import IsolateFault, RawJson
+from celld.isolate.tenant import Tenant
 from celld.project.cron import parse_scheduled_id
 from celld.store.base import StoreUnavailable
 
@@ -73,7 +81,7 @@ INWARD_OPS = frozenset({"wf.do", "wf.begin", "wf.attempt", "wf.sleep", "wf.wait"
 
 
 class CellRun:
-    def __init__(self, cell: Cell, host: IsolateHost) -> None:
+    def __init__(self, cell: Cell, host: Tenant) -> None:
         self.cell = cell
         self.machine = cell.machine
         self.port = cell.port
@@ -92,7 +100,11 @@ class CellRun:
         self._check: MixedVersionReplay | None = None
         #: a step's result was answered ahead of its commit, which has not landed yet
         self._early = False
-        host.ops = {**host.ops, **self._ops()}
+        #: run() ended (`wf.done`); `quiet` is set as the run is detached: it ended or
+        #: only waited, so what it left in flight cannot wake it to act
+        self.ended = False
+        self.quiet = False
+        host.ops = self._ops()  # (the isolate's shared operations serve the rest)
         host.inward_ops = INWARD_OPS
         host.inward_stream = cell
         host.turn_callback = self._after_turn
@@ -110,19 +122,18 @@ class CellRun:
             "wf.done": self._on_done,
             "wf.fatal": self._on_fatal,
             "wf.rbReport": self._on_rollback_report,
-            "fault": self._on_runtime_fault,
         }
 
     # -- starting and stopping ----------------------------------------------------------
 
-    def post_start(self, start: RunStart, fresh: bool) -> None:
-        """Hand the run's start (from `Machine.start_run`) to JS."""
+    def post_start(self, start: RunStart) -> None:
+        """Hand the run's start (from `Machine.start_run`) to JS (the isolate had its env
+        or reset when it was opened: celld/cells/isolates.py)."""
         state = self.machine.state
         # a rollback run only replays to find handlers: nothing new runs, nothing to check
         check = None if start.rollback is not None else replay_check(self, start)
         self._check = None if check is None else MixedVersionReplay(self, check)
-        env = {"k": "env", **self.port.settings.env_message} if fresh else {"k": "reset"}
-        self.host.post(env)
+        speculate = self.modifiers() is None and self._check is None
         self.host.post(
             {
                 "k": "wf.start",
@@ -144,12 +155,26 @@ class CellRun:
                 # no speculative starts under test modifiers, nor while a replay under
                 # another version is checked (every step goes through the host and JS
                 # reports journal hits)
-                "speculate": self.modifiers() is None and self._check is None,
+                "speculate": speculate,
                 "rollback": start.rollback,
                 "checkVersion": self._check is not None,
+                # steps JS may resolve itself (celld/engine/local.py), and the rules, once
+                # per isolate
+                "local": speculate
+                and start.rollback is None
+                and not self.port.settings.replay_every_step,
+                **self._rules(),
             }
         )
         self.rollback = RollbackDriver(self) if start.rollback is not None else None
+
+    def _rules(self) -> dict[str, Any]:
+        """The local step rules, for the first run an isolate starts (JS keeps them)."""
+        isolate = self.host.isolate
+        if getattr(isolate, "step_rules_sent", False):
+            return {}
+        isolate.step_rules_sent = True  # type: ignore[attr-defined]
+        return {"rules": RawJson(STEP_RULES_JSON)}
 
     # -- version pinning -------------------------------------------------------------------
 
@@ -357,12 +382,21 @@ class CellRun:
 
     def _on_attempt(self, m: dict[str, Any]) -> Any:
         if not self._current(m):
+            pending = m.get("pending")  # (a result JS resolved itself: never written)
+            if isinstance(pending, PendingWrite):
+                pending.failed(RuntimeError("a stale run resolved a step itself"))
             return never()
         key = self._key("do", m)
         attempt = int(m["attempt"])
         self.attempts.reported(key)
         now = self.port.now()
         decision: Decision | None
+        if m.get("local"):
+            pending = m.get("pending")
+            assert isinstance(pending, PendingWrite)  # told by the host (celld/isolate/host.py)
+            value = m["value"]  # (a BinaryValue is a str: kept as it is, with its bytes)
+            text = value if isinstance(value, str) else str(value)
+            return self._settled_locally(key, attempt, text, now, pending)
         if m.get("unserializable"):
             decision = self.machine.attempt_unserializable(key, attempt, now)
         elif m.get("ok"):
@@ -413,6 +447,26 @@ class CellRun:
         self.host.after_turn_seeing(self.cell.release_writes)
         return self._hand_over(key, decision)
 
+    def _settled_locally(
+        self, key: StepKey, attempt: int, value: str, now: int, pending: PendingWrite
+    ) -> None:
+        """JS resolved the step with its own value and went on (celld/engine/local.py): the
+        engine records the report, and the output gate holds whatever JS sent after it
+        until the write lands, as for an early answer (below). Several such steps of one
+        turn go in one write. Should the engine not answer with that value (a race the
+        rules could not see), JS holds a result that is not the journal's: the gate is
+        told of a write that fails at once, which condemns the isolate, and its runs start
+        over from what is durable."""
+        decision = self.machine.attempt_succeeded(key, attempt, value, now)
+        if not isinstance(decision, Resolve) or not self.live or self.host.faulted:
+            pending.failed(RuntimeError(f"the engine refused the local result of {key}"))
+            return
+        self._delivering += 1
+        if not self.cell.writes_held:
+            self.cell.hold_writes()
+            self.host.at_turn_boundary(self.cell.release_writes)
+        self.cell.commit_soon(lambda error: self._early_committed(pending, error))
+
     def _early_committed(self, pending: PendingWrite, error: BaseException | None) -> None:
         self._early = False
         self._delivering -= 1
@@ -424,6 +478,8 @@ class CellRun:
                 self.cell.break_(error)
             return
         held = self.host.gate.waiting
+        if held:
+            self.host.touch()  # (what waits may be another run's: this one hears too)
         pending.landed()  # what waited goes on; the last of it tells `_after_turn`
         if not self.closed and not held and not self.host.turn_pending:
             self._after_turn()
@@ -480,6 +536,7 @@ class CellRun:
     def _on_done(self, m: dict[str, Any]) -> Any:
         if not self._current(m):
             return None
+        self.ended = True
         now = self.port.now()
         if "error" in m:
             self.machine.run_failed(ErrorInfo.from_dict(m["error"]), now)
@@ -492,18 +549,6 @@ class CellRun:
         if not self._current(m):
             return never()
         return decision_wire(Reject(status_error(missing_callback(str(m.get("name"))))))
-
-    def _on_runtime_fault(self, m: dict[str, Any]) -> None:
-        shape = m.get("error", {})
-        ref = self.cell.ref
-        log.error(
-            "workflow %s/%s: runtime error in %s: %s: %s",
-            ref.workflow,
-            ref.id,
-            m.get("kind"),
-            shape.get("name"),
-            shape.get("message"),
-        )
 
     # -- answering -------------------------------------------------------------------------
 
@@ -699,11 +744,26 @@ class CellRun:
         if self.closed:
             return
         ref = self.cell.ref
-        if fault.lost_write:
+        shared = fault.tenants > 1
+        # (a culprit that is not this run is another run, even one that left already)
+        elsewhere = fault.culprit is not None and fault.culprit is not self.host
+        if fault.lost_write or elsewhere:
             # Another run's result this isolate was told of was never committed (its
-            # output gate dropped what waited on it): this run starts over elsewhere.
+            # output gate dropped what waited on it), or a co-tenant broke the isolate
+            # (past its CPU budget, say): this run starts over elsewhere, having lost
+            # nothing durable.
             self.port.spawn(
                 self.cell.replay(self), "moving a run off a condemned isolate",
+                self.cell.on_task_failure,
+            )  # fmt: skip
+            return
+        if shared and fault.culprit is None:
+            # The isolate broke (a long turn, a memory limit) serving several runs, and
+            # which one did it is unknown: each starts over in an isolate of its own, where
+            # a second fault is its own.
+            self.port.runs_alone(ref)
+            self.port.spawn(
+                self.cell.replay(self), "moving a run off a broken shared isolate",
                 self.cell.on_task_failure,
             )  # fmt: skip
             return

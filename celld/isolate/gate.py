@@ -15,6 +15,10 @@ message of every caller, in this one place:
    been told of is still pending, the message waits in the gate, behind every message
    that waits already (order is kept). Once every write told before the message was
    sent has landed, it goes on.
+   A run may also tell itself: JS resolves a step with its own value where the engine's
+   rules allow (celld/engine/local.py). The host then registers the write at the place
+   of that report among the messages the turn sent (celld/isolate/host.py, `_turn_done`),
+   so everything sent after the report waits for it as if it had been told before.
 3. A message that only tells the engine what a run does next (a step protocol message)
    may pass at once, but only when nothing waits ahead of it and every pending write
    belongs to the same commit stream (the same instance) as the run it is for: what it
@@ -127,6 +131,11 @@ class OutputGate:
     def open(self) -> bool:
         """Nothing is pending and nothing waits: every message goes straight through."""
         return not self._pending and not self._waiting
+
+    @property
+    def accepts(self) -> bool:
+        """A message sent now is let through or kept (not dropped: rules 4 and 6)."""
+        return self.condemned is None and self._sink is not None
 
     @property
     def waiting(self) -> int:

@@ -12,6 +12,11 @@ before each message leaves. While it says no, the pump waits (the inbox keeps wh
 arrives) and the messages wait in order; both go on when it allows again, and never if it
 does not. The operations a dispatch starts carry the fence with them (`OUTGOING_FENCE`),
 so a fetch asks it once more as its bytes are written (celld/isolate/outbound.py).
+
+A host may serve many workflow runs at once (`Tenant`, celld/isolate/tenant.py): each run
+is a promise chain in the one isolate, and its messages carry its number `r` both ways.
+A message of a run is handled by that run's operations first; its answers, its turn's
+end and its share of the turn's CPU go to it alone; a fault reaches every run.
 """
 
 from __future__ import annotations
@@ -22,9 +27,11 @@ import logging
 from collections.abc import Awaitable, Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
+from celld.isolate.gate import PendingWrite
 from celld.isolate.inline import InlineTurns, inline_turns
-from celld.isolate.isolate import Isolate, IsolateFault
+from celld.isolate.isolate import CO_TENANT_STOPPED_REASON, Isolate, IsolateFault
 from celld.isolate.outbound import OUTGOING_FENCE
+from celld.isolate.tenant import RUN_OPS, Tenant
 
 if TYPE_CHECKING:
     from celld.store.lease import EffectFence
@@ -135,7 +142,22 @@ class IsolateHost:
         self._pump_waiters: list[asyncio.Future[None]] = []  # `_stop` waiting for the pump
         self._tasks: set[asyncio.Task[Any]] = set()
         self._by_ticket: dict[int, tuple[asyncio.Task[Any], Awaitable[Any]]] = {}
-        self._laters: dict[Later, int | None] = {}  # answers still to come, with their ticket
+        #: answers still to come, with their ticket and the run they are for
+        self._laters: dict[Later, tuple[int | None, Tenant | None]] = {}
+        #: the runs this host serves, by number (see `Tenant`)
+        self.tenants: dict[int, Tenant] = {}
+        self._last_r = 0
+        #: runs something was delivered to or sent by since their turn callback last ran
+        self._touched: dict[Tenant, None] = {}
+        #: an answer to a request of no run was delivered: every run counts as touched
+        self._touch_all = False
+        #: batches of messages taken for a turn, and the last whose turn has ended
+        self._taken = 0
+        self._ended = 0
+        #: host work started by requests of no run (a fetch, a timer), still outstanding
+        self._unowned = 0
+        #: a run left while such work was outstanding: no new run joins (`remove_tenant`)
+        self.draining = False
         #: host operations still working for JS, by op name
         self.pending_ops: dict[str, int] = {}
         self._idle = asyncio.Event()
@@ -177,6 +199,15 @@ class IsolateHost:
         """Host requests still working for JS (tasks and answers still to come)."""
         return len(self._tasks) + len(self._laters)
 
+    def delivered(self, batch: int) -> bool:
+        """The turn of the `batch`-th batch of messages has ended."""
+        return self._ended >= batch
+
+    def outstanding_for(self, tenant: Tenant) -> int:
+        """Host requests of `tenant`'s run still working for JS."""
+        laters = sum(1 for _, owner in self._laters.values() if owner is tenant)
+        return laters + len(tenant.tasks)
+
     @property
     def turn_pending(self) -> bool:
         """True while a turn runs or inbound messages wait for one (an answer JS has not
@@ -206,8 +237,109 @@ class IsolateHost:
         """Queue an inbound message and make sure a turn will deliver it."""
         if self._closed:
             return
+        if self.tenants and "r" not in message:
+            self._touch_all = True
         self._inbox.append(message)
         self.kick()
+
+    def _post_for(self, tenant: Tenant | None, message: dict[str, Any]) -> None:
+        """Queue an answer for `tenant`'s run (None: for no run in particular)."""
+        if tenant is None:
+            self.post(message)
+            return
+        if self._closed or tenant.left:
+            return
+        tenant.touched = True
+        tenant.wanted = self._taken + 1  # the batch that will deliver it
+        self._touched[tenant] = None
+        self._inbox.append(message)
+        self.kick()
+
+    # -- runs sharing the isolate ------------------------------------------------------------
+
+    def add_tenant(self) -> Tenant:
+        """A new run in this isolate: its share of the host (see `Tenant`)."""
+        self._last_r += 1
+        tenant = Tenant(self, self._last_r)
+        self.tenants[tenant.r] = tenant
+        if self.on_fault is None:
+            self.on_fault = self._tenants_fault
+        return tenant
+
+    def remove_tenant(self, tenant: Tenant, *, quiet: bool = True) -> None:
+        """The run left: nothing more reaches it, JS forgets it (`wf.drop`), and the host
+        work it started for the step protocol stops. Work started by no run in particular
+        (a fetch or timer of user code: JS cannot say whose) may belong to the run that
+        left, and its answer would wake it. A `quiet` run (its run() ended, or it only
+        waits for a sleep or an event) is not woken by it in any way that matters: if
+        any is outstanding while others stay, the isolate takes no new runs (`draining`)
+        and is reset once its last run leaves. A run stopped in the middle (terminated,
+        deleted, moved) could be: the isolate is given up and the others start over
+        elsewhere (celld/isolate/DECISIONS.md, "runs per isolate")."""
+        if tenant.left:
+            return
+        tenant.left = True
+        self.tenants.pop(tenant.r, None)
+        self._touched.pop(tenant, None)
+        tenant.turn_callback = None
+        tenant.cpu_callback = None
+        laters = [later for later, (_, owner) in self._laters.items() if owner is tenant]
+        for later in laters:
+            del self._laters[later]
+            later.withdraw()
+        current = asyncio.current_task()
+        for task in list(tenant.tasks):
+            if task is not current:  # (the run may be leaving from one of its own ops)
+                task.cancel()
+        tenant.pending_ops.clear()
+        if not self.tenants or self._closed:
+            return
+        if self._unowned and not quiet:
+            if self.isolate.fault is None:
+                self.isolate.fault = IsolateFault(
+                    CO_TENANT_STOPPED_REASON, "host work of no run was in flight"
+                )
+                if not self._pumping:
+                    self._fail(self.isolate.fault)
+            return
+        if self._unowned:
+            self.draining = True
+        self.post({"k": "wf.drop", "r": tenant.r})
+
+    def _tenants_fault(self, fault: IsolateFault) -> None:
+        """A fault reaches every run of the isolate (each decides what it costs it)."""
+        fault.tenants = len(self.tenants)
+        for tenant in list(self.tenants.values()):
+            tenant.hear_fault(fault)
+
+    def _tenants_turn_ended(self) -> None:
+        """JS ran its jobs to the end: the runs it touched hear of it."""
+        if self._touch_all:
+            self._touch_all = False
+            touched = list(self.tenants.values())
+            self._touched.clear()
+        else:
+            touched = list(self._touched)
+            self._touched.clear()
+        ended = self._ended
+        for tenant in touched:
+            if tenant.wanted > ended:
+                # posted to during this turn's dispatch: the next turn delivers it
+                self._touched[tenant] = None
+            else:
+                tenant.touched = False
+            if tenant.turn_callback is not None:
+                tenant.turn_callback()
+
+    def _charge_tenants(self, ms: float) -> None:
+        """A turn's CPU, shared evenly by the runs it touched."""
+        touched = list(self.tenants.values()) if self._touch_all else list(self._touched)
+        if not touched:
+            return
+        share = ms / len(touched)
+        for tenant in touched:
+            if tenant.cpu_callback is not None:
+                tenant.cpu_callback(share)
 
     def queued(self, message: dict[str, Any]) -> bool:
         """True while `message` (posted earlier) waits for a turn to deliver it."""
@@ -251,14 +383,20 @@ class IsolateHost:
 
     def after_next_turn(self, callback: Callable[[], None]) -> None:
         """Run `callback` once the next turn's messages are dispatched (or when the pump
-        stops before one: a fault). A run's owner holds work back until JS has had its
-        first turn with it."""
+        stops before one: a fault; at once if no turn will follow). A run's owner holds
+        work back until JS has had its first turn with it."""
+        if self._no_turn_follows:
+            callback()
+            return
         self._at_boundary.append(callback)
 
     def after_turn_seeing(self, callback: Callable[[], None]) -> None:
         """Run `callback` once the turn that delivers what is posted now has been
         dispatched: the next turn's end, or the one after it when called while a turn's
         outbox is being dispatched (what is posted now waits for the turn after it)."""
+        if self._no_turn_follows:
+            callback()
+            return
         if not self._in_turn:
             self._at_boundary.append(callback)
             return
@@ -290,6 +428,15 @@ class IsolateHost:
             else:
                 self._pump_soon()
 
+    @property
+    def _no_turn_follows(self) -> bool:
+        """The isolate will never turn again and no turn in flight is left to end: it is
+        closed, or faulted after its last turn (the fault ran the boundary callbacks
+        then). A callback that waits for a turn boundary runs at once instead of waiting
+        for ever: a run joining an isolate that is condemned while it reads its journal
+        must not hold its writes back for a turn that never comes."""
+        return (self._closed or self.faulted) and not self._pumping
+
     def _run_boundary(self) -> None:
         callbacks, self._at_boundary = self._at_boundary, []
         for callback in callbacks:
@@ -307,6 +454,7 @@ class IsolateHost:
                 if self._fenced_now():
                     return
                 batch, self._inbox = self._inbox, []
+                self._taken += 1
                 self._in_turn = True
                 try:
                     outbox = await self.isolate.turn(batch)
@@ -336,6 +484,7 @@ class IsolateHost:
         again = False
         try:
             batch, self._inbox = self._inbox, []
+            self._taken += 1
             self._in_turn = True
             try:
                 outbox = self.isolate.turn_now(batch)
@@ -360,6 +509,7 @@ class IsolateHost:
             self._holding = True
             self._slices().hold()
         batch, self._inbox = self._inbox, []
+        self._taken += 1
         self._in_turn = True
         self.isolate.turn_soon(batch, self._prompt_turn_done)
 
@@ -385,6 +535,7 @@ class IsolateHost:
                 self._pump_ended()
 
     def _turn_failed(self, error: Exception) -> None:
+        self._ended = self._taken
         if not isinstance(error, IsolateFault):
             log.error("a turn failed outside JS; the isolate is dropped", exc_info=error)
             error = IsolateFault("isolate failure", f"{type(error).__name__}: {error}")
@@ -394,10 +545,25 @@ class IsolateHost:
     def _turn_done(self, outbox: list[dict[str, Any]]) -> bool:
         """Send a turn's outbox through the gate and tell the owner; True if another turn
         must follow. The owner hears of the turn's end once all of it is dispatched."""
+        self._ended = self._taken
         gate = self.gate
         for message in outbox:
-            if gate.send(message, self._stream_of(message)):
+            stream = self._stream_of(message)
+            accepted = gate.accepts
+            passed = gate.send(message, stream)
+            if accepted and stream is not None and message.get("local") is True:
+                # JS resolved a step itself (celld/engine/local.py) and went on: what it
+                # sent after this waits for the write that records it, told to the gate
+                # here, at the report's place in the outbox (rule 1 of gate.py)
+                pending = PendingWrite(stream)
+                gate.told(pending)
+                message["pending"] = pending
+            if passed:
                 self._dispatch(message)
+        if self.tenants:
+            self._charge_tenants(self.isolate.last_turn_cpu_ms)
+            if not self.isolate.runnable and not gate.waiting:
+                self._tenants_turn_ended()
         if self.cpu_callback is not None:
             self.cpu_callback(self.isolate.last_turn_cpu_ms)
         if self.turn_callback is not None and not self.isolate.runnable and not gate.waiting:
@@ -416,6 +582,15 @@ class IsolateHost:
         return bool(self._inbox) or self.isolate.runnable
 
     def _stream_of(self, message: dict[str, Any]) -> object:
+        r = message.get("r") if message.get("op") in RUN_OPS else None
+        if r is not None:
+            tenant = self.tenants.get(r)
+            if tenant is None or message.get("op") not in tenant.inward_ops:
+                return None
+            if not tenant.touched:
+                tenant.touched = True
+                self._touched[tenant] = None
+            return tenant.inward_stream
         return self.inward_stream if message.get("op") in self.inward_ops else None
 
     def _released(self, message: dict[str, Any]) -> None:
@@ -424,13 +599,11 @@ class IsolateHost:
         if self._closed or self.faulted:
             return
         self._dispatch(message)
-        if (
-            not self.gate.waiting
-            and self.turn_callback is not None
-            and not self._in_turn
-            and not self.isolate.runnable
-        ):
-            self.turn_callback()
+        if not self.gate.waiting and not self._in_turn and not self.isolate.runnable:
+            if self.tenants:
+                self._tenants_turn_ended()
+            if self.turn_callback is not None:
+                self.turn_callback()
         self._maybe_idle()
 
     def _condemned(self, _: BaseException) -> None:
@@ -486,7 +659,7 @@ class IsolateHost:
             # JS no longer wants the answer to request `of` (a cleared timer, say): stop
             # the work so it neither runs on nor counts as pending host work.
             of = message.get("of")
-            for later, later_ticket in list(self._laters.items()):
+            for later, (later_ticket, _) in list(self._laters.items()):
                 if later_ticket is not None and later_ticket == of:
                     later.withdraw()
             pending = self._by_ticket.pop(of, None)
@@ -499,81 +672,109 @@ class IsolateHost:
                 ):
                     work.close()
             return
-        handler = self.ops.get(op) if isinstance(op, str) else None
+        tenant: Tenant | None = None
+        r = message.get("r") if op in RUN_OPS else None
+        handler: OpHandler | None = None
+        if r is not None and isinstance(op, str):
+            tenant = self.tenants.get(r)
+            if tenant is None:
+                # the run left this isolate: what it still sends is dropped, and a result
+                # it resolved itself was never written, so nothing may leave after it
+                pending = message.get("pending")
+                if isinstance(pending, PendingWrite):
+                    pending.failed(RuntimeError("a run left before its local result was written"))
+                return
+            handler = tenant.ops.get(op)
+        if handler is None:
+            handler = self.ops.get(op) if isinstance(op, str) else None
         if handler is None:
             error = HostError(f"celld has no host operation named {op!r}")
             if ticket is not None:
-                self.post({"k": "settle", "t": ticket, "e": error_shape(error)})
+                self._post_for(tenant, {"k": "settle", "t": ticket, "e": error_shape(error)})
             else:
                 log.error("%s", error)
             return
         try:
             result = handler(message)
         except Exception as error:  # noqa: BLE001 - every failure is reported to JS
-            self._settle_error(ticket, op, error)
+            self._settle_error(ticket, op, error, tenant)
             return
         if result is None:  # (a report: nothing more to do for most messages)
             if ticket is not None:
-                self.post({"k": "settle", "t": ticket, "v": None})
+                self._post_for(tenant, {"k": "settle", "t": ticket, "v": None})
         elif isinstance(result, Later):
-            self._adopt(ticket, op, result)
+            self._adopt(ticket, op, result, tenant)
         elif isinstance(result, asyncio.Future) and result.done() and not result.cancelled():
             # answered already (a handler's fast path): no task, no trip through the loop
             error = result.exception()
             if error is not None:
-                self._settle_error(ticket, op, error)  # type: ignore[arg-type]
+                self._settle_error(ticket, op, error, tenant)  # type: ignore[arg-type]
             elif ticket is not None:
-                self.post({"k": "settle", "t": ticket, "v": result.result()})
+                self._post_for(tenant, {"k": "settle", "t": ticket, "v": result.result()})
         elif inspect.isawaitable(result):
-            task = asyncio.get_running_loop().create_task(self._await(ticket, op, result))
+            task = asyncio.get_running_loop().create_task(self._await(ticket, op, result, tenant))
             self._tasks.add(task)
-            self.pending_ops[op] = self.pending_ops.get(op, 0) + 1
+            self._count_op(op, tenant, 1)
+            if tenant is not None:
+                tenant.tasks.add(task)
             # one done callback (each is a pass through the event loop of its own)
             task.add_done_callback(
-                lambda t, o=op, k=ticket, w=result: self._op_task_done(t, o, k, w)
+                lambda t, o=op, k=ticket, w=result, n=tenant: self._op_task_done(t, o, k, w, n)
             )
             if ticket is not None:
                 self._by_ticket[ticket] = (task, result)
         elif ticket is not None:
-            self.post({"k": "settle", "t": ticket, "v": result})
+            self._post_for(tenant, {"k": "settle", "t": ticket, "v": result})
 
-    def _adopt(self, ticket: int | None, op: str, later: Later) -> None:
+    def _count_op(self, op: str, tenant: Tenant | None, step: int) -> None:
+        """Count host work in flight for JS (by op, and for its run or for no run)."""
+        counts = self.pending_ops if tenant is None else tenant.pending_ops
+        left = counts.get(op, 0) + step
+        if left > 0:
+            counts[op] = left
+        else:
+            counts.pop(op, None)
+        if tenant is None and self.tenants is not None:
+            self._unowned = max(0, self._unowned + step)
+
+    def _adopt(self, ticket: int | None, op: str, later: Later, tenant: Tenant | None) -> None:
         """Count `later` as host work for JS until it settles, then answer with it."""
         if later.settled:
-            self._answer(ticket, op, later)
+            self._answer(ticket, op, later, tenant)
             return
-        self._laters[later] = ticket
-        self.pending_ops[op] = self.pending_ops.get(op, 0) + 1
+        self._laters[later] = (ticket, tenant)
+        self._count_op(op, tenant, 1)
 
         def settled(_: Outcome) -> None:
             if later not in self._laters:
-                return  # the host stopped
+                return  # the host stopped, or its run left
             del self._laters[later]
-            self._op_done(op)
-            self._answer(ticket, op, later)
+            self._count_op(op, tenant, -1)
+            self._answer(ticket, op, later, tenant)
             self._maybe_idle()
 
         later.then(settled)
 
-    def _answer(self, ticket: int | None, op: str, later: Later) -> None:
+    def _answer(self, ticket: int | None, op: str, later: Later, tenant: Tenant | None) -> None:
         kind, value = later._outcome or ("w", None)
         if kind == "e":
-            self._settle_error(ticket, op, value)
+            self._settle_error(ticket, op, value, tenant)
         elif kind == "v" and ticket is not None and not self.faulted:
-            self.post({"k": "settle", "t": ticket, "v": value})
-
-    def _op_done(self, op: str) -> None:
-        left = self.pending_ops.get(op, 1) - 1
-        if left > 0:
-            self.pending_ops[op] = left
-        else:
-            self.pending_ops.pop(op, None)
+            self._post_for(tenant, {"k": "settle", "t": ticket, "v": value})
 
     def _op_task_done(
-        self, task: asyncio.Task[Any], op: str, ticket: int | None, work: Awaitable[Any]
+        self,
+        task: asyncio.Task[Any],
+        op: str,
+        ticket: int | None,
+        work: Awaitable[Any],
+        tenant: Tenant | None,
     ) -> None:
         """An operation's task ended: it no longer counts as host work for JS."""
-        self._op_done(op)
+        if tenant is None or not tenant.left:
+            self._count_op(op, tenant, -1)
+        if tenant is not None:
+            tenant.tasks.discard(task)
         if ticket is not None:
             self._by_ticket.pop(ticket, None)
         _close_unstarted(work)
@@ -589,7 +790,9 @@ class IsolateHost:
         if idle and self.idle_callback is not None:
             self.idle_callback()
 
-    async def _await(self, ticket: int | None, op: str, awaitable: Awaitable[Any]) -> None:
+    async def _await(
+        self, ticket: int | None, op: str, awaitable: Awaitable[Any], tenant: Tenant | None
+    ) -> None:
         try:
             value = await awaitable
         except asyncio.CancelledError:
@@ -597,16 +800,18 @@ class IsolateHost:
         except AnswerWithdrawn:
             return
         except Exception as error:  # noqa: BLE001 - every failure is reported to JS
-            self._settle_error(ticket, op, error)
+            self._settle_error(ticket, op, error, tenant)
             return
         if ticket is not None and not self.faulted:
-            self.post({"k": "settle", "t": ticket, "v": value})
+            self._post_for(tenant, {"k": "settle", "t": ticket, "v": value})
 
-    def _settle_error(self, ticket: int | None, op: str, error: Exception) -> None:
+    def _settle_error(
+        self, ticket: int | None, op: str, error: Exception, tenant: Tenant | None = None
+    ) -> None:
         if not isinstance(error, HostError):
             log.warning("host operation %s failed: %r", op, error)
         if ticket is not None and not self.faulted:
-            self.post({"k": "settle", "t": ticket, "e": error_shape(error)})
+            self._post_for(tenant, {"k": "settle", "t": ticket, "e": error_shape(error)})
 
     async def close(self) -> None:
         """Stop serving the isolate and free it. Safe to call from one of its own op tasks:

@@ -89,6 +89,10 @@ LONG_TURN_REASON = "a turn ran too long for the event loop"
 #: The fault of an isolate told a result whose write then failed (celld/isolate/gate.py):
 #: its memory may hold what was lost. Not the work's failure either: it runs again.
 LOST_WRITE_REASON = "a result this isolate was told of was never committed"
+#: A run was stopped in a shared isolate while host work JS cannot attribute was in flight
+#: (celld/isolate/host.py, `remove_tenant`): that work may be the stopped run's, and its
+#: answer would wake it. Not the others' failure: they start over elsewhere.
+CO_TENANT_STOPPED_REASON = "a run was stopped with work of no run in flight"
 #: The runtime's note (js/host.js) that user code replaced a built-in it watches.
 INTRINSICS_CHANGED = "intrinsics.changed"
 
@@ -108,6 +112,11 @@ class IsolateFault(Exception):
         super().__init__(f"{reason}: {detail}" if detail else reason)
         self.reason = reason
         self.detail = detail
+        #: the run that caused it, when known (a run past its CPU budget): the other runs
+        #: of the isolate only replay elsewhere (celld/isolate/tenant.py)
+        self.culprit: object = None
+        #: how many runs the isolate served when it faulted
+        self.tenants = 1
 
     @property
     def long_turn(self) -> bool:
@@ -116,8 +125,9 @@ class IsolateFault(Exception):
 
     @property
     def lost_write(self) -> bool:
-        """Condemned by its output gate: the work runs again from what is durable."""
-        return self.reason == LOST_WRITE_REASON
+        """Condemned by its output gate, or given up for a stopped co-tenant: the work
+        runs again from what is durable."""
+        return self.reason in (LOST_WRITE_REASON, CO_TENANT_STOPPED_REASON)
 
 
 class ScriptError(Exception):

@@ -45,6 +45,7 @@ CLOUDFLARE_FILES: tuple[str, ...] = (
     "cloudflare/modules.js",
     "cloudflare/worker_entry.js",
     "workflows/binding.js",
+    "workflows/rules.js",
     "workflows/step.js",
     "bindings/common.js",
     "bindings/kv.js",

@@ -23,6 +23,7 @@
     PromiseResolve,
     SafeMap,
     SafeSet,
+    StringPrototypeIndexOf,
     stringify,
     uncurryThis,
     isDate,
@@ -34,6 +35,11 @@
   const host = globalThis.__celld_host;
   const hostText = globalThis.__celld_host_text; // (js/host.js: taken here, gone for user code)
   delete globalThis.__celld_host_text;
+  // The matcher of the engine's local step rules (js/workflows/rules.js, same treatment).
+  const decideRules = globalThis.__celld_step_rules_decide;
+  delete globalThis.__celld_step_rules_decide;
+  // The rules themselves (celld/engine/local.py), from the first wf.start of this isolate.
+  let stepRules = null;
   const cloudflare = globalThis.__celld_cloudflare;
   const serialize = (value) => globalThis.__celld_serialize(value);
   const deserialize = (text) => globalThis.__celld_deserialize(text);
@@ -180,23 +186,44 @@
   /** Race `promise` against a host timer of `ms`; the timer is withdrawn (on both sides)
    * as soon as the race is decided. Used for delay functions only: step attempts are timed
    * by the host (`wf.timeout`), with nothing armed here. */
-  function withTimeout(promise, ms, onTimeout) {
-    const timer = host.requestCancellable("wf.timer", { g: run.generation, ms });
+  function withTimeout(run, promise, ms, onTimeout) {
+    const timer = host.runAs(run, () => host.requestCancellable("wf.timer", { g: run.generation, r: run.r, ms }));
     const expired = PromisePrototypeThen(timer.promise, () => { throw onTimeout(); });
     return settled(race([promise, expired]), () => timer.cancel());
   }
 
-  // The run in progress in this isolate (one per cell isolate).
-  const run = {
-    generation: 0,
-    // The run's step object and, in a rollback run, its plan (celld/engine/rollback.py).
-    step: null,
-    plan: null,
-    // False while a pause is pending: every attempt then waits for the engine's word.
-    mayBegin: true,
-    // In-flight attempts the host may time out: "<key>#<attempt>" -> abandon(error).
-    attempts: new SafeMap(),
-  };
+  // The runs in progress in this isolate, by the number the host gave each (`r`). An
+  // isolate runs many instances' runs at once, as workerd runs many instances of a
+  // Workflow class in one isolate: each run is a promise chain with its own state here,
+  // and module state is shared between them (celld/isolate/DECISIONS.md, "runs per
+  // isolate"). Every message of a run carries its `r`; the host routes it to that run.
+  const runs = new SafeMap();
+
+  function newRun(r, generation) {
+    return {
+      r,
+      generation,
+      // The run's step object and, in a rollback run, its plan (celld/engine/rollback.py).
+      step: null,
+      plan: null,
+      // False while a pause is pending: every attempt then waits for the engine's word.
+      mayBegin: true,
+      checkVersion: false,
+      // The host lets this run resolve a step itself where the engine's rules allow.
+      local: false,
+      // In-flight attempts the host may time out: "<key>#<attempt>" -> abandon(error).
+      attempts: new SafeMap(),
+    };
+  }
+
+  /** The run a message from the host is for, if it is still the generation addressed. */
+  function runOf(message) {
+    const run = runs.get(message.r);
+    return run !== undefined && run.generation === message.g ? run : undefined;
+  }
+
+  // An isolate given to another run after being idle forgets every run it held.
+  host.afterReset(() => runs.clear());
 
   function attemptTimedOut(timeout) {
     const error = new Error(`Execution timed out after ${timeout}ms`);
@@ -208,7 +235,7 @@
   /** The callback's promise, abandoned when the host says the attempt timed out. One
    * promise settled by whichever comes first (a race of two promises, with its cleanup,
    * took three more jobs on every step). */
-  function timedAttempt(key, attempt, promise, timeout) {
+  function timedAttempt(run, key, attempt, promise, timeout) {
     const slot = `${key}#${attempt}`;
     return new Promise((resolve, reject) => {
       run.attempts.set(slot, () => {
@@ -230,15 +257,27 @@
   }
 
   host.on("wf.timeout", (message) => {
-    if (message.g !== run.generation) return;
+    const run = runOf(message);
+    if (run === undefined) return;
     const abandon = run.attempts.get(`${message.key}#${message.attempt}`);
     if (abandon) abandon();
   });
   host.on("wf.hold", (message) => {
-    if (message.g === run.generation) run.mayBegin = false;
+    const run = runOf(message);
+    if (run !== undefined) run.mayBegin = false;
   });
   host.on("wf.release", (message) => {
-    if (message.g === run.generation) run.mayBegin = true;
+    const run = runOf(message);
+    if (run !== undefined) run.mayBegin = true;
+  });
+  // The run left this isolate (it ended, hibernated or moved): forget it, and the answers
+  // the host still owed it. Its promise chain is never settled again.
+  host.on("wf.drop", (message) => {
+    const run = runs.get(message.r);
+    if (run === undefined) return;
+    runs.delete(message.r);
+    run.dropped = true;
+    host.cancelOwned(run);
   });
 
   // What the engine answers for a step's first attempt depends only on the step's
@@ -263,10 +302,11 @@
   /** Run one attempt of a step callback (or a rollback handler) and report how it went:
    * `{ok, value}`, `{ok: false, error, nonretryable, timedOut, delay...}` or
    * `{unserializable}`. */
-  async function attemptOnce(key, callback, rawConfig, context, timeout, willRetry) {
+  async function attemptOnce(run, key, callback, rawConfig, context, timeout, willRetry) {
     let value;
     try {
       value = await timedAttempt(
+        run,
         key,
         context.attempt,
         // A returned stream is read to its end within the attempt (and its timeout).
@@ -277,7 +317,7 @@
         timeout,
       );
     } catch (error) {
-      return failureReport(error, rawConfig, context, willRetry);
+      return failureReport(run, error, rawConfig, context, willRetry);
     }
     return successReport(value);
   }
@@ -296,7 +336,7 @@
 
   /** The report of an attempt that threw `error`, with the retry delay a delay function
    * computes when the step has one and will retry. */
-  async function failureReport(error, rawConfig, context, willRetry) {
+  async function failureReport(run, error, rawConfig, context, willRetry) {
     const report = {
       ok: false,
       error: host.describeError(error),
@@ -307,6 +347,7 @@
     if (typeof delay === "function" && willRetry && !report.nonretryable) {
       try {
         report.delay = await withTimeout(
+          run,
           PromisePrototypeThen(PromiseResolve(undefined), () => delay({ ctx: copyContext(context), error })),
           DELAY_FUNCTION_TIMEOUT_MS,
           () => {
@@ -351,6 +392,9 @@
     #waitCounts = new SafeMap();
     #ordinal = 0;
     #generation;
+    // this run's state (see `runs`) and the text of its routing fields
+    #state;
+    #routing;
     // The journal (celld/engine/decisions.py, JournalText): the first step.do call of each
     // name by name alone (`#first`, most of a replay: one lookup, no key to build), every
     // other finished step by its key "<type>:<count>:<name>" (`#keyed`). Both without a
@@ -365,8 +409,10 @@
     // Rollback handlers of this run's step.do calls: "do:<count>:<name>" -> {fn, rawConfig}.
     rollbacks = new SafeMap();
 
-    constructor(generation, journal, unfinished, stepLimit, replayOnly) {
-      this.#generation = generation;
+    constructor(run, journal, unfinished, stepLimit, replayOnly) {
+      this.#state = run;
+      this.#generation = run.generation;
+      this.#routing = `"g":${run.generation},"r":${run.r}`;
       this.#first = ObjectSetPrototypeOf(journal.first, null);
       this.#keyed = ObjectSetPrototypeOf(journal.keyed, null);
       this.#unfinished = new SafeSet(unfinished);
@@ -389,18 +435,22 @@
       const entry = this.#keyed[key];
       if (entry === undefined) return undefined;
       delete this.#keyed[key];
-      if (run.checkVersion) this.#replayed(key);
+      if (this.#state.checkVersion) this.#replayed(key);
       return entry;
     }
 
     /** A replay under another version of the Worker: the host follows which recorded
      * steps the new code asks for (celld/engine/versions.py). */
     #replayed(key) {
-      host.notify("wf.replayed", { g: this.#generation, key });
+      host.notify("wf.replayed", { g: this.#generation, r: this.#state.r, key });
     }
 
+    /** A request of this run: owned by it, so that its answer is forgotten (and the host
+     * told to stop) when the run leaves the isolate. */
     #ask(op, fields) {
-      return host.request(op, ObjectAssign({ g: this.#generation }, fields));
+      const run = this.#state;
+      const message = ObjectAssign({ g: this.#generation, r: run.r }, fields);
+      return host.runAs(run, () => host.request(op, message));
     }
 
     // Not an async function: a step found in the journal (every step of a long replay)
@@ -412,7 +462,7 @@
       // takes its entry (see #do) and resolves with it, and nothing else: each operation
       // here costs ~0.05-0.1 us in this QuickJS build, a replay has one per step.
       if (typeof name === "string" && maybeCallback === undefined && maybeRollback === undefined
-        && !run.checkVersion) {
+        && !this.#state.checkVersion) {
         const first = this.#first;
         const recorded = first[name];
         if (recorded !== undefined && recorded !== TAKEN && (recorded === null || typeof recorded !== "object")) {
@@ -457,6 +507,7 @@
           }
         }
         const ordinal = ++this.#ordinal;
+        const run = this.#state;
         if (rollback) this.rollbacks.set(count === 1 ? "do:1:" + name : at, rollback);
         if (recorded !== undefined) {
           if (run.checkVersion) this.#replayed(count === 1 ? "do:1:" + name : at);
@@ -478,7 +529,7 @@
         }
         const known = firstAttempts.get(shape);
         if (
-          known !== undefined && run.mayBegin && !run.checkVersion && run.generation === this.#generation
+          known !== undefined && run.mayBegin && !run.checkVersion && !run.dropped
           && !this.#unfinished.has(key) && ordinal <= this.#stepLimit && plainStepName(name)
         ) {
           // (a config with no JSON text, a symbol, goes the general way)
@@ -517,7 +568,7 @@
         if (attempt === 1 && !firstAttempts.has(shape)) {
           firstAttempts.set(shape, { config: context.config, configText: stringify(context.config), timeout, willRetry });
         }
-        const report = await attemptOnce(key, callback, rawConfig, context, timeout, willRetry);
+        const report = await attemptOnce(this.#state, key, callback, rawConfig, context, timeout, willRetry);
         decision = await this.#ask("wf.attempt", ObjectAssign({ name, count, attempt }, report));
       }
     }
@@ -533,11 +584,12 @@
      * settles with what the engine answers.
      */
     #begin(name, key, count, ordinal, callback, rawConfig, rollback, wire, configText, shape, known) {
-      const g = this.#generation;
+      const run = this.#state;
+      const routing = this.#routing;
       const nameText = JSONStringify(name);
       const rollbackText = rollback ? `,"rollback":${stringify(rollback.wire)}` : "";
       hostText.notify(
-        `{"op":"wf.begin","g":${g},"name":${nameText},"count":${count},"ordinal":${ordinal},`
+        `{"op":"wf.begin",${routing},"name":${nameText},"count":${count},"ordinal":${ordinal},`
           + `"config":${configText},"dynamic":${wire.dynamic}${rollbackText}}`,
       );
       const slot = `${key}#1`;
@@ -562,7 +614,7 @@
           live = false;
           run.attempts.delete(slot);
           const context = { step: { name, count }, attempt: 1, config: known.config };
-          PromisePrototypeThen(failureReport(error, rawConfig, context, known.willRetry), report, reject);
+          PromisePrototypeThen(failureReport(run, error, rawConfig, context, known.willRetry), report, reject);
         };
         const finish = (value) => {
           if (!live) return;
@@ -576,11 +628,32 @@
             else reject(error);
             return;
           }
+          // A value with binary data (`{"$":"Blobs"}`: its bytes travel beside the text)
+          // is sized by the engine alone, so it takes the engine's answer.
+          if (run.local && stepRules !== null && StringPrototypeIndexOf(text, '{"$":"Blobs"') !== 0 && decideRules(stepRules, {
+            allowed: true, mayBegin: run.mayBegin, ok: true, first: true,
+            alone: run.attempts.size === 0, size: text.length * 3,
+          }) === "resolve") {
+            // The engine's answer would be this value (celld/engine/local.py): the step
+            // resolves now, in this turn, and the engine records the report as settled.
+            // The host's output gate holds what JS sends after it until it is written.
+            hostText.notify(
+              `{"op":"wf.attempt",${routing},"name":${nameText},"count":${count},"attempt":1,`
+                + `"ok":true,"local":true,"value":${JSONStringify(text)}}`,
+            );
+            try {
+              resolve(revive(deserialize(text)));
+            } catch (error) {
+              reject(error);
+            }
+            return;
+          }
           hostText.call(
             "wf.attempt",
-            `"g":${g},"name":${nameText},"count":${count},"attempt":1,"ok":true,"value":${JSONStringify(text)}`,
+            `${routing},"name":${nameText},"count":${count},"attempt":1,"ok":true,"value":${JSONStringify(text)}`,
             decided,
             reject,
+            run,
           );
         };
         // A returned stream is read to its end within the attempt (and its timeout).
@@ -679,9 +752,10 @@
    * it (`wf.rbReport`). The handler gets the forward step's ctx, the error that triggered
    * the rollback, the step's output (undefined unless it succeeded) and its stepName. */
   host.on("wf.rollback", (message) => {
-    if (message.g !== run.generation || run.plan === null || !run.step) return;
+    const run = runOf(message);
+    if (run === undefined || run.plan === null || !run.step) return;
     const report = (fields) =>
-      host.notify("wf.rbReport", ObjectAssign({ g: message.g, key: message.key, attempt: message.attempt }, fields));
+      host.notify("wf.rbReport", ObjectAssign({ g: message.g, r: run.r, key: message.key, attempt: message.attempt }, fields));
     let entry;
     for (let i = 0; i < run.plan.steps.length; i++) {
       if (run.plan.steps[i].rollbackKey === message.key) entry = run.plan.steps[i];
@@ -698,7 +772,7 @@
       stepName: entry.stepName,
     };
     PromisePrototypeThen(
-      attemptOnce(message.key, () => handler.fn(args), handler.rawConfig, message.context, message.timeout, message.willRetry),
+      attemptOnce(run, message.key, () => handler.fn(args), handler.rawConfig, message.context, message.timeout, message.willRetry),
       (outcome) => report(outcome.unserializable ? { ok: true } : outcome.ok ? { ok: true } : outcome),
       (error) => report({ ok: false, error: host.describeError(error) }),
     );
@@ -715,13 +789,19 @@
 
   /** Start `run(event, step)` of the exported class for one instance. */
   host.on("wf.start", (message) => {
-    run.generation = message.g;
+    const old = runs.get(message.r);
+    if (old !== undefined) host.cancelOwned(old);
+    const run = newRun(message.r, message.g);
+    runs.set(message.r, run);
     run.mayBegin = message.speculate !== false;
     run.checkVersion = message.checkVersion === true;
-    run.attempts.clear();
+    run.local = message.local === true;
+    if (message.rules) stepRules = message.rules;
     const main = globalThis.__celld_main;
     const Workflow = main[message.className];
-    const report = (fields) => host.notify("wf.done", ObjectAssign({ g: message.g }, fields));
+    const report = (fields) => {
+      if (!run.dropped) host.notify("wf.done", ObjectAssign({ g: message.g, r: run.r }, fields));
+    };
     const missing = unconnected.get(message.event.workflowName);
     if (missing !== undefined) {
       // its class lives in another Worker, which is not running here (wrangler dev's error)
@@ -745,7 +825,7 @@
     const plan = message.rollback || null;
     // (the journal comes as raw JSON inside the message, RawJson; JSON text is parsed here)
     const journal = typeof message.journal === "string" ? JSONParse(message.journal) : message.journal;
-    const step = new WorkflowStep(message.g, journal, message.unfinished || [], message.stepLimit, plan !== null);
+    const step = new WorkflowStep(run, journal, message.unfinished || [], message.stepLimit, plan !== null);
     run.step = step;
     run.plan = plan;
     const running = PromisePrototypeThen(PromiseResolve(undefined), () =>

@@ -13,8 +13,9 @@ from pathlib import Path
 
 import pytest
 
+from celld.cells.clock import ManualClock
 from celld.isolate.host import HostError
-from celld.store.base import InstanceRef
+from celld.store.base import InstanceRef, JournalText
 from tests.inprocess import call, params, running_service, until, wait_for
 
 
@@ -51,6 +52,77 @@ async def test_a_full_disk_for_a_while_fails_no_instance(tmp_path: Path) -> None
             assert described is not None
             steps = described["steps"]
             assert len(steps) == 300 and all(s["state"] == "done" for s in steps)
+
+
+async def test_a_run_joining_an_isolate_condemned_in_an_outage_runs_once_the_store_is_back(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Several runs share an isolate; one more joins it and, while it reads its journal,
+    the store fails: a co-tenant's result is never committed and the isolate is
+    condemned. The run that joined subscribed to the isolate's faults only after the
+    fault, and its start waited for a turn a faulted isolate never takes: it stayed
+    running for ever. It must hear of the fault, and every instance complete once the
+    store commits again.
+
+    The journal read of the joining run is held by the test (it waits for an event, then
+    reads the real store), so the fault lands inside it every time."""
+    clock = ManualClock()
+    async with running_service(tmp_path / "state", clock=clock) as service:
+        store, cells = service.store, service.cells
+        assert store is not None and cells is not None
+        # the joiner: a step, then an hour's sleep (paused meanwhile: its run stops)
+        await call(service, "long-workflow", "create", id="joiner",
+                   params=params({"steps": 1, "sleepEvery": 1, "nap": "1 hour"}))  # fmt: skip
+        await wait_for(service, "long-workflow", ["joiner"], {"waiting"})
+        await call(service, "long-workflow", "pause", id="joiner")
+        await wait_for(service, "long-workflow", ["joiner"], {"paused"})
+        # two runs stepping in one shared isolate
+        busy = ["busy-0", "busy-1"]
+        for instance_id in busy:
+            await call(service, "long-workflow", "create", id=instance_id,
+                       params=params({"steps": 2000}))  # fmt: skip
+        commits = store.commits
+        await until(lambda: store.commits >= commits + 20, "the busy runs stepping")
+
+        joiner = InstanceRef("long-workflow", "joiner")
+        reading, read_on = asyncio.Event(), asyncio.Event()
+        real_journal = store.journal
+
+        async def held_journal(ref: InstanceRef) -> JournalText:
+            if ref == joiner:
+                reading.set()
+                await read_on.wait()
+            return await real_journal(ref)
+
+        monkeypatch.setattr(store, "journal", held_journal)
+        await call(service, "long-workflow", "resume", id="joiner")  # its run starts
+        await asyncio.wait_for(reading.wait(), 30)
+        hosts = [host for host, _ in cells.isolates._shared]
+        assert len(hosts) == 1 and len(hosts[0].tenants) == 3, "the joiner joined the busy runs"
+        shared = hosts[0]
+
+        store.fault = disk_full
+        await until(lambda: shared.faulted, "the busy runs' isolate condemned", timeout=60)
+        joining = cells.residency.get(joiner)
+        assert joining is not None and joining.run is None  # still reading its journal
+        read_on.set()
+        # it hears of the fault, moves off the isolate, and its start's commit fails
+        await until(lambda: joining.broken, "the joiner dropped after its commit failed", 60)
+        store.fault = None
+
+        final = await wait_for(service, "long-workflow", busy, {"complete", "errored"})
+        for instance_id in busy:
+            assert final[instance_id] == {
+                "status": "complete",
+                "output": params({"total": expected_total(2000), "steps": 2000}),
+            }
+        # the joiner runs again from its rows: back to its sleep, then on to the end
+        await wait_for(service, "long-workflow", ["joiner"], {"waiting"})
+        clock.advance(2 * 3600 * 1000)
+        final = await wait_for(service, "long-workflow", ["joiner"], {"complete", "errored"})
+        assert final["joiner"] == {
+            "status": "complete", "output": params({"total": 1, "steps": 1})
+        }  # fmt: skip
 
 
 async def test_binding_calls_during_an_outage_change_nothing(tmp_path: Path) -> None:
