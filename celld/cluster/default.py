@@ -3,8 +3,9 @@ that would strand state or serve something several processes cannot share yet.
 
 The order, first that applies:
 
-1. a state folder already sharded (its ``workers.json``): that number, since placement
-   depends on it and instances cannot be moved between shards;
+1. a state folder sharded (its ``workers.json``) whose shards hold instances: that
+   number, since placement depends on it and instances cannot be moved between shards
+   (an empty one may take any number);
 2. a folder holding workflow instances from a run with one process: 1, said with how to
    use every core (resharding is not supported, so a changed number would be refused);
 3. ``--store postgresql://...``: 1, quietly: nodes are the unit there (several `celld
@@ -26,7 +27,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from celld.cluster.placement import STORE_FILE, holds_instances, recorded_workers
+from celld.cluster.placement import STORE_FILE, holds_instances, recorded_workers, store_dir
 from celld.project.bindings import BindingsConfig
 from celld.store.choice import is_postgres
 
@@ -54,7 +55,9 @@ def default_workers(
     (the served Worker's first) when `--workers` is not given."""
     for folder in folders:
         recorded = recorded_workers(folder)
-        if recorded is not None:
+        if recorded is not None and any(
+            holds_instances(store_dir(folder, index) / STORE_FILE) for index in range(recorded)
+        ):
             return DefaultWorkers(recorded)
     for folder in folders:
         if holds_instances(folder / STORE_FILE):
