@@ -6,10 +6,13 @@ a process forwards to another."""
 from __future__ import annotations
 
 import re
+import ssl
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
+
+import httpx
 
 from tests.celld_run import CelldRun
 from tests.cluster.test_bindings import fresh
@@ -111,3 +114,33 @@ def test_forwarded_operator_routes_add_no_log_lines(tmp_path: Path):
             assert fresh(run.url, "GET", f"{api}/{workflow}/instances/i{n}").status_code == 200
         assert fresh(run.url, "GET", f"{api}/{workflow}/instances").status_code == 200
         assert "HTTP Request:" not in run.log(), run.log()
+
+
+def test_https_the_operator_token_and_test_scheduled_on_every_process(tmp_path: Path):
+    from tests.e2e.test_dev_settings import make_project
+
+    token = "a-token-of-the-cluster-1234"
+    state = tmp_path / "state"
+    run = CelldRun(make_project(tmp_path / "p"), state, "--port", "0", "--workers", "2",
+                   "--local-protocol", "https", "--test-scheduled",
+                   env={"CELLD_ADMIN_TOKEN": token})  # fmt: skip
+    try:
+        url = run.ready(timeout=120)
+        # one certificate, made by the parent before any process started, served by both
+        trusting = ssl.create_default_context(cafile=str(state / "local-cert" / "cert.pem"))
+        for n in range(8):
+            with httpx.Client(base_url=url, verify=trusting, timeout=60) as http:
+                ran = http.get("/__scheduled", params={"cron": f"{n} * * * *"})
+                assert (ran.status_code, ran.text) == (200, "Ran scheduled event")
+                bare = http.get("/cdn-cgi/celld/metrics")
+                assert bare.status_code == 401, bare.text
+                auth = {"authorization": f"Bearer {token}"}
+                assert http.get("/cdn-cgi/celld/metrics", headers=auth).status_code == 200
+    finally:
+        assert run.stop() == 0, run.log()
+    log = run.log()
+    assert "local-cert" in log and log.count("trust ") == 1, log
+    # each request logged once, by the process that answered it
+    for n in range(8):
+        assert f"scheduled() cron={n} * * * * time=" in log, log
+    assert len(re.findall(r"GET /__scheduled 200 OK", log)) == 8, log
