@@ -8,14 +8,14 @@ from __future__ import annotations
 import re
 import ssl
 import time
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
 from pathlib import Path
 
 import httpx
 
 from tests.celld_run import CelldRun
 from tests.cluster.test_bindings import fresh
+from tests.cluster.test_workers import running
 
 BUILD = (
     '[build]\ncommand = "test ! -e src/broken && mkdir -p dist && cp src/index.js dist/index.js"\n'
@@ -24,16 +24,6 @@ BUILD = (
 
 def worker(answer: str) -> str:
     return f'export default {{ fetch() {{ return new Response("{answer}"); }} }};\n'
-
-
-@contextmanager
-def cluster(project: Path, state: Path) -> Iterator[CelldRun]:
-    run = CelldRun(project, state, "--port", "0", "--workers", "2")
-    try:
-        run.ready(timeout=120)
-        yield run
-    finally:
-        assert run.stop() == 0, run.log()
 
 
 def answers(run: CelldRun, count: int = 16) -> set[str]:
@@ -56,7 +46,7 @@ def test_a_change_is_built_once_and_every_process_serves_the_new_version(tmp_pat
     (project / "wrangler.toml").write_text(
         'name = "built"\nmain = "dist/index.js"\ncompatibility_date = "2026-11-01"\n' + BUILD
     )
-    with cluster(project, tmp_path / "state") as run:
+    with running(project, tmp_path / "state") as run:
         assert answers(run) == {"one"}
         (project / "src" / "index.js").write_text(worker("two"))
         # process 0 says it once every process has loaded the new version
@@ -86,7 +76,7 @@ def test_a_load_error_keeps_every_process_on_the_old_version(tmp_path: Path):
     (project / "wrangler.toml").write_text(
         'name = "plain"\nmain = "src/index.js"\ncompatibility_date = "2026-11-01"\n'
     )
-    with cluster(project, tmp_path / "state") as run:
+    with running(project, tmp_path / "state") as run:
         (project / "src" / "index.js").write_text("export default { fetch( {\n")
         run.wait_for(r"previous version keeps serving")
         assert answers(run) == {"one"}
@@ -103,7 +93,7 @@ def test_a_load_error_keeps_every_process_on_the_old_version(tmp_path: Path):
 
 def test_forwarded_operator_routes_add_no_log_lines(tmp_path: Path):
     durable = Path(__file__).resolve().parents[2] / "tests" / "projects" / "durable"
-    with cluster(durable, tmp_path / "state") as run:
+    with running(durable, tmp_path / "state") as run:
         api = "/cdn-cgi/local/explorer/api/workflows"
         listed = fresh(run.url, "GET", api)
         assert listed.status_code == 200, listed.text
@@ -144,3 +134,26 @@ def test_https_the_operator_token_and_test_scheduled_on_every_process(tmp_path: 
     for n in range(8):
         assert f"scheduled() cron={n} * * * * time=" in log, log
     assert len(re.findall(r"GET /__scheduled 200 OK", log)) == 8, log
+
+
+def test_cron_starts_one_instance_a_tick_across_the_processes(tmp_path: Path):
+    scheduled = Path(__file__).resolve().parents[2] / "examples" / "scheduled"
+    start = 1_767_226_200_000  # 2026-01-01T00:10:00Z: ticks of */30 only, no 09:00
+    half_hour = 30 * 60_000
+    run = CelldRun(scheduled, tmp_path / "state", "--port", "0", "--workers", "2",
+                   env={"CELLD_TEST_CLOCK": f"manual:{start}"})  # fmt: skip
+    try:
+        url = run.ready(timeout=120)
+        for _ in range(3):  # each advance taken by either process moves every clock
+            fresh(url, "POST", f"/cdn-cgi/celld/clock?advance={half_hour}").raise_for_status()
+        ticks = {f"*/30 * * * *-{start + 20 * 60_000 + n * half_hour}" for n in range(3)}
+        api = "/cdn-cgi/local/explorer/api/workflows/digest/instances?per_page=50"
+
+        def listed() -> list[str]:
+            return [row["id"] for row in fresh(url, "GET", api).json()["result"]]
+
+        until(lambda: set(listed()) >= ticks)
+        assert sorted(listed()) == sorted(ticks)  # once each, in one process's store
+    finally:
+        assert run.stop() == 0, run.log()
+    assert len(re.findall(r"schedule '\*/30 \* \* \* \*' of digest started", run.log())) == 3
