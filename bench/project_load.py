@@ -57,7 +57,7 @@ def start_to_serving(project: Path, state: Path, path: str) -> float:
     started = time.perf_counter()
     process = subprocess.Popen(
         [sys.executable, "-m", "celld", "run", str(project), "--port", str(port),
-         "--persist-to", str(state)],
+         "--persist-to", str(state), "--workers", "1"],
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
     )  # fmt: skip

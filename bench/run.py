@@ -221,6 +221,7 @@ class CelldTarget(Target):
         command = [
             sys.executable, "-m", "celld", "run", str(project), "--port", str(self.port),
             "--persist-to", str(self.state), "--log-level", "warning",
+            "--workers", "1",  # one process, whatever the cores (bench/README.md: why)
         ]  # fmt: skip
         if self.threads:
             command += ["--threads", str(self.threads)]

@@ -52,7 +52,7 @@ def start_celld(root: Path, state: Path, port: int, log_path: Path) -> subproces
     log = open(log_path, "ab")  # noqa: SIM115 - owned by the subprocess
     process = subprocess.Popen(
         [sys.executable, "-m", "celld", "run", str(PROJECT), "--port", str(port),
-         "--persist-to", str(state)],
+         "--persist-to", str(state), "--workers", "1"],
         cwd=root, stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
     )  # fmt: skip
     deadline = time.monotonic() + 60

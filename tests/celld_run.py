@@ -19,13 +19,24 @@ READY = re.compile(r"serving \S+ on (https?://[^\s\"]+)")
 
 
 class CelldRun:
-    """One `celld run PROJECT ARGS...` process, its stderr in a file."""
+    """One `celld run PROJECT ARGS...` process, its stderr in a file.
+
+    One process unless asked: `--workers 1` is added when ARGS give no `--workers`, so the
+    suite does not start one process per core for every test; `workers=None` leaves it to
+    celld (its default), `workers=N` asks for N."""
 
     def __init__(
-        self, project: Path, state: Path, *args: str, env: dict[str, str] | None = None
+        self,
+        project: Path,
+        state: Path,
+        *args: str,
+        env: dict[str, str] | None = None,
+        workers: int | None = 1,
     ) -> None:
         self.log_path = state.parent / f"{state.name}-run.log"
         command = [sys.executable, "-m", "celld", "run", str(project), "--persist-to", str(state)]
+        if workers is not None and "--workers" not in args:
+            command += ["--workers", str(workers)]
         handle = open(self.log_path, "wb")  # noqa: SIM115 - owned by the subprocess
         self.process = subprocess.Popen(
             [*command, *args],

@@ -22,7 +22,11 @@ def free_port() -> int:
 
 
 class CelldServer:
-    """A `celld run` subprocess; `kill()` is a SIGKILL, `stop()` a clean shutdown."""
+    """A `celld run` subprocess; `kill()` is a SIGKILL, `stop()` a clean shutdown.
+
+    One process unless asked: `--workers 1` is added when `args` give no `--workers`, so
+    the suite does not start one process per core for every test; `workers=None` leaves
+    it to celld (its default), `workers=N` asks for N."""
 
     def __init__(
         self,
@@ -33,6 +37,7 @@ class CelldServer:
         args: tuple[str, ...] = (),
         manual_clock: bool | int = False,
         open_files: int | None = None,
+        workers: int | None = 1,
     ) -> None:
         self.project = project
         self.state = state
@@ -41,7 +46,8 @@ class CelldServer:
             self.env["CELLD_TEST_CLOCK"] = "manual"
         elif manual_clock:
             self.env["CELLD_TEST_CLOCK"] = f"manual:{manual_clock}"  # start at this epoch ms
-        self.args = args
+        pinned = workers is not None and "--workers" not in args
+        self.args = (*args, "--workers", str(workers)) if pinned else args
         #: the subprocess's limit on open files, soft and hard (None: inherited)
         self.open_files = open_files
         self.port = 0

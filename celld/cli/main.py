@@ -118,7 +118,9 @@ def cli() -> None:
     "worker_processes",
     type=click.IntRange(1, 256),
     help="Processes sharing the port and the work, workflow instances sharded over them "
-    "(default: the number the state folder was last run with, else 1).",
+    "(default: one per core; a state folder keeps the number it was sharded over, and one "
+    "holding instances from a single-process run stays at 1; 1 with --store postgresql "
+    "or while the project binds Queues).",
 )
 @click.option(
     "--max-connections",
@@ -303,14 +305,19 @@ def run(
         # nothing else begun (a cluster's children accept on their parent's socket).
         sock = bind(dev.ip, dev.port) if member is None else processes.inherited_socket(member)
         session = Session.create(workers, options, persist_to)
-        if watch:
-            from celld.server.reload import Reloader
+        if watch and (member is not None or processes_n == 1):  # (a parent serves nothing)
+            from celld.server.reload import Reloader, reload_here
 
-            # the Reloader runs the [build] command itself, before it loads again
+            # the Reloader runs the [build] command itself, before it loads again; in a
+            # cluster only process 0 watches and builds, then tells the others to load
             reloads = dataclasses.replace(worker_args, builds=False)
             for index, (service, path) in enumerate(zip(session.services, paths, strict=True)):
                 reload = partial(load_worker, reloads, path, index)
-                Reloader(service, path, reload).attach()
+                if member is None or member.index == 0:
+                    others = partial(member.reload_others, index) if member else None
+                    Reloader(service, path, reload, others).attach()
+                else:
+                    member.reloads[index] = partial(reload_here, service, reload)
         tls: dict[str, str] = {}
         made_cert: Path | None = None  # a certificate celld made (clients must trust it)
         if dev.local_protocol == "https":
@@ -379,7 +386,7 @@ def run(
         timeout_graceful_shutdown=grace,
         **tls,  # type: ignore[arg-type]
     )
-    DevServer(server_config, ready, on_stopping=session.stopping).run(sockets=[sock])
+    DevServer(server_config, ready, session.stopping, speaks=member is None).run(sockets=[sock])
 
 
 #: How long a thread may keep the GIL while another waits for it. The event loop keeps it

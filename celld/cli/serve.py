@@ -120,18 +120,21 @@ def bound_port(sock: socket.socket) -> int:
 
 
 class DevServer(uvicorn.Server):
-    """uvicorn's server, telling when it is ready and when it stops."""
+    """uvicorn's server, telling when it is ready and when it stops (at debug level in a
+    `--workers N` child: its parent says it once for all)."""
 
     def __init__(
         self,
         config: uvicorn.Config,
         on_ready: Callable[[], None],
         on_stopping: Callable[[], None] | None = None,
+        speaks: bool = True,
     ) -> None:
         super().__init__(config)
         self._on_ready = on_ready
         self._on_stopping = on_stopping
         self._stop_said = False
+        self._level = logging.INFO if speaks else logging.DEBUG
 
     async def startup(self, sockets: list[socket.socket] | None = None) -> None:
         await super().startup(sockets=sockets)
@@ -148,7 +151,8 @@ class DevServer(uvicorn.Server):
             except ValueError:
                 name = f"signal {sig}"
             grace = self.config.timeout_graceful_shutdown
-            log.info(
+            log.log(
+                self._level,
                 "stopping (%s): in-flight requests get up to %ss to finish",
                 name,
                 f"{grace:g}" if grace is not None else "-",
@@ -157,4 +161,4 @@ class DevServer(uvicorn.Server):
 
     async def shutdown(self, sockets: list[socket.socket] | None = None) -> None:
         await super().shutdown(sockets=sockets)
-        log.info("stopped")
+        log.log(self._level, "stopped")

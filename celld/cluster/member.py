@@ -17,6 +17,7 @@ import contextlib
 import logging
 import os
 import signal
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -76,6 +77,9 @@ class Member:
     #: the session's Workers that started in this process, by name
     _services: dict[str, Service] = field(default_factory=dict)
     _links: Links | None = None
+    #: how this process loads each Worker (by its place in the session) again when
+    #: process 0, which alone watches the files, says they changed (celld.server.reload)
+    reloads: dict[int, Callable[[], Awaitable[str | None]]] = field(default_factory=dict)
 
     @classmethod
     def from_environment(cls) -> Member | None:
@@ -252,6 +256,27 @@ class Member:
             return 500, [("content-type", "text/plain")], f"{reply['error']}\n".encode()
         return reply["status"], [tuple(h) for h in reply["headers"]], answer  # type: ignore[misc]
 
+    async def reload_others(self, worker: int) -> dict[int, str]:
+        """Tell every other process to load Worker number `worker` of the session again
+        (this one, process 0, watched, built and reloaded it); what failed, by process. A
+        process being restarted is waited for (it may already load the new files)."""
+        peers = [peer for peer in range(self.size) if peer != self.index]
+        outcomes = await asyncio.gather(
+            *(self._peer(peer).call({"kind": "reload", "worker": worker}) for peer in peers),
+            return_exceptions=True,
+        )
+        failed: dict[int, str] = {}
+        for peer, outcome in zip(peers, outcomes, strict=True):
+            if isinstance(outcome, PeerUnavailable):
+                failed[peer] = "it is being restarted (it starts on the files as they are)"
+            elif isinstance(outcome, PeerLost):
+                failed[peer] = "it stopped while loading (restarted on the files as they are)"
+            elif isinstance(outcome, BaseException):
+                raise outcome
+            elif "error" in outcome[0]:
+                failed[peer] = str(outcome[0]["error"])
+        return failed
+
     async def _clock_moved(self, answer: bytes) -> None:
         now = int(orjson.loads(answer)["now"])
         (self.folder / f"{CLOCK_FILE}.{self.index}").write_text(str(now))
@@ -291,6 +316,12 @@ class Member:
                 return {"error": shape["message"], "name": shape["name"]}, b""
         if kind == "http":
             return await self._serve_http(head["request"], body)
+        if kind == "reload":
+            reload = self.reloads.get(int(head["worker"]))
+            if reload is None:
+                return {"error": f"Worker number {head['worker']} is not watched here"}, b""
+            error = await reload()
+            return ({"error": error} if error else {}), b""
         if kind == "clock":
             if self._clock is not None:
                 self._clock.set(int(head["now"]))

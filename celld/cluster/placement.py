@@ -61,7 +61,8 @@ def recorded_workers(persist_to: Path) -> int | None:
         raise ValueError(f"{persist_to / RECORD_FILE} is damaged ({error}); remove it") from None
 
 
-def _holds_instances(store: Path) -> bool:
+def holds_instances(store: Path) -> bool:
+    """Whether the workflow store file `store` holds any instance."""
     if not store.exists():
         return False
     connection = sqlite3.connect(f"file:{store}?mode=ro", uri=True)
@@ -73,18 +74,17 @@ def _holds_instances(store: Path) -> bool:
         connection.close()
 
 
-def settle_workers(persist_to: Path, asked: int | None) -> int:
-    """The number of processes to run on this state folder: `asked` (--workers), else the
-    number it was last sharded over, else 1. Changing the number is refused while any
-    shard holds instances (they would be looked for in the wrong store); the number is
-    recorded once the folder is sharded."""
+def settle_workers(persist_to: Path, workers: int) -> int:
+    """Check and record that this state folder is served by `workers` processes (--workers,
+    else celld.cluster.default's choice). Changing the number is refused while any shard
+    holds instances (they would be looked for in the wrong store); the number is recorded
+    once the folder is sharded."""
     recorded = recorded_workers(persist_to) or 1
-    workers = asked if asked is not None else recorded
     if workers != recorded:
         held = [
             index
             for index in range(recorded)
-            if _holds_instances(store_dir(persist_to, index) / STORE_FILE)
+            if holds_instances(store_dir(persist_to, index) / STORE_FILE)
         ]
         if held:
             raise ValueError(

@@ -7,6 +7,7 @@ cluster, which the other calls read.
 
 from __future__ import annotations
 
+import logging
 import socket
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -15,12 +16,16 @@ from typing import TYPE_CHECKING
 from starlette.types import ASGIApp
 
 from celld.cells.clock import ManualClock
+from celld.cluster.default import default_workers
 from celld.cluster.member import CLOCK_FILE, Member
 from celld.cluster.placement import settle_workers
 from celld.cluster.supervisor import Supervisor, refuse_unshared
 
 if TYPE_CHECKING:
+    from celld.project.bindings import BindingsConfig
     from celld.server.service import ServiceOptions
+
+log = logging.getLogger("celld")
 
 
 def member() -> Member | None:
@@ -41,15 +46,21 @@ def settle(
     member: Member | None,
     options: ServiceOptions,
     asked: int | None,
-    bindings: Sequence[object],
+    bindings: Sequence[BindingsConfig],
     others: Sequence[Path] = (),
 ) -> int:
-    """The number of processes (ValueError for what cannot be served with it): the served
-    Worker's state folder decides it, and the other Workers' folders (`others`) are
-    sharded over the same number (refused if one still holds instances over another)."""
+    """The number of processes (ValueError for what cannot be served with it): `asked`
+    (--workers), else celld.cluster.default's choice for the session's state folders (its
+    reason logged); every Worker's folder is sharded over the same number (refused if one
+    still holds instances over another)."""
     if member is not None:
         options.cluster = member
         return member.size
+    if asked is None:
+        default = default_workers([options.persist_to, *others], options.store, bindings)
+        if default.said:
+            log.info("%s", default.said)
+        asked = default.count
     workers = settle_workers(options.persist_to, asked)
     for folder in others:
         settle_workers(folder, workers)

@@ -149,3 +149,7 @@ def configure_logging(level: str, fmt: str = "pretty", stream: IO[str] | None = 
         for old in list(logging.getLogger(name).handlers):
             logging.getLogger(name).removeHandler(old)
     logging.getLogger("uvicorn.access").disabled = True
+    # httpx logs each request it makes at info ("HTTP Request: ..."): those celld makes
+    # itself (an operator route a `--workers N` process forwards to the owner through
+    # its app) are not requests to log; the request log has the client's.
+    logging.getLogger("httpx").setLevel(quiet)

@@ -18,6 +18,13 @@ is printed and the old Worker keeps serving; the next change tries again. A chan
 leaves the bundle, the config and the vars as they were (an editor touching a file, a
 build writing the same output) reloads nothing.
 
+With `celld run --workers N`, process 0 alone watches, runs the build and reloads first;
+then it asks the other processes to load the project again (``others``), each of them
+through :func:`reload_here`, and says any that failed. So the build runs once per change,
+every process serves the new version, each loads only once process 0's build is done, and
+a Durable Object migration is applied once, by process 0, before the others load it. A
+process that fails to load keeps its previous version, as process 0 does.
+
 The watching itself is watchfiles' (inotify and its kin through the Rust `notify`
 crate, the library uvicorn's own reloader uses), not a loop of stat calls.
 """
@@ -27,7 +34,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import re
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from contextlib import suppress
 from dataclasses import dataclass
 from pathlib import Path
@@ -104,10 +111,14 @@ class Reloader:
         service: Service,
         config_path: Path,
         load: Callable[[], ProjectConfig],
+        others: Callable[[], Awaitable[dict[int, str]]] | None = None,
     ) -> None:
         self.service = service
         self.config_path = config_path.resolve()
         self.load = load
+        #: a cluster's other processes, told to load again after this one did: what
+        #: failed in which process (celld.cluster.member.Member.reload_others)
+        self.others = others
         self._task: asyncio.Task[None] | None = None
         #: files a failed load named (a new file with an error): watched until it loads
         self._failed_files: set[Path] = set()
@@ -240,7 +251,28 @@ class Reloader:
         if not replaced:
             log.info("No change to the Worker, its config or its vars")
             return
+        if self.others is not None:
+            for index, error in sorted((await self.others()).items()):
+                log.error(
+                    "process %d could not load the new version: %s\n(its previous version "
+                    "keeps serving until the next change)",
+                    index,
+                    error,
+                )
         log.info("Local server updated and ready")
+
+
+async def reload_here(service: Service, load: Callable[[], ProjectConfig]) -> str | None:
+    """Load `service`'s project again in a cluster process that does not watch: process 0
+    saw the change, built and reloaded, and asks. The error, for process 0 to say (this
+    process keeps its previous version); None when loaded or unchanged."""
+    try:
+        project = await asyncio.to_thread(load)
+        replaced = await service.replace(project)
+    except Exception as error:  # noqa: BLE001 - reported to the watching process, which says it
+        return str(error) or repr(error)
+    log.debug("reloaded on process 0's word (%s)", "new version" if replaced else "no change")
+    return None
 
 
 def _report_failure(task: asyncio.Task[None]) -> None:

@@ -148,7 +148,7 @@ def test_changing_the_number_of_a_sharded_folder_is_refused(tmp_path: Path):
     assert again.exit_code(120) != 0
     assert "sharded over 2 process(es) (--workers 2)" in again.log(), again.log()
     # without --workers, the folder's own number is used
-    plain = CelldRun(DURABLE, state, "--port", "0")
+    plain = CelldRun(DURABLE, state, "--port", "0", workers=None)
     try:
         url = plain.ready(timeout=120)
         assert "2 processes share the port" in plain.log()
