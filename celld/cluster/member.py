@@ -35,11 +35,13 @@ from celld.cluster.channel import (
 )
 from celld.cluster.http import ClusterRoutes
 from celld.cluster.placement import store_dir
+from celld.cluster.queues import ProcessPlacement
 from celld.cluster.router import WorkflowRouter
 from celld.isolate.host import HostError, OpHandler, error_shape
 
 if TYPE_CHECKING:
     from celld.cells.manager import CellManager
+    from celld.queues.broker import QueueBroker
     from celld.server.service import Service
 
 log = logging.getLogger("celld.cluster")
@@ -67,6 +69,7 @@ class Member:
     _clock: ManualClock | None = None
     _watch: asyncio.Task[None] | None = None
     _bindings: BindingRouter | None = None
+    _queues: QueueBroker | None = None
 
     @classmethod
     def from_environment(cls) -> Member | None:
@@ -113,6 +116,17 @@ class Member:
         if self._bindings is None:
             self._bindings = BindingRouter(self.index, self.size, self._forward_binding)
         return self._bindings.owns_object(cls, object_id)
+
+    def place_queues(self, broker: QueueBroker) -> None:
+        """Each queue's consumer runs in one process (celld.cluster.queues); before the
+        broker opens (it indexes only its own queues)."""
+        self._queues = broker
+        broker.placement = ProcessPlacement(self.index, self.size, self._tell_queue)
+
+    async def _tell_queue(self, owner: int, head: dict[str, Any]) -> None:
+        reply, _ = await self._call(owner, head, what="queue")
+        if "error" in reply:
+            raise HostError(reply["error"])
 
     def wrap(self, app: ASGIApp) -> ASGIApp:
         self._app = app
@@ -217,6 +231,11 @@ class Member:
             except Exception as error:  # the caller's JS gets it, as it would here
                 shape = error_shape(error)
                 return {"error": shape["message"], "name": shape["name"]}, b""
+        if kind == "queue":
+            if self._queues is None:
+                return {"error": "celld: this process has no queues"}, b""
+            await self._queues.adopt(str(head["queue"]), [int(s) for s in head["seqs"]])
+            return {}, b""
         if kind == "http":
             return await self._serve_http(head["request"], body)
         if kind == "clock":

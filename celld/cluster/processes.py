@@ -16,7 +16,7 @@ from starlette.types import ASGIApp
 from celld.cells.clock import ManualClock
 from celld.cluster.member import CLOCK_FILE, Member
 from celld.cluster.placement import settle_workers
-from celld.cluster.supervisor import Supervisor, refuse_unshared
+from celld.cluster.supervisor import Supervisor
 
 if TYPE_CHECKING:
     from celld.server.service import ServiceOptions
@@ -44,13 +44,11 @@ def settle(
         options.cluster = member
         return member.size
     workers = settle_workers(options.persist_to, asked)
-    if workers > 1:
-        if options.store not in (None, "", "sqlite"):
-            raise ValueError(
-                f"--workers {workers} shards workflow instances over SQLite stores; with "
-                "--store postgresql run several `celld run` nodes on the database instead"
-            )
-        refuse_unshared(bindings, workers)
+    if workers > 1 and options.store not in (None, "", "sqlite"):
+        raise ValueError(
+            f"--workers {workers} shards workflow instances over SQLite stores; with "
+            "--store postgresql run several `celld run` nodes on the database instead"
+        )
     return workers
 
 

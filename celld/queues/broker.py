@@ -11,6 +11,11 @@ a session whose Workers use none makes no file.
 
 The host operation ``queue`` (js/bindings/queue.js) serves `send`, `sendBatch` and
 `metrics`; a send resolves once its messages are committed to the store.
+
+With several processes or nodes sharing the store, `placement` (celld/queues/placement.py)
+says which queues this broker owns: it indexes, delivers and settles only those; a send to
+another queue is committed here and its owner told (`adopt` is the owner's side), and its
+`metrics()` are read from the store.
 """
 
 from __future__ import annotations
@@ -29,6 +34,7 @@ from celld.project.queues import QueueConsumer
 from celld.queues.backlog import Backlog
 from celld.queues.dispatcher import Deliver, Dispatcher
 from celld.queues.limits import Outgoing, check_batch, check_send
+from celld.queues.placement import RESYNC_S, Alone, QueuePlacement
 from celld.queues.rules import Outcome
 from celld.queues.store import NewMessage, QueueStore, StoredMessage
 
@@ -40,9 +46,25 @@ def store_path(state: Path) -> Path:
 
 
 class QueueBroker:
-    def __init__(self, state: Path, clock: Clock, *, synchronous: str = "FULL") -> None:
-        self.store = QueueStore(store_path(state), synchronous=synchronous)
+    def __init__(
+        self,
+        state: Path,
+        clock: Clock,
+        *,
+        synchronous: str = "FULL",
+        store: Any = None,
+        placement: QueuePlacement | None = None,
+    ) -> None:
+        #: a QueueStore, or one with its methods on another database (pgqueues.py)
+        self.store = store or QueueStore(store_path(state), synchronous=synchronous)
         self.clock = clock
+        self.placement: QueuePlacement = placement or Alone()
+        #: queue -> reads of its rows in progress (adopt, resync); while any is, the seqs
+        #: its backlog forgets are kept, so a read that began before a row was settled
+        #: does not bring it back
+        self._reading: Counter[str] = Counter()
+        self._resync: asyncio.Task[None] | None = None
+        self._dropping: set[asyncio.Task[None]] = set()
         self._backlogs: defaultdict[str, Backlog] = defaultdict(Backlog.empty)
         self.consumers: dict[str, Dispatcher] = {}
         #: queue -> the Worker consuming it (for errors and the operator surface)
@@ -63,8 +85,10 @@ class QueueBroker:
             if self.opened:
                 return
             await self.store.open()
+            owns = self.placement.owns
             for message in await self.store.index():
-                self._backlogs[message.queue].add(message)
+                if owns(message.queue):
+                    self._backlogs[message.queue].add(message)
             self.opened = True
 
     def consume(self, consumer: QueueConsumer, deliver: Deliver, worker: str = "") -> Dispatcher:
@@ -79,7 +103,7 @@ class QueueBroker:
         dispatcher = Dispatcher(self, consumer, deliver)
         self.consumers[consumer.queue] = dispatcher
         self.consumed_by[consumer.queue] = worker
-        if self._started:
+        if self._started and self.placement.owns(consumer.queue):
             dispatcher.start()
         return dispatcher
 
@@ -92,13 +116,20 @@ class QueueBroker:
                 await dispatcher.stop()
 
     def start(self) -> None:
-        """Start delivering to every consumer attached (and to those attached later)."""
-        for dispatcher in self.consumers.values():
-            if not dispatcher.started:
+        """Start delivering to every consumer attached (and to those attached later) of
+        the queues this broker owns."""
+        for queue, dispatcher in self.consumers.items():
+            if not dispatcher.started and self.placement.owns(queue):
                 dispatcher.start()
         self._started = True
+        if self.placement.shared and self._resync is None:
+            self._resync = asyncio.get_running_loop().create_task(self._resync_loop())
 
     async def stop(self) -> None:
+        if self._resync is not None:
+            self._resync.cancel()
+            await asyncio.gather(self._resync, return_exceptions=True)
+            self._resync = None
         await self.release(list(self.consumers))
         self._started = False
         if self.opened:
@@ -132,9 +163,91 @@ class QueueBroker:
             )
         return out
 
+    # -- several processes or nodes --------------------------------------------------------
+
+    async def take(self, queue: str) -> None:
+        """This broker now owns `queue` (its placement says so): read its messages from the
+        store and start its consumer."""
+        self._backlogs[queue].clear()
+        await self._read(queue, None)
+        dispatcher = self.consumers.get(queue)
+        if self._started and dispatcher is not None and not dispatcher.started:
+            dispatcher.start()
+
+    async def drop(self, queue: str) -> None:
+        """`queue` is no longer this broker's: stop its consumer (batches in flight are
+        abandoned; their messages stay stored) and forget its backlog."""
+        dispatcher = self.consumers.get(queue)
+        if dispatcher is not None:
+            await dispatcher.stop()
+        self._backlogs[queue].clear()
+
+    def fenced(self, queue: str) -> None:
+        """A settle of `queue` was refused (another node took it): stop consuming it."""
+        lost = getattr(self.placement, "lost", None)
+        if lost is not None:
+            lost(queue)
+        task = asyncio.get_running_loop().create_task(self.drop(queue))
+        self._dropping.add(task)
+        task.add_done_callback(self._dropping.discard)
+
+    async def adopt(self, queue: str, seqs: list[int]) -> None:
+        """Another process or node committed rows `seqs` of `queue`, which this broker
+        owns: index those not known yet (nothing if it does not own `queue`)."""
+        if self.placement.owns(queue):
+            await self._read(queue, seqs)
+
+    async def _read(self, queue: str, seqs: list[int] | None) -> None:
+        """Index the stored messages of `queue` (those among `seqs`, or all) not known."""
+        backlog = self._backlogs[queue]
+        self._reading[queue] += 1
+        if backlog.removed is None:
+            backlog.removed = set()
+        try:
+            rows = await (self.store.index(queue) if seqs is None else self.store.rows(queue, seqs))
+            if not self.placement.owns(queue):
+                return
+            fresh = [
+                m for m in rows if m.seq not in backlog.messages and m.seq not in backlog.removed
+            ]
+            for message in fresh:
+                backlog.add(message)
+        finally:
+            self._reading[queue] -= 1
+            if self._reading[queue] <= 0:
+                del self._reading[queue]
+                backlog.removed = None
+        dispatcher = self.consumers.get(queue)
+        if fresh and dispatcher is not None:
+            dispatcher.poke()
+
+    async def _resync_loop(self) -> None:
+        """Read the owned queues again now and then: rows whose sender died before it told
+        this owner, or whose notification was lost, are delivered all the same."""
+        while True:
+            await asyncio.sleep(RESYNC_S)
+            for queue in [q for q in self.consumers if self.placement.owns(q)]:
+                try:
+                    await self._read(queue, None)
+                except Exception as error:  # the store is away: the next pass tries again
+                    log.warning("queue %s: could not read its messages again: %s", queue, error)
+
+    def landed(self, queue: str, seqs: list[int], messages: list[StoredMessage]) -> None:
+        """Rows of `queue` were committed here: index them if this broker owns `queue`, else
+        tell its owner."""
+        if self.placement.owns(queue):
+            for message in messages:
+                self.arrived(message)
+        elif seqs:
+            self.placement.arrived(queue, seqs)
+
     def arrived(self, message: StoredMessage) -> None:
-        """A stored message joins its queue (and wakes that queue's consumer)."""
-        self._backlogs[message.queue].add(message)
+        """A stored message joins its queue (and wakes that queue's consumer); one already
+        known (read from the store before its sender got here) is not added twice."""
+        backlog = self._backlogs[message.queue]
+        if message.seq in backlog.messages:
+            return
+        backlog.add(message)
         dispatcher = self.consumers.get(message.queue)
         if dispatcher is not None:
             dispatcher.poke()
@@ -149,19 +262,26 @@ class QueueBroker:
             for m in messages
         ]
         seqs = await self.store.add(rows)
-        for seq, row in zip(seqs, rows, strict=True):
-            self.arrived(
-                StoredMessage(
-                    seq,
-                    queue,
-                    row.id,
-                    row.timestamp_ms,
-                    row.content_type,
-                    row.visible_at,
-                    0,
-                    len(row.body),
-                )  # fmt: skip
-            )
+        stored = [
+            StoredMessage(
+                seq,
+                queue,
+                row.id,
+                row.timestamp_ms,
+                row.content_type,
+                row.visible_at,
+                0,
+                len(row.body),
+            )  # fmt: skip
+            for seq, row in zip(seqs, rows, strict=True)
+        ]
+        self.landed(queue, seqs, stored)
+
+    async def metrics(self, queue: str) -> dict[str, int]:
+        """Cloudflare's `metrics()`: from the backlog of an owned queue, else the store."""
+        if self.placement.owns(queue):
+            return self._backlogs[queue].metrics()
+        return dict(await self.store.stats(queue))
 
     async def op_queue(self, message: dict[str, Any]) -> Any:
         """The `queue` host operation: `send`, `sendBatch` and `metrics` of a producer."""
@@ -174,10 +294,10 @@ class QueueBroker:
         elif method == "sendBatch":
             await self.send(queue, check_batch(message))
         elif method == "metrics":
-            return self._backlogs[queue].metrics()
+            return await self.metrics(queue)
         else:
             raise HostError(f"celld: a queue has no method {method!r}")
-        return {"metadata": {"metrics": self._backlogs[queue].metrics()}}
+        return {"metadata": {"metrics": await self.metrics(queue)}}
 
 
 def outcome_from_js(answer: dict[str, Any]) -> Outcome:

@@ -13,7 +13,12 @@ commit, and none resolves before its commit), so concurrent producers pay one fs
 commit, not one each, as the workflow store shares a commit per loop pass.
 
 The file is celld's own (no Worker SQL reaches it), served by its own thread like the
-bindings' stores (celld/bindings/storage.py).
+bindings' stores (celld/bindings/storage.py). With `celld run --workers N` every process
+opens the same file (as KV's files are shared): any process inserts what its producers
+send, SQLite's locks order the writers between processes, and only the process that owns
+a queue (celld/queues/placement.py) reads, delivers and settles its messages. A message
+moved to a dead letter queue is therefore deleted and inserted again (a new seq) in the
+same transaction, so the dead letter queue's owner can be told which rows are new.
 """
 
 from __future__ import annotations
@@ -38,6 +43,7 @@ CREATE TABLE IF NOT EXISTS messages (
     visible_at INTEGER NOT NULL,
     failed INTEGER NOT NULL DEFAULT 0
 );
+CREATE INDEX IF NOT EXISTS messages_by_queue ON messages (queue, seq);
 """
 
 
@@ -113,15 +119,49 @@ class QueueStore:
                     done.set_result(seqs[start : start + len(messages)])
                 start += len(messages)
 
-    async def index(self) -> list[StoredMessage]:
-        """Every stored message without its body (what a broker starts from)."""
+    async def index(self, queue: str | None = None) -> list[StoredMessage]:
+        """Every stored message (of `queue`, or of all) without its body (what a broker
+        starts from, and what an owner reads again to find what it was not told of)."""
 
         def run(conn: sqlite3.Connection) -> list[StoredMessage]:
+            where, args = ("WHERE queue = ? ", (queue,)) if queue is not None else ("", ())
             rows = conn.execute(
                 "SELECT seq, queue, id, timestamp_ms, content_type, visible_at, failed, "
-                "length(body) FROM messages ORDER BY seq"
+                f"length(body) FROM messages {where}ORDER BY seq",
+                args,
             ).fetchall()
             return [StoredMessage(*row) for row in rows]
+
+        return await self.file.run(run)
+
+    async def rows(self, queue: str, seqs: list[int]) -> list[StoredMessage]:
+        """The messages of `queue` among `seqs` still stored, without their bodies."""
+
+        def run(conn: sqlite3.Connection) -> list[StoredMessage]:
+            marks = ",".join("?" * len(seqs))
+            rows = conn.execute(
+                "SELECT seq, queue, id, timestamp_ms, content_type, visible_at, failed, "
+                f"length(body) FROM messages WHERE queue = ? AND seq IN ({marks}) ORDER BY seq",
+                (queue, *seqs),
+            ).fetchall()
+            return [StoredMessage(*row) for row in rows]
+
+        return await self.file.run(run) if seqs else []
+
+    async def stats(self, queue: str) -> dict[str, int]:
+        """Cloudflare's `metrics()` of a queue this process does not own, from the file."""
+
+        def run(conn: sqlite3.Connection) -> dict[str, int]:
+            count, size, oldest = conn.execute(
+                "SELECT count(*), coalesce(sum(length(body)), 0), "
+                "coalesce(min(timestamp_ms), 0) FROM messages WHERE queue = ?",
+                (queue,),
+            ).fetchone()
+            return {
+                "backlogCount": int(count),
+                "backlogBytes": int(size),
+                "oldestMessageTimestamp": int(oldest),
+            }
 
         return await self.file.run(run)
 
@@ -135,29 +175,38 @@ class QueueStore:
 
     async def settle(
         self,
+        queue: str,
         deleted: Iterable[int],
         retried: Iterable[tuple[int, int, int]],
         moved: Iterable[tuple[int, str, int]],
-    ) -> None:
-        """One batch's outcome in one transaction: rows deleted, rescheduled (seq, visible
-        at, failed) or moved to another queue (seq, queue, visible at) with no failures."""
+    ) -> list[int]:
+        """One batch's outcome (of `queue`) in one transaction: rows deleted, rescheduled
+        (seq, visible at, failed) or moved to another queue (seq, queue, visible at) with no
+        failures; the moved rows' new seqs, in order."""
         deleted, retried, moved = list(deleted), list(retried), list(moved)
 
-        def run(conn: sqlite3.Connection) -> None:
-            def write(c: sqlite3.Connection) -> None:
+        def run(conn: sqlite3.Connection) -> list[int]:
+            def write(c: sqlite3.Connection) -> list[int]:
                 c.executemany("DELETE FROM messages WHERE seq = ?", [(s,) for s in deleted])
                 c.executemany(
                     "UPDATE messages SET visible_at = ?, failed = ? WHERE seq = ?",
                     [(at, failed, seq) for seq, at, failed in retried],
                 )
-                c.executemany(
-                    "UPDATE messages SET queue = ?, visible_at = ?, failed = 0 WHERE seq = ?",
-                    [(queue, at, seq) for seq, queue, at in moved],
-                )
+                new = []
+                for seq, to, at in moved:
+                    cursor = c.execute(
+                        "INSERT INTO messages (queue, id, timestamp_ms, content_type, body, "
+                        "visible_at) SELECT ?, id, timestamp_ms, content_type, body, ? "
+                        "FROM messages WHERE seq = ?",
+                        (to, at, seq),
+                    )
+                    new.append(int(cursor.lastrowid or 0))
+                    c.execute("DELETE FROM messages WHERE seq = ?", (seq,))
+                return new
 
-            transaction(conn, write)
+            return transaction(conn, write)
 
-        await self.file.run(run)
+        return await self.file.run(run)
 
 
 def _insert(messages: list[NewMessage], conn: sqlite3.Connection) -> list[int]:

@@ -300,6 +300,8 @@ class Service:
                 self.options.persist_to, self.options.clock, synchronous=self.options.synchronous
             )
             self._owns_queues = True
+            if self.options.cluster is not None:
+                self.options.cluster.place_queues(self.queues)
         await self.queues.open()
 
     async def _deliver_batch(
