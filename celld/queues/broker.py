@@ -86,9 +86,11 @@ class QueueBroker:
                 return
             await self.store.open()
             owns = self.placement.owns
-            for message in await self.store.index():
-                if owns(message.queue):
-                    self._backlogs[message.queue].add(message)
+            # (a placement that claims its queues owns none yet: `take` reads each one)
+            if not getattr(self.placement, "claimed", False):
+                for message in await self.store.index():
+                    if owns(message.queue):
+                        self._backlogs[message.queue].add(message)
             self.opened = True
 
     def consume(self, consumer: QueueConsumer, deliver: Deliver, worker: str = "") -> Dispatcher:
@@ -124,6 +126,13 @@ class QueueBroker:
         self._started = True
         if self.placement.shared and self._resync is None:
             self._resync = asyncio.get_running_loop().create_task(self._resync_loop())
+
+    async def claim(self) -> None:
+        """Claim the consumed queues now if the placement claims them (several nodes), so
+        a node starts consuming without waiting for its first maintenance tick."""
+        tick = getattr(self.placement, "tick", None)
+        if tick is not None:
+            await tick()
 
     async def stop(self) -> None:
         if self._resync is not None:
