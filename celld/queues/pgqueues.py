@@ -212,6 +212,8 @@ class NodePlacement:
         self.held: set[str] = set()
         self._tasks: set[asyncio.Task[None]] = set()
         self._ticking = asyncio.Lock()
+        #: the node's token the queues in `held` were claimed under
+        self._token = 0
 
     def owns(self, queue: str) -> bool:
         return queue in self.held
@@ -243,6 +245,13 @@ class NodePlacement:
         async with self._ticking:
             nodes = self.store.nodes
             token = nodes.token
+            if token != self._token:
+                # taken over and joined again (a new token): what was held under the old
+                # one is read again from the store once claimed anew
+                for queue in sorted(self.held):
+                    self.held.discard(queue)
+                    await self.broker.drop(queue)
+                self._token = token
             for queue in sorted(self.broker.consumers):
                 try:
                     async with self._pool().acquire() as connection, connection.transaction():
