@@ -250,6 +250,9 @@ class NodePlacement:
                 # one is read again from the store once claimed anew
                 for queue in sorted(self.held):
                     self.held.discard(queue)
+                    log.warning(
+                        "queue %s: not consumed here any more (this node was taken over)", queue
+                    )
                     await self.broker.drop(queue)
                 self._token = token
             for queue in sorted(self.broker.consumers):

@@ -9,7 +9,10 @@ message tag.
 
 from __future__ import annotations
 
+import contextlib
+import os
 import re
+import signal
 import threading
 import time
 from pathlib import Path
@@ -153,5 +156,40 @@ def test_a_killed_consumer_node_hands_its_queue_over(tmp_path: Path, postgres_ds
         assert CONSUMED.search(survivor.log()), survivor.log()
         assert set(acked) <= set(seen) and len(acked) > 20
     finally:
+        for node in nodes:
+            node.stop()
+
+
+def test_a_consumer_stopped_past_its_lease_loses_its_queue(
+    tmp_path: Path, postgres_dsn: str
+) -> None:
+    nodes = _nodes(tmp_path, postgres_dsn, 2)
+    stopped = None
+    try:
+        assert nodes[0].post("/send", params={"tag": "first"}).is_success
+        _wait_delivered(nodes[1], {"first"})
+        owner = _consumer_of(nodes, "jobs")
+        stopped, survivor = nodes[owner], nodes[1 - owner]
+        assert stopped.process is not None
+        os.kill(stopped.process.pid, signal.SIGSTOP)
+        # Sent while the owner is stopped: consumed once its lease runs out, by the other.
+        tags = {f"s{n}" for n in range(10)}
+        for tag in sorted(tags):
+            assert survivor.post("/send", params={"tag": tag}).is_success
+        _wait_delivered(survivor, tags, timeout=60)
+        assert CONSUMED.search(survivor.log()), survivor.log()
+        os.kill(stopped.process.pid, signal.SIGCONT)
+        # Back, it finds the queue taken and consumes no more; the survivor goes on.
+        dropped = re.compile(r"queue jobs: (not consumed here any more|.*consumer stops here)")
+        deadline = time.monotonic() + 30
+        while not dropped.search(stopped.log()):
+            assert time.monotonic() < deadline, stopped.log()
+            time.sleep(0.1)
+        assert stopped.post("/send", params={"tag": "after"}).is_success
+        assert _wait_delivered(survivor, {"after"})["after"] == 1
+    finally:
+        if stopped is not None and stopped.process is not None:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(stopped.process.pid, signal.SIGCONT)
         for node in nodes:
             node.stop()
