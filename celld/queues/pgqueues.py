@@ -29,7 +29,7 @@ from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any
 
 from celld.queues.placement import QueueFenced
-from celld.queues.store import NewMessage, StoredMessage
+from celld.queues.store import Moved, NewMessage, Retried, StoredMessage, metrics_of
 from celld.store.base import Fenced, StoreUnavailable
 from celld.store.pgnodes import CHANNEL, UNREACHABLE
 
@@ -149,18 +149,10 @@ class PgQueueStore:
             "FROM queue_messages WHERE queue = $1",
             queue,
         )
-        return {
-            "backlogCount": int(row[0]),
-            "backlogBytes": int(row[1]),
-            "oldestMessageTimestamp": int(row[2]),
-        }
+        return metrics_of(int(row[0]), int(row[1]), int(row[2]))
 
     async def settle(
-        self,
-        queue: str,
-        deleted: Iterable[int],
-        retried: Iterable[tuple[int, int, int]],
-        moved: Iterable[tuple[int, str, int]],
+        self, queue: str, deleted: Iterable[int], retried: Iterable[Retried], moved: Iterable[Moved]
     ) -> list[int]:
         """One batch's outcome in one transaction, only while this node's lease is
         current and `queue`'s row names it (QueueFenced otherwise: nothing is written)."""

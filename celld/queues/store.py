@@ -62,6 +62,17 @@ class StoredMessage:
     body: bytes | None = None
 
 
+#: (seq, visible at (epoch ms), failed deliveries so far) of a retried message
+Retried = tuple[int, int, int]
+#: (seq, dead letter queue, visible at) of a message moved to its dead letter queue
+Moved = tuple[int, str, int]
+
+
+def metrics_of(count: int, size: int, oldest_ms: int) -> dict[str, int]:
+    """Cloudflare's `metrics()` of a queue from its stored rows."""
+    return {"backlogCount": count, "backlogBytes": size, "oldestMessageTimestamp": oldest_ms}
+
+
 @dataclass(frozen=True)
 class NewMessage:
     queue: str
@@ -157,11 +168,7 @@ class QueueStore:
                 "coalesce(min(timestamp_ms), 0) FROM messages WHERE queue = ?",
                 (queue,),
             ).fetchone()
-            return {
-                "backlogCount": int(count),
-                "backlogBytes": int(size),
-                "oldestMessageTimestamp": int(oldest),
-            }
+            return metrics_of(int(count), int(size), int(oldest))
 
         return await self.file.run(run)
 
@@ -174,11 +181,7 @@ class QueueStore:
         return await self.file.run(run)
 
     async def settle(
-        self,
-        queue: str,
-        deleted: Iterable[int],
-        retried: Iterable[tuple[int, int, int]],
-        moved: Iterable[tuple[int, str, int]],
+        self, queue: str, deleted: Iterable[int], retried: Iterable[Retried], moved: Iterable[Moved]
     ) -> list[int]:
         """One batch's outcome (of `queue`) in one transaction: rows deleted, rescheduled
         (seq, visible at, failed) or moved to another queue (seq, queue, visible at) with no

@@ -92,6 +92,14 @@ def test_messages_sent_through_either_process_are_consumed_once(tmp_path: Path):
         assert run.stop() == 0, run.log()
 
 
+def wait_acked_beyond(acked: list[str], count: int, log: object, timeout: float = 60) -> None:
+    """Until more than `count` sends were acknowledged (`log()` says why if never)."""
+    deadline = time.monotonic() + timeout
+    while len(acked) < count:
+        assert time.monotonic() < deadline, log() if callable(log) else log
+        time.sleep(0.05)
+
+
 def _pump(url: str, thread: int, acked: list[str], stop: threading.Event) -> None:
     n = 0
     while not stop.is_set():
@@ -126,10 +134,7 @@ def test_a_killed_owner_loses_no_acknowledged_message(tmp_path: Path):
             during = len(acked)
             run.wait_for(rf"process {owner} started \(pid (?!{victim}\))\d+\)")
             # Sends went on while the owner was down (the other process took them).
-            deadline = time.monotonic() + 60
-            while len(acked) < during + 10:
-                assert time.monotonic() < deadline, run.log()
-                time.sleep(0.05)
+            wait_acked_beyond(acked, during + 10, run.log)
         finally:
             stop.set()
             for pump in pumps:
