@@ -191,6 +191,12 @@ class QueueBroker:
             await dispatcher.stop()
         self._backlogs[queue].clear()
 
+    async def may_deliver(self, queue: str) -> bool:
+        """Whether a batch of `queue` may be handed to its consumer now (a placement that
+        claims queues checks its claim and lease; otherwise always)."""
+        check = getattr(self.placement, "may_deliver", None)
+        return True if check is None else bool(await check(queue))
+
     def fenced(self, queue: str) -> None:
         """A settle of `queue` was refused (another node took it): stop consuming it."""
         lost = getattr(self.placement, "lost", None)

@@ -106,6 +106,12 @@ class Dispatcher:
     async def _deliver(self, batch: list[StoredMessage]) -> None:
         queue, store, clock = self.consumer.queue, self.broker.store, self.broker.clock
         seqs = [m.seq for m in batch]
+        if not await self.broker.may_deliver(queue):
+            log.warning("queue %s: no longer held by this node; its consumer stops here", queue)
+            for seq in seqs:
+                self.backlog.back(seq)
+            self.broker.fenced(queue)
+            return
         try:
             bodies = await store.bodies(seqs)
         except Exception:

@@ -15,7 +15,9 @@ node, or a node whose lease ran out and was reaped. The owner reads the queue's 
 delivers and settles as one process does (`max_batch_size`, `max_batch_timeout`,
 `max_concurrency`, retries and `delaySeconds` hold for the cluster). A settle holds the
 node's lease for its transaction and checks the row still names the node; otherwise
-nothing is written (`QueueFenced`) and the node stops consuming the queue. So a batch is
+nothing is written (`QueueFenced`) and the node stops consuming the queue. Before each
+batch is handed over, the owner waits while its lease is lapsed and checks it still holds
+the queue under the same token (`may_deliver`), as its cells obey the lease. So a batch is
 handed to a second consumer only after the first one's lease ran out, and is never settled
 by two. A node that leaves frees its queues at once (`NodeMembership.leave`).
 """
@@ -215,6 +217,14 @@ class NodePlacement:
 
     def lost(self, queue: str) -> None:
         self.held.discard(queue)
+
+    async def may_deliver(self, queue: str) -> bool:
+        """Before a batch is handed to the consumer: wait while the node's lease is lapsed
+        (it obeys its lease as its cells do), then only if the queue is still held under
+        the token it was claimed with (a node taken over meanwhile delivers nothing)."""
+        lease = self.store.nodes.lease
+        await lease.wait_valid()
+        return queue in self.held and lease.epoch == self._token
 
     def notified(self, payload: str) -> None:
         """A `queue:` notification: rows committed by some node (this one included)."""
