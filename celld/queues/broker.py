@@ -146,11 +146,14 @@ class QueueBroker:
             self.opened = False
 
     def queues(self) -> list[dict[str, Any]]:
-        """Every queue with messages, a consumer or a history, as the operator sees it:
+        """Every queue with messages, a consumer or a history, as the operator sees it (of
+        those this broker owns, when several share the messages):
         ready and delayed messages (their sum is the depth), those in flight, and how many
         were dead-lettered or dropped since celld started."""
         names = {q for q, b in self._backlogs.items() if b.messages} | set(self.consumers)
         names |= set(self.dead_lettered) | set(self.dropped)
+        if self.placement.shared:  # the others' queues are listed by their owners
+            names = {name for name in names if self.placement.owns(name)}
         out, now = [], self.clock.now()
         for name in sorted(names):
             backlog = self._backlogs[name]

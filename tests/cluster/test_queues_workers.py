@@ -87,6 +87,11 @@ def test_messages_sent_through_either_process_are_consumed_once(tmp_path: Path):
         # metrics() answers from either process: nothing is left in the queue.
         for _ in range(6):
             assert fresh(url, "GET", "/metrics").json()["backlogCount"] == 0
+        # The operator's list: every queue once, from the process that consumes it.
+        listed = fresh(url, "GET", "/cdn-cgi/celld/queues").json()["result"]
+        assert [q["queue"] for q in listed] == ["dead", "hold", "jobs", "slow"]
+        jobs = next(q for q in listed if q["queue"] == "jobs")
+        assert jobs["consumer"] == "queues-test" and jobs["deadLettered"] == 1
         assert "Traceback" not in run.log(), run.log()
     finally:
         assert run.stop() == 0, run.log()
