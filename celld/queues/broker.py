@@ -34,7 +34,7 @@ from celld.project.queues import QueueConsumer
 from celld.queues.backlog import Backlog
 from celld.queues.dispatcher import Deliver, Dispatcher
 from celld.queues.limits import Outgoing, check_batch, check_send
-from celld.queues.placement import RESYNC_S, Alone, QueuePlacement
+from celld.queues.placement import FULL_EVERY, RESYNC_S, Alone, QueuePlacement
 from celld.queues.rules import Outcome
 from celld.queues.store import NewMessage, QueueStore, StoredMessage
 
@@ -64,6 +64,8 @@ class QueueBroker:
         #: does not bring it back
         self._reading: Counter[str] = Counter()
         self._resync: asyncio.Task[None] | None = None
+        #: queue -> the highest seq a read of the whole queue (or of what follows) saw
+        self._read_up_to: dict[str, int] = {}
         self._dropping: set[asyncio.Task[None]] = set()
         self._backlogs: defaultdict[str, Backlog] = defaultdict(Backlog.empty)
         self.consumers: dict[str, Dispatcher] = {}
@@ -181,7 +183,7 @@ class QueueBroker:
         """This broker now owns `queue` (its placement says so): read its messages from the
         store and start its consumer."""
         self._backlogs[queue].clear()
-        await self._read(queue, None)
+        self._read_up_to[queue] = await self._read(queue, None)
         dispatcher = self.consumers.get(queue)
         if self._started and dispatcher is not None and not dispatcher.started:
             dispatcher.start()
@@ -215,16 +217,20 @@ class QueueBroker:
         if self.placement.owns(queue):
             await self._read(queue, seqs)
 
-    async def _read(self, queue: str, seqs: list[int] | None) -> None:
-        """Index the stored messages of `queue` (those among `seqs`, or all) not known."""
+    async def _read(self, queue: str, seqs: list[int] | None, after: int = 0) -> int:
+        """Index the stored messages of `queue` (those among `seqs`, or all with a seq
+        above `after`) not known; the highest seq read (`after` if none)."""
         backlog = self._backlogs[queue]
+        fresh: list[StoredMessage] = []
         self._reading[queue] += 1
         if backlog.removed is None:
             backlog.removed = set()
         try:
-            rows = await (self.store.index(queue) if seqs is None else self.store.rows(queue, seqs))
+            rows = await (
+                self.store.index(queue, after) if seqs is None else self.store.rows(queue, seqs)
+            )
             if not self.placement.owns(queue):
-                return
+                return after
             fresh = [
                 m for m in rows if m.seq not in backlog.messages and m.seq not in backlog.removed
             ]
@@ -238,15 +244,24 @@ class QueueBroker:
         dispatcher = self.consumers.get(queue)
         if fresh and dispatcher is not None:
             dispatcher.poke()
+        return max((m.seq for m in rows), default=after)
 
     async def _resync_loop(self) -> None:
         """Read the owned queues again now and then: rows whose sender died before it told
-        this owner, or whose notification was lost, are delivered all the same."""
+        this owner, or whose notification was lost, are delivered all the same. A pass
+        reads only rows above the highest seq an earlier pass read (exact on SQLite, whose
+        writers commit one after another, in seq order), and every `FULL_EVERY`th pass
+        reads the whole queue (PostgreSQL allocates seqs before commit, so a row may
+        commit below one already read)."""
+        passes = 0
         while True:
             await asyncio.sleep(RESYNC_S)
+            passes += 1
             for queue in [q for q in self.consumers if self.placement.owns(q)]:
+                after = 0 if passes % FULL_EVERY == 0 else self._read_up_to.get(queue, 0)
                 try:
-                    await self._read(queue, None)
+                    read = await self._read(queue, None, after)
+                    self._read_up_to[queue] = max(read, self._read_up_to.get(queue, 0))
                 except Exception as error:  # the store is away: the next pass tries again
                     log.warning("queue %s: could not read its messages again: %s", queue, error)
 

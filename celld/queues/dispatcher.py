@@ -107,7 +107,7 @@ class Dispatcher:
         queue, store, clock = self.consumer.queue, self.broker.store, self.broker.clock
         seqs = [m.seq for m in batch]
         if not await self.broker.may_deliver(queue):
-            log.warning("queue %s: no longer held by this node; its consumer stops here", queue)
+            log.warning("queue %s: not consumed on this node any more (no longer held)", queue)
             for seq in seqs:
                 self.backlog.back(seq)
             self.broker.fenced(queue)
@@ -153,7 +153,7 @@ class Dispatcher:
                 queue, [*result.acked, *result.dropped], result.retried, moved
             )
         except QueueFenced as error:
-            log.warning("queue %s: %s; its consumer stops here", queue, error)
+            log.warning("queue %s: not consumed on this node any more: %s", queue, error)
             self.broker.fenced(queue)
             return
         except Exception:

@@ -119,12 +119,16 @@ class PgQueueStore:
         self.send_commits += 1
         return [seqs[id(m)] for m in messages]
 
-    async def index(self, queue: str | None = None) -> list[StoredMessage]:
+    async def index(self, queue: str | None = None, after: int = 0) -> list[StoredMessage]:
         if queue is None:
-            rows = await self._pool.fetch(f"SELECT {_COLUMNS} FROM queue_messages ORDER BY seq")
+            rows = await self._pool.fetch(
+                f"SELECT {_COLUMNS} FROM queue_messages WHERE seq > $1 ORDER BY seq", after
+            )
         else:
             rows = await self._pool.fetch(
-                f"SELECT {_COLUMNS} FROM queue_messages WHERE queue = $1 ORDER BY seq", queue
+                f"SELECT {_COLUMNS} FROM queue_messages WHERE queue = $1 AND seq > $2 ORDER BY seq",
+                queue,
+                after,
             )
         return [_message(r) for r in rows]
 
@@ -253,7 +257,7 @@ class NodePlacement:
                 for queue in sorted(self.held):
                     self.held.discard(queue)
                     log.warning(
-                        "queue %s: not consumed here any more (this node was taken over)", queue
+                        "queue %s: not consumed on this node any more (it was taken over)", queue
                     )
                     await self.broker.drop(queue)
                 self._token = token
@@ -273,7 +277,10 @@ class NodePlacement:
                     await self.broker.take(queue)
                 elif owner != token and queue in self.held:
                     self.held.discard(queue)
-                    log.warning("queue %s: another node consumes it now", queue)
+                    log.warning(
+                        "queue %s: not consumed on this node any more (node %s consumes it)",
+                        queue, owner,
+                    )  # fmt: skip
                     await self.broker.drop(queue)
 
     def _pool(self) -> Any:

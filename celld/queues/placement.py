@@ -30,6 +30,8 @@ from typing import Protocol
 
 #: Seconds between an owner's reads of its queues from the store (what it was not told).
 RESYNC_S = 2.0
+#: Every this many reads, the whole queue is read (the others read what follows the last).
+FULL_EVERY = 15
 
 
 class QueueFenced(Exception):

@@ -130,12 +130,15 @@ class QueueStore:
                     done.set_result(seqs[start : start + len(messages)])
                 start += len(messages)
 
-    async def index(self, queue: str | None = None) -> list[StoredMessage]:
-        """Every stored message (of `queue`, or of all) without its body (what a broker
-        starts from, and what an owner reads again to find what it was not told of)."""
+    async def index(self, queue: str | None = None, after: int = 0) -> list[StoredMessage]:
+        """Every stored message (of `queue`, or of all; with a seq above `after`) without its
+        body (what a broker starts from, and what an owner reads again to find what it
+        was not told of)."""
 
         def run(conn: sqlite3.Connection) -> list[StoredMessage]:
-            where, args = ("WHERE queue = ? ", (queue,)) if queue is not None else ("", ())
+            where, args = ("WHERE seq > ? ", (after,))
+            if queue is not None:
+                where, args = ("WHERE queue = ? AND seq > ? ", (queue, after))
             rows = conn.execute(
                 "SELECT seq, queue, id, timestamp_ms, content_type, visible_at, failed, "
                 f"length(body) FROM messages {where}ORDER BY seq",
