@@ -31,7 +31,14 @@ from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any
 
 from celld.queues.placement import QueueFenced
-from celld.queues.store import Moved, NewMessage, Retried, StoredMessage, metrics_of
+from celld.queues.store import (
+    Moved,
+    NewMessage,
+    Retried,
+    SharedCommits,
+    StoredMessage,
+    metrics_of,
+)
 from celld.store.base import Fenced, StoreUnavailable
 from celld.store.pgnodes import CHANNEL, UNREACHABLE
 
@@ -67,8 +74,15 @@ def _message(row: Any) -> StoredMessage:
     return StoredMessage(*(row[i] for i in range(8)))
 
 
-def notification(queue: str, seqs: list[int]) -> str:
-    return f"queue:{','.join(map(str, seqs))}:{queue}"
+#: seqs per notification (a NOTIFY payload must stay under 8000 bytes)
+_SEQS_PER_NOTIFICATION = 400
+
+
+def notifications(queue: str, seqs: list[int]) -> list[str]:
+    step = _SEQS_PER_NOTIFICATION
+    return [
+        f"queue:{','.join(map(str, seqs[i : i + step]))}:{queue}" for i in range(0, len(seqs), step)
+    ]
 
 
 def read_notification(payload: str) -> tuple[str, list[int]]:
@@ -81,7 +95,7 @@ class PgQueueStore:
 
     def __init__(self, store: PostgresStore) -> None:
         self.store = store
-        self.send_commits = 0
+        self.commits = SharedCommits(self._insert)
 
     @property
     def _pool(self) -> Any:
@@ -93,9 +107,14 @@ class PgQueueStore:
         return self  # the node's store is opened (and closed) by its Service
 
     async def close(self) -> None:
-        return None
+        await self.commits.drain()
 
     async def add(self, messages: list[NewMessage]) -> list[int]:
+        """Store messages, all or none; their seqs once committed (in one transaction with
+        the sends waiting on this node at the same time, as on SQLite)."""
+        return await self.commits.add(messages)
+
+    async def _insert(self, messages: list[NewMessage]) -> list[int]:
         by_queue: defaultdict[str, list[NewMessage]] = defaultdict(list)
         for m in messages:
             by_queue[m.queue].append(m)
@@ -113,10 +132,8 @@ class PgQueueStore:
                 )
                 new = [int(r["seq"]) for r in rows]
                 seqs.update(zip(map(id, group), new, strict=True))
-                await connection.execute(
-                    "SELECT pg_notify($1, $2)", CHANNEL, notification(queue, new)
-                )
-        self.send_commits += 1
+                for payload in notifications(queue, new):
+                    await connection.execute("SELECT pg_notify($1, $2)", CHANNEL, payload)
         return [seqs[id(m)] for m in messages]
 
     async def index(self, queue: str | None = None, after: int = 0) -> list[StoredMessage]:
@@ -191,9 +208,8 @@ class PgQueueStore:
             for (_, to, _), seq in zip(moved, new, strict=True):
                 by_queue[to].append(seq)
             for to, seqs in by_queue.items():
-                await connection.execute(
-                    "SELECT pg_notify($1, $2)", CHANNEL, notification(to, seqs)
-                )
+                for payload in notifications(to, seqs):
+                    await connection.execute("SELECT pg_notify($1, $2)", CHANNEL, payload)
         return new
 
 

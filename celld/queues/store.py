@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import asyncio
 import sqlite3
-from collections.abc import Iterable
+from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
@@ -83,27 +83,20 @@ class NewMessage:
     visible_at: int
 
 
-class QueueStore:
-    def __init__(self, path: Path, *, synchronous: str = "FULL") -> None:
-        self.file = SqliteFile(path, schema=SCHEMA, synchronous=synchronous)
+class SharedCommits:
+    """Sends share commits: those that arrive while one commit is being written wait and
+    go in the next one together (each all or none with the others of that commit, none
+    resolved before its commit). `insert` writes one commit and returns the rows' seqs."""
+
+    def __init__(self, insert: Callable[[list[NewMessage]], Awaitable[list[int]]]) -> None:
+        self.insert = insert
         #: sends waiting for the next commit, and the task writing commits
         self._pending: list[tuple[list[NewMessage], asyncio.Future[list[int]]]] = []
         self._writer: asyncio.Task[None] | None = None
-        #: commits of sends so far (tests see sends share them)
-        self.send_commits = 0
-
-    async def open(self) -> QueueStore:
-        await self.file.open()
-        return self
-
-    async def close(self) -> None:
-        if self._writer is not None:
-            await self._writer  # sends already accepted are committed first
-        await self.file.close()
+        #: commits so far (tests see sends share them)
+        self.commits = 0
 
     async def add(self, messages: list[NewMessage]) -> list[int]:
-        """Store messages, all or none; their seqs once committed (in a commit shared with
-        the sends waiting at the same time)."""
         loop = asyncio.get_running_loop()
         done: asyncio.Future[list[int]] = loop.create_future()
         self._pending.append((messages, done))
@@ -111,14 +104,19 @@ class QueueStore:
             self._writer = loop.create_task(self._commit_pending())
         return await asyncio.shield(done)
 
+    async def drain(self) -> None:
+        """Wait for the sends already accepted to be committed."""
+        if self._writer is not None:
+            await self._writer
+
     async def _commit_pending(self) -> None:
         """Commit what waits, again and again until nothing does."""
         while self._pending:
             groups, self._pending = self._pending, []
             rows = [m for messages, _ in groups for m in messages]
             try:
-                seqs = await self.file.run(partial(_insert, rows))
-                self.send_commits += 1
+                seqs = await self.insert(rows)
+                self.commits += 1
             except Exception as error:
                 for _, done in groups:
                     if not done.done():
@@ -129,6 +127,29 @@ class QueueStore:
                 if not done.done():
                     done.set_result(seqs[start : start + len(messages)])
                 start += len(messages)
+
+
+class QueueStore:
+    def __init__(self, path: Path, *, synchronous: str = "FULL") -> None:
+        self.file = SqliteFile(path, schema=SCHEMA, synchronous=synchronous)
+        self.commits = SharedCommits(lambda rows: self.file.run(partial(_insert, rows)))
+
+    @property
+    def send_commits(self) -> int:
+        return self.commits.commits
+
+    async def open(self) -> QueueStore:
+        await self.file.open()
+        return self
+
+    async def close(self) -> None:
+        await self.commits.drain()  # sends already accepted are committed first
+        await self.file.close()
+
+    async def add(self, messages: list[NewMessage]) -> list[int]:
+        """Store messages, all or none; their seqs once committed (in a commit shared with
+        the sends waiting at the same time)."""
+        return await self.commits.add(messages)
 
     async def index(self, queue: str | None = None, after: int = 0) -> list[StoredMessage]:
         """Every stored message (of `queue`, or of all; with a seq above `after`) without its

@@ -12,7 +12,13 @@ import pytest
 from celld.cells.clock import ManualClock
 from celld.project.queues import QueueConsumer
 from celld.queues.broker import QueueBroker
-from celld.queues.pgqueues import NodePlacement, PgQueueStore, place_on_nodes
+from celld.queues.pgqueues import (
+    NodePlacement,
+    PgQueueStore,
+    notifications,
+    place_on_nodes,
+    read_notification,
+)
 from celld.queues.placement import QueueFenced
 from celld.queues.store import NewMessage
 from celld.store.postgres import PostgresStore
@@ -57,3 +63,12 @@ async def test_one_node_consumes_and_a_fenced_settle_writes_nothing(
             await broker.stop()
         for store in stores:
             await store.close()
+
+
+def test_notifications_stay_under_the_payload_limit_and_read_back() -> None:
+    seqs = list(range(10**12, 10**12 + 1000))
+    payloads = notifications("a-queue", seqs)
+    assert len(payloads) > 1 and all(len(p.encode()) < 8000 for p in payloads)
+    read = [read_notification(p) for p in payloads]
+    assert {queue for queue, _ in read} == {"a-queue"}
+    assert [seq for _, chunk in read for seq in chunk] == seqs
