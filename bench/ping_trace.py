@@ -29,7 +29,10 @@ from pathlib import Path
 from typing import Any
 
 HERE = Path(__file__).resolve().parent
-sys.path.insert(0, str(HERE))
+# After site-packages, not first (where Python puts a script's folder): bench/websockets.py
+# must not shadow the websockets package uvicorn imports in the served child.
+sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != HERE]
+sys.path.append(str(HERE))
 sys.path.insert(0, str(HERE.parent))  # this checkout's celld, whatever is installed
 
 import latency_trace as lt  # noqa: E402

@@ -124,8 +124,3 @@ QUEUE_MESSAGE_TOO_LARGE = (
     "so does celld; wrangler dev's local queue broker fails the send with `Unknown Internal "
     "Error (15000)`"
 )
-WEBSOCKET_BINARY_TYPE = (
-    "WebSocket binaryType: since compatibility date 2026-03-17 (websocket_standard_binary_type) "
-    'workerd starts an accepted socket at "blob" and delivers binary messages as Blob; celld '
-    'has only "arraybuffer" (setting it works on both) and delivers ArrayBuffer'
-)

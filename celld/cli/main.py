@@ -291,12 +291,14 @@ def run(
         options.operator_token, printed = operator_token(
             dev.ip, os.environ.get("CELLD_ADMIN_TOKEN")
         )
-        if worker_processes not in (None, 1) and len(workers) > 1:
-            raise ValueError(
-                "--workers N (several processes) serves one Worker; run several Workers "
-                "with --workers 1"
-            )
-        processes_n = processes.settle(member, options, worker_processes, config.bindings)
+        # every process runs every Worker; each Worker's instances are sharded over them
+        processes_n = processes.settle(
+            member,
+            options,
+            worker_processes,
+            [worker.bindings for worker in workers],
+            [state_folder(worker, n, persist_to) for n, worker in enumerate(workers) if n],
+        )
         # The port is taken before anything starts: a port in use stops celld here, with
         # nothing else begun (a cluster's children accept on their parent's socket).
         sock = bind(dev.ip, dev.port) if member is None else processes.inherited_socket(member)

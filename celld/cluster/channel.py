@@ -3,11 +3,15 @@
 Each process listens on ``<cluster dir>/<index>.sock`` (a folder only this user can
 enter, made by the parent). A frame is a 4-byte length and an orjson header, then a
 4-byte length and raw bytes (an HTTP body; empty for binding calls). Requests carry an
-id, so one connection per pair of processes carries any number of calls at once.
+id, so one connection per pair of processes carries any number of calls at once. A
+*post* is a one-way frame with no id and no answer: posts from one process to another
+are written in the order they were made and handled in that order, each before the next
+is read (the frames of a WebSocket relayed between processes, celld.cluster.relay).
 
 A peer that is not listening (restarting after a crash) is retried until
 `CONNECT_WAIT_S` passes. A connection lost while a call is in flight gives
-`PeerLost`: the caller cannot know whether the call was done.
+`PeerLost`: the caller cannot know whether the call was done; `on_lost` is told, so
+what depends on the peer (relayed WebSockets) ends with it.
 """
 
 from __future__ import annotations
@@ -31,6 +35,7 @@ _LENGTH = struct.Struct(">II")
 
 Reply = tuple[dict[str, Any], bytes]
 Handler = Callable[[dict[str, Any], bytes], Awaitable[Reply]]
+PostHandler = Callable[[dict[str, Any]], None]
 
 
 class PeerUnavailable(Exception):
@@ -60,9 +65,10 @@ def _frame(head: dict[str, Any], body: bytes = b"") -> bytes:
 class ChannelServer:
     """Answers the calls other processes send this one, each with `handler`."""
 
-    def __init__(self, path: Path, handler: Handler) -> None:
+    def __init__(self, path: Path, handler: Handler, on_post: PostHandler | None = None) -> None:
         self.path = path
         self.handler = handler
+        self.on_post = on_post
         self._server: asyncio.AbstractServer | None = None
         self._tasks: set[asyncio.Task[None]] = set()
 
@@ -95,6 +101,9 @@ class ChannelServer:
         try:
             while True:
                 head, body = await _read_frame(reader)
+                if "id" not in head:  # a post: handled now, so posts keep their order
+                    self._posted(head)
+                    continue
                 task = asyncio.create_task(answer(head, body))
                 self._tasks.add(task)
                 task.add_done_callback(self._tasks.discard)
@@ -103,12 +112,25 @@ class ChannelServer:
         finally:
             writer.close()
 
+    def _posted(self, head: dict[str, Any]) -> None:
+        if self.on_post is None:
+            log.error("a post from another process was dropped: this process takes none")
+            return
+        try:
+            self.on_post(head)
+        except Exception:  # one bad post must not end the connection of every call
+            log.exception("a post from another process failed")
+
 
 class ChannelClient:
-    """Calls to one peer process, over one connection made when first needed."""
+    """Calls and posts to one peer process, over one connection made when first needed."""
 
-    def __init__(self, path: Path) -> None:
+    def __init__(self, path: Path, on_lost: Callable[[], None] | None = None) -> None:
         self.path = path
+        #: told when a connection to the peer ends (it stopped, or was killed)
+        self.on_lost = on_lost
+        self._posts: asyncio.Queue[bytes] | None = None
+        self._poster: asyncio.Task[None] | None = None
         self._ids = itertools.count(1)
         #: call id -> (its answer, the connection it was sent on)
         self._waiting: dict[int, tuple[asyncio.Future[Reply], asyncio.StreamWriter]] = {}
@@ -149,6 +171,11 @@ class ChannelClient:
             writer.close()
             if self._writer is writer:
                 self._writer = None
+            if self.on_lost is not None:
+                try:
+                    self.on_lost()
+                except Exception:
+                    log.exception("ending what depended on %s failed", self.path.name)
             for call_id, (waiter, sent_on) in list(self._waiting.items()):
                 if sent_on is writer:
                     self._waiting.pop(call_id)
@@ -168,6 +195,44 @@ class ChannelClient:
             raise PeerLost(f"lost the connection to {self.path.name}") from None
         return await waiter
 
+    def post(self, head: dict[str, Any]) -> None:
+        """Send `head` one way, after every post made before it (no answer, no wait)."""
+        if self._posts is None:
+            self._posts = asyncio.Queue()
+        self._posts.put_nowait(_frame(head))
+        self.connect_soon()
+
+    def connect_soon(self) -> None:
+        """Connect (if not connected) and send the posts, in a task of their own: a lost
+        connection is then noticed (`on_lost`) even when nothing is sent."""
+        if self._posts is None:
+            self._posts = asyncio.Queue()
+        if self._poster is None or self._poster.done():
+            self._poster = asyncio.get_running_loop().create_task(self._send_posts(self._posts))
+
+    async def _send_posts(self, posts: asyncio.Queue[bytes]) -> None:
+        frame: bytes | None = None
+        while True:
+            try:
+                writer = await self._connect()
+            except PeerUnavailable as error:
+                dropped = posts.qsize() + (frame is not None)
+                while not posts.empty():
+                    posts.get_nowait()
+                log.warning("%d posts to %s were dropped: %s", dropped, self.path.name, error)
+                return
+            if frame is None:
+                frame = await posts.get()
+                continue  # (connected again first if it was lost meanwhile)
+            frame, sent = None, frame
+            try:
+                writer.write(sent)
+                await writer.drain()
+            except ConnectionError:
+                log.warning("a post to %s was lost with its connection", self.path.name)
+
     async def close(self) -> None:
+        if self._poster is not None:
+            self._poster.cancel()
         if self._writer is not None:
             self._writer.close()

@@ -1,11 +1,13 @@
 """One process of a `--workers N` cluster: what it does besides being a `celld run`.
 
 The parent gives each child its place in the environment (`from_environment`). The child
-keeps its workflow instances in its own store (`store_dir`), runs the cron schedules
-only as process 0, routes Workflow binding calls to their owners (`route`), answers the
-calls the others send it over its local socket (`start`), and tells the parent once it
-listens (`ready`). It stops itself if the parent is gone, so a killed parent leaves no
-children serving behind it.
+runs every Worker of the session; it keeps their workflow instances in its own stores
+(`store_dir`), runs the cron schedules only as process 0, routes Workflow binding calls
+to their owners (`route`), answers the calls the others send it over its local socket
+(`start`, once for the session), relays the WebSockets of Durable Objects another
+process owns (celld.cluster.relay), and tells the parent once it listens (`ready`). It
+stops itself if the parent is gone, so a killed parent leaves no children serving behind
+it.
 """
 
 from __future__ import annotations
@@ -24,7 +26,7 @@ import orjson
 from starlette.types import ASGIApp
 
 from celld.cells.clock import ManualClock
-from celld.cluster.bindings import BindingRouter
+from celld.cluster.bindings import BindingRouter, hosting_worker, opened_socket
 from celld.cluster.channel import (
     ChannelClient,
     ChannelServer,
@@ -36,8 +38,10 @@ from celld.cluster.channel import (
 from celld.cluster.http import ClusterRoutes
 from celld.cluster.placement import store_dir
 from celld.cluster.queues import ProcessPlacement
+from celld.cluster.relay import Links
 from celld.cluster.router import WorkflowRouter
 from celld.isolate.host import HostError, OpHandler, error_shape
+from celld.isolate.websockets import SocketHub
 
 if TYPE_CHECKING:
     from celld.cells.manager import CellManager
@@ -64,11 +68,17 @@ class Member:
     ready_fd: int
     _peers: dict[int, ChannelClient] = field(default_factory=dict)
     _server: ChannelServer | None = None
-    _local_op: Any = None
+    #: each Worker's own Workflow binding operation, by Worker name
+    _local_ops: dict[str, Any] = field(default_factory=dict)
     _app: ASGIApp | None = None
     _clock: ManualClock | None = None
     _watch: asyncio.Task[None] | None = None
-    _bindings: BindingRouter | None = None
+    #: each Worker's Durable Object and D1 routing, by Worker name
+    _bindings: dict[str, BindingRouter] = field(default_factory=dict)
+    #: the session's Workers that started in this process, by name
+    _services: dict[str, Service] = field(default_factory=dict)
+    _links: Links | None = None
+    #: the session's queues (their owner's side of the `queue` calls)
     _queues: QueueBroker | None = None
 
     @classmethod
@@ -99,23 +109,32 @@ class Member:
         except (FileNotFoundError, ValueError):
             return None
 
-    def route(self, cells: CellManager) -> None:
-        """Wrap the Workflow binding so calls reach their instance's owner."""
-        self._local_op = cells.ops["wf.binding"]
-        router = WorkflowRouter(self.index, self.size, self._local_op, self._forward_op)
-        cells.ops["wf.binding"] = router.handle
+    def route(self, cells: CellManager, worker: str) -> None:
+        """Wrap Worker `worker`'s Workflow binding so calls reach their instance's owner."""
+        local = self._local_ops[worker] = cells.ops["wf.binding"]
 
-    def route_bindings(self, ops: dict[str, OpHandler]) -> None:
-        """Wrap the Durable Object and D1 operations so calls reach their owner."""
-        if self._bindings is None:
-            self._bindings = BindingRouter(self.index, self.size, self._forward_binding)
-        self._bindings.wrap(ops)
+        def forward(owner: int, message: dict[str, Any]) -> Any:
+            return self._forward_op(owner, worker, message)
 
-    def owns_object(self, cls: str, object_id: str) -> bool:
-        """Whether this process runs the object (its alarms fire only here)."""
-        if self._bindings is None:
-            self._bindings = BindingRouter(self.index, self.size, self._forward_binding)
-        return self._bindings.owns_object(cls, object_id)
+        cells.ops["wf.binding"] = WorkflowRouter(self.index, self.size, local, forward).handle
+
+    def _router(self, worker: str) -> BindingRouter:
+        if worker not in self._bindings:
+
+            async def forward(owner: int, op: str, message: dict[str, Any]) -> Any:
+                return await self._forward_binding(owner, worker, op, message)
+
+            self._bindings[worker] = BindingRouter(self.index, self.size, worker, forward)
+        return self._bindings[worker]
+
+    def route_bindings(self, ops: dict[str, OpHandler], worker: str) -> None:
+        """Wrap Worker `worker`'s Durable Object and D1 operations so calls reach their
+        owner."""
+        self._router(worker).wrap(ops)
+
+    def owns_object(self, worker: str, cls: str, object_id: str) -> bool:
+        """Whether this process runs Worker `worker`'s object (its alarms fire only here)."""
+        return self._router(worker).owns_object(cls, object_id)
 
     def place_queues(self, broker: QueueBroker) -> None:
         """Each queue's consumer runs in one process (celld.cluster.queues); before the
@@ -133,19 +152,34 @@ class Member:
         return ClusterRoutes(app, self.index, self.size, self._forward_http, self._clock_moved)
 
     async def start(self, service: Service) -> None:
+        """Worker `service` started here; the first to start opens the local socket."""
+        self._services[service.project.name] = service
+        if self._server is not None:
+            return
         if isinstance(service.options.clock, ManualClock):
             self._clock = service.options.clock
-        self._server = ChannelServer(socket_path(self.folder, self.index), self._answer)
+        self._links = Links(self.index, self._post, self._hub)
+        self._server = ChannelServer(
+            socket_path(self.folder, self.index), self._answer, self._posted
+        )
         await self._server.start()
         self._watch = asyncio.create_task(self._watch_parent(os.getppid()))
 
-    async def stop(self) -> None:
+    async def stop(self, service: Service) -> None:
+        """Worker `service` stops; the last to stop closes the local socket."""
+        self._services.pop(service.project.name, None)
+        if self._services:
+            return
         if self._watch is not None:
             self._watch.cancel()
         if self._server is not None:
             await self._server.stop()
         for peer in self._peers.values():
             await peer.close()
+
+    def relayed(self) -> dict[str, int]:
+        """WebSockets relayed to or from another process (celld.cluster.relay), by side."""
+        return self._links.count() if self._links is not None else {"client": 0, "object": 0}
 
     def ready(self) -> None:
         """Tell the parent this process listens (one byte on its pipe)."""
@@ -155,8 +189,33 @@ class Member:
 
     def _peer(self, index: int) -> ChannelClient:
         if index not in self._peers:
-            self._peers[index] = ChannelClient(socket_path(self.folder, index))
+            self._peers[index] = ChannelClient(
+                socket_path(self.folder, index), on_lost=lambda: self._lost(index)
+            )
         return self._peers[index]
+
+    def _lost(self, index: int) -> None:
+        if self._links is not None:
+            self._links.lost(index)
+
+    def _hub(self, worker: str) -> SocketHub | None:
+        service = self._services.get(worker)
+        return service.sockets if service is not None else None
+
+    def _post(self, peer: int, head: dict[str, Any]) -> None:
+        client = self._peer(peer)
+        client.post(head)
+
+    def _posted(self, head: dict[str, Any]) -> None:
+        """A post from another process: a relayed WebSocket's frame or claim."""
+        assert self._links is not None
+        if head.get("kind") == "ws.claim":
+            self._links.claim(head)
+            self._peer(int(head["peer"])).connect_soon()  # to notice the caller stop
+        elif head.get("kind") in ("ws", "ws.gone"):
+            self._links.received(head)
+        else:
+            log.error("an unknown post from another process: %r", head.get("kind"))
 
     async def _call(
         self, owner: int, head: dict[str, Any], body: bytes = b"", what: str = "instance"
@@ -175,19 +234,27 @@ class Member:
                 f"check the {what} before retrying"
             ) from None
 
-    async def _forward_op(self, owner: int, message: dict[str, Any]) -> Any:
-        reply, _ = await self._call(owner, {"kind": "op", "message": message})
+    async def _forward_op(self, owner: int, worker: str, message: dict[str, Any]) -> Any:
+        reply, _ = await self._call(owner, {"kind": "op", "worker": worker, "message": message})
         if "error" in reply:
             raise HostError(reply["error"], reply.get("name") or "Error")
         return reply.get("ok")
 
-    async def _forward_binding(self, owner: int, op: str, message: dict[str, Any]) -> Any:
+    async def _forward_binding(
+        self, owner: int, worker: str, op: str, message: dict[str, Any]
+    ) -> Any:
         what = "Durable Object" if op == "do" else "D1 database"
-        head = {"kind": "binding", "op": op, "message": message}
+        head = {"kind": "binding", "op": op, "worker": worker, "message": message}
         reply, _ = await self._call(owner, head, what=what)
         if "error" in reply:
             raise HostError(reply["error"], reply.get("name") or "Error")
-        return reply.get("ok")
+        answer = reply.get("ok")
+        remote = opened_socket(answer) if op == "do" else None
+        if remote is not None:  # the object's WebSocket: relayed from its owner
+            assert self._links is not None
+            hosting = hosting_worker(worker, message)
+            answer["response"]["webSocket"] = self._links.adopt(worker, owner, hosting, remote)
+        return answer
 
     async def _forward_http(
         self, owner: int, request: dict[str, Any], body: bytes
@@ -219,15 +286,21 @@ class Member:
     async def _answer(self, head: dict[str, Any], body: bytes) -> Reply:
         kind = head.get("kind")
         if kind == "op":
+            local = self._local_ops.get(head.get("worker"))  # type: ignore[arg-type]
+            if local is None:
+                missing = f"celld: no Worker {head.get('worker')!r} runs workflows here"
+                return {"error": missing}, b""
             try:
-                return {"ok": await self._local_op(head["message"])}, b""
+                return {"ok": await local(head["message"])}, b""
             except HostError as error:
                 return {"error": str(error), "name": error.js_name}, b""
         if kind == "binding":
-            if self._bindings is None:
-                return {"error": "celld: this process has no Durable Objects or D1"}, b""
+            router = self._bindings.get(head.get("worker"))  # type: ignore[arg-type]
+            if router is None:
+                return {"error": f"celld: Worker {head.get('worker')!r} has no Durable Objects "
+                                 "or D1 here"}, b""  # fmt: skip
             try:
-                return {"ok": await self._bindings.answer(head["op"], head["message"])}, b""
+                return {"ok": await router.answer(head["op"], head["message"])}, b""
             except Exception as error:  # the caller's JS gets it, as it would here
                 shape = error_shape(error)
                 return {"error": shape["message"], "name": shape["name"]}, b""

@@ -45,8 +45,10 @@ def owner_of_key(key: str, size: int) -> int:
 
 
 def store_dir(persist_to: Path, index: int) -> Path:
-    """The folder of process `index`'s workflow store (process 0: --persist-to itself)."""
-    return persist_to if index == 0 else persist_to / "workers" / str(index)
+    """The folder of process `index`'s workflow store (process 0: --persist-to itself).
+    `processes/`, not `workers/`: that one holds the session's other Workers by name, and a
+    Worker may be named "1"."""
+    return persist_to if index == 0 else persist_to / "processes" / str(index)
 
 
 def recorded_workers(persist_to: Path) -> int | None:

@@ -8,7 +8,8 @@ cluster, which the other calls read.
 from __future__ import annotations
 
 import socket
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 from starlette.types import ASGIApp
@@ -37,13 +38,21 @@ def clock_start(member: Member | None, configured: str) -> int | None:
 
 
 def settle(
-    member: Member | None, options: ServiceOptions, asked: int | None, bindings: object
+    member: Member | None,
+    options: ServiceOptions,
+    asked: int | None,
+    bindings: Sequence[object],
+    others: Sequence[Path] = (),
 ) -> int:
-    """The number of processes (ValueError for what cannot be served with it)."""
+    """The number of processes (ValueError for what cannot be served with it): the served
+    Worker's state folder decides it, and the other Workers' folders (`others`) are
+    sharded over the same number (refused if one still holds instances over another)."""
     if member is not None:
         options.cluster = member
         return member.size
     workers = settle_workers(options.persist_to, asked)
+    for folder in others:
+        settle_workers(folder, workers)
     if workers > 1 and options.store not in (None, "", "sqlite"):
         raise ValueError(
             f"--workers {workers} shards workflow instances over SQLite stores; with "

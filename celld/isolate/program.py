@@ -10,6 +10,7 @@ from functools import cached_property
 from pathlib import Path
 
 from celld.isolate.bundle_cache import cached_bundle
+from celld.isolate.compat import compat_script
 from celld.isolate.linemap import LineMap, join_scripts
 from celld.isolate.modules import BUILTIN_MODULES, Bundle, build_bundle, node_env
 from celld.isolate.runtime import Script, node_builtins, node_scripts, runtime_scripts
@@ -74,6 +75,7 @@ def build_program(
     *,
     root: Path | None = None,
     compatibility_flags: Iterable[str] = (),
+    compatibility_date: str | None = None,
     cache_dir: Path | None = None,
     tsconfig: Path | None = None,
     jsx_factory: str | None = None,
@@ -82,10 +84,13 @@ def build_program(
     """Bundle the Worker at `entry` (None: runtime only) behind the runtime files.
 
     File names in errors and stack traces are shown relative to `root` (the project).
-    `compatibility_flags` with nodejs_compat adds the `node:` modules; `cache_dir` keeps the
+    `compatibility_flags` with nodejs_compat adds the `node:` modules; with
+    `compatibility_date` they choose the runtime's date-gated behaviours
+    (`celld.isolate.compat`); `cache_dir` keeps the
     bundled module graph between runs (see `celld.isolate.bundle_cache`); `tsconfig`,
     `jsx_factory` and `jsx_fragment` are the wrangler config's (`celld.isolate.tsconfig`).
     """
+    compatibility_flags = tuple(compatibility_flags)
     nodejs_compat = bool(NODEJS_COMPAT_FLAGS & set(compatibility_flags))
     bundle = None
     if entry is not None:
@@ -119,7 +124,8 @@ def build_program(
     # state of the built-ins (node:async_hooks wraps Promise.prototype.then).
     runtime = runtime_scripts()
     assert runtime[-1].name == "seal.js"
-    scripts = runtime[:-1] + node + runtime[-1:] + extra
+    compat = compat_script(compatibility_date, compatibility_flags)
+    scripts = (compat,) + runtime[:-1] + node + runtime[-1:] + extra
     parts = [(s.name, s.source, None) for s in scripts]
     if bundle is not None:
         parts.append((str(entry), bundle.source, bundle.locate))

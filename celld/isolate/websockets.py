@@ -128,6 +128,9 @@ class SocketHub:
         self.ends: dict[str, End] = {}
         #: Durable Objects' auto-responses: owner -> (request, response)
         self.auto_responses: dict[Any, tuple[str, str]] = {}
+        #: Durable Objects' setHibernatableWebSocketEventTimeout: owner -> ms (kept while the
+        #: object hibernates, as its sockets are; celld.objects.live enforces it)
+        self.event_timeouts: dict[Any, int] = {}
         #: called with (owner, end, event) for ends a Durable Object accepted to hibernate
         self.object_event: Callable[[Any, End, Event], None] | None = None
         #: set once celld is stopping: a socket closed by the shutdown wakes no object
@@ -302,6 +305,17 @@ class SocketHub:
             else:
                 self.auto_responses[owner] = (str(pair[0]), str(pair[1]))
 
+        def op_timeout(message: dict[str, Any]) -> None:
+            if owner is None:
+                raise HostError(
+                    "setHibernatableWebSocketEventTimeout() is for Durable Objects", "TypeError"
+                )
+            ms = message.get("ms")
+            if isinstance(ms, int) and ms > 0:
+                self.event_timeouts[owner] = ms
+            else:
+                self.event_timeouts.pop(owner, None)
+
         return {
             "ws.pair": op_pair,
             "ws.accept": op_accept,
@@ -309,6 +323,7 @@ class SocketHub:
             "ws.close": op_close,
             "ws.attach": op_attach,
             "ws.auto": op_auto,
+            "ws.timeout": op_timeout,
             "ws.connect": self.op_connect,
         }
 

@@ -31,6 +31,9 @@ if TYPE_CHECKING:
 log = logging.getLogger("celld.objects")
 
 CPU_MESSAGE = "Durable Object exceeded its CPU time limit and was reset."
+#: workerd's error for a hibernatable WebSocket handler that outran
+#: ctx.setHibernatableWebSocketEventTimeout(): the object is reset.
+EVENT_TIMEOUT_MESSAGE = "Actor exceeded event execution time and was disconnected."
 
 
 def fault_message(fault: IsolateFault) -> str:
@@ -69,6 +72,10 @@ class LiveObject:
         #: the node's lease as of activation (a shared store): no turn runs and nothing
         #: leaves while it says no, and nothing ever again once the node rejoined
         self.fence: Fence | None = None
+        #: (ms, callback) -> a cancellable timer on the service's clock: the bound of a
+        #: hibernatable WebSocket event (setHibernatableWebSocketEventTimeout) runs on it
+        self.call_later: Callable[[int, Callable[[], None]], Any] | None = None
+        self._event_timers: dict[int, Any] = {}
 
     async def start(
         self,
@@ -124,6 +131,7 @@ class LiveObject:
                 "sqlite": self.storage.sqlite,
                 # hibernatable sockets still open: the object wakes with them
                 "sockets": sockets.sockets_of(self.ref) if sockets is not None else [],
+                "eventTimeout": sockets.event_timeouts.get(self.ref) if sockets else None,
             }
         )
 
@@ -153,6 +161,9 @@ class LiveObject:
             return await future
         finally:
             self.calls.pop(call_id, None)
+            timer = self._event_timers.pop(call_id, None)
+            if timer is not None:
+                timer.cancel()
             self.last_used = time.monotonic()
             # The turn that answered ended while this call still counted, so the host's
             # idle notice came too early to count: give it again now that the call is done.
@@ -168,7 +179,34 @@ class LiveObject:
         if self._delivering is not None or not self._queue or self.host is None:
             return
         self._delivering = self._queue.pop(0)
+        self._bound(self._delivering)
         self.host.post(self._delivering)
+
+    def _bound(self, message: dict[str, Any]) -> None:
+        """A hibernatable WebSocket event starts: if the object set an event timeout, it is
+        reset should the handler still run when the timeout passes (workerd cancels the
+        handler and shuts the object down: its in-memory state is lost, its hibernatable
+        sockets stay open and the next event wakes a new instance)."""
+        if message.get("kind") != "ws" or self.sockets is None or self.call_later is None:
+            return
+        ms = self.sockets.event_timeouts.get(self.ref)
+        if ms is None:
+            return
+        call_id = message["c"]
+        self._event_timers[call_id] = self.call_later(ms, lambda: self._timed_out(call_id))
+
+    def _timed_out(self, call_id: int) -> None:
+        self._event_timers.pop(call_id, None)
+        future = self.calls.get(call_id)
+        if future is None or future.done() or self.broken is not None:
+            return
+        log.warning(
+            "Durable Object %s was reset: a WebSocket event handler ran past its %s ms "
+            "event timeout",
+            self.ref,
+            self.sockets.event_timeouts.get(self.ref) if self.sockets is not None else "?",
+        )
+        self._reset(EVENT_TIMEOUT_MESSAGE)
 
     def _turn_done(self) -> None:
         pending = self._delivering
@@ -183,8 +221,16 @@ class LiveObject:
             future.set_result(message)
 
     def _on_fault(self, fault: IsolateFault) -> None:
-        self.broken = fault_message(fault)
         log.warning("Durable Object %s was reset: %s %s", self.ref, fault.reason, fault.detail)
+        self._reset(fault_message(fault))
+
+    def _reset(self, message: str) -> None:
+        """Fail every call in flight with `message` and drop the object (its storage keeps
+        what was committed; the next event starts it afresh)."""
+        self.broken = message
+        for timer in self._event_timers.values():
+            timer.cancel()
+        self._event_timers.clear()
         for future in self.calls.values():
             if not future.done():
                 future.set_exception(HostError(self.broken))

@@ -272,6 +272,7 @@ class ObjectManager:
         await asyncio.to_thread(storage.open)
         obj = LiveObject(ref, name, storage, self._gone)
         obj.fence = fence
+        obj.call_later = lambda ms, callback: self.clock.call_at(self.clock.now() + ms, callback)
         try:
             await obj.start(
                 self.threads.pick(),

@@ -128,6 +128,21 @@ async def render_metrics(service: Service) -> str:
             stats["alarm_runs"],
         )
     _queues_and_sockets(text, service)
+    cluster = service.options.cluster
+    if cluster is not None:
+        text.add(
+            "celld_cluster_process",
+            "gauge",
+            "This process's index in `celld run --workers N` (each answers for itself).",
+            {f'index="{cluster.index}"': 1},
+        )
+        text.add(
+            "celld_cluster_relayed_websockets",
+            "gauge",
+            "WebSockets of Durable Objects relayed between processes: clients connected "
+            "here to an object elsewhere, objects here with a client elsewhere.",
+            {f'side="{side}"': n for side, n in cluster.relayed().items()},
+        )
     cells = service.cells
     store = service.store
     if cells is None or store is None:

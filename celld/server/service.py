@@ -13,6 +13,7 @@ import logging
 import re
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -188,6 +189,7 @@ class Service:
             object_scripts() if objects.bindings or objects.unconnected else (),
             root=project.root,
             compatibility_flags=project.compatibility_flags,
+            compatibility_date=project.compatibility_date,
             cache_dir=self.options.persist_to / "module-cache",
             tsconfig=project.tsconfig,
             jsx_factory=project.jsx_factory,
@@ -340,7 +342,8 @@ class Service:
         if project.workflows:
             ops["wf.binding"] = self.op_workflow
         if self.options.cluster is not None:
-            self.options.cluster.route_bindings(ops)  # objects and D1 run in their owner
+            # objects and D1 run in their owner
+            self.options.cluster.route_bindings(ops, project.name)
         return ops
 
     async def _start_pool(
@@ -395,7 +398,9 @@ class Service:
             )
             self.objects.ops = ops  # objects may call objects and drive workflows
             if self.options.cluster is not None:
-                self.objects.owns = self.options.cluster.owns_object  # alarms: the owner's
+                self.objects.owns = partial(  # alarms: the owner's
+                    self.options.cluster.owns_object, self.project.name
+                )
         hosted = self.hosted_workflows()
         if hosted:
             cluster = self.options.cluster
@@ -437,7 +442,8 @@ class Service:
                 settings=self.options.cells,
             )
             if cluster is not None:
-                cluster.route(self.cells)  # binding calls reach their instance's owner
+                # binding calls reach their instance's owner
+                cluster.route(self.cells, self.project.name)
             self._own_workflow_op = self.cells.ops["wf.binding"]
             # Workflow steps call other Workers' workflows through the same route.
             self.cells.ops["wf.binding"] = self.op_workflow
@@ -551,7 +557,7 @@ class Service:
         self.stopping()
         await self.sockets.close_all(1012, "service restart")
         if self.options.cluster is not None:
-            await self.options.cluster.stop()
+            await self.options.cluster.stop(self)
         for hook in self.on_stop:
             await hook()
         await self._retired.close()

@@ -20,7 +20,7 @@ import pytest
 from websockets.exceptions import ConnectionClosed
 from websockets.sync.client import ClientConnection, connect
 
-from compat.differences import QUEUE_MESSAGE_TOO_LARGE, WEBSOCKET_BINARY_TYPE, difference
+from compat.differences import QUEUE_MESSAGE_TOO_LARGE, difference
 from compat.scenario import Scenario
 from compat.targets import Target
 
@@ -76,19 +76,12 @@ def test_worker_socket_echoes_text_and_binary(realtime_target: Target) -> None:
         assert [conn.recv(timeout=TIMEOUT_S) for _ in range(5)] == [f"echo: m{n}" for n in range(5)]
 
 
-@difference(wrangler=WEBSOCKET_BINARY_TYPE)
-def test_worker_socket_default_binary_type(
-    realtime_target: Target, request: pytest.FixtureRequest
-) -> None:
-    """An accepted socket's binaryType before the Worker sets it, and what a binary message
-    then arrives as."""
-    sc = Scenario(realtime_target, request.node)
+def test_worker_socket_default_binary_type(realtime_target: Target) -> None:
+    """An accepted socket's binaryType before the Worker sets it ("blob": the project's
+    date is past 2026-03-17), and what a binary message then arrives as (a Blob)."""
     with ws(realtime_target, "/echo?binary=default") as conn:
-        assert ask(conn, "binaryType") == sc.pick(celld="arraybuffer arraybuffer",
-                                                  wrangler="blob blob")  # fmt: skip
-        assert ask(conn, bytes([7])) == sc.pick(
-            celld=bytes([248]), wrangler="not an ArrayBuffer: [object Blob]"
-        )
+        assert ask(conn, "binaryType") == "blob blob"
+        assert ask(conn, bytes([7])) == "not an ArrayBuffer: [object Blob]"
 
 
 def test_the_101_answer(realtime_target: Target) -> None:

@@ -21,6 +21,20 @@
   let autoResponse = null;
   let eventTimeout = null;
 
+  /** workerd's bound on a hibernatable WebSocket event's timeout: 7 days. */
+  const MAX_EVENT_TIMEOUT_MS = 604800 * 1000;
+
+  /** A timeout argument as workerd converts an unsigned 32-bit integer argument. */
+  function eventTimeoutMs(value) {
+    const n = Number(value);
+    if (!Number.isFinite(n)) throw new TypeError("The value cannot be converted because it is not an integer.");
+    if (n < 0) {
+      throw new TypeError("The value cannot be converted because it is negative and this API expects a positive number.");
+    }
+    if (n > 4294967295) throw new TypeError("Value out of range. Must be less than or equal to 4294967295.");
+    return Math.trunc(n);
+  }
+
   function logError(prefix, error) {
     const shape = host.describeError(error);
     host.notify("log", { level: "error", text: `${prefix} ${shape.name}: ${shape.message}\n${shape.stack}` });
@@ -99,8 +113,13 @@
       const ts = web.socketState(ws).autoResponseTimestamp;
       return ts === null || ts === undefined ? null : new Date(ts);
     }
+    /** How long a webSocketMessage/Close/Error handler may run before the object is reset
+     * (the host enforces it: celld/objects/live.py); 0 or none unsets it. */
     setHibernatableWebSocketEventTimeout(ms = undefined) {
-      eventTimeout = ms === undefined || ms === null ? null : Number(ms);
+      const value = ms === undefined ? 0 : eventTimeoutMs(ms);
+      if (value > MAX_EVENT_TIMEOUT_MS) throw new Error(`Event timeout should not exceed ${MAX_EVENT_TIMEOUT_MS} ms.`);
+      eventTimeout = value === 0 ? null : value;
+      host.notify("ws.timeout", { ms: eventTimeout });
     }
     getHibernatableWebSocketEventTimeout() {
       return eventTimeout;
@@ -192,6 +211,8 @@
 
   host.on("do.init", (message) => {
     init = message;
+    // The timeout outlives hibernation, as the sockets do (the host kept it).
+    eventTimeout = typeof message.eventTimeout === "number" ? message.eventTimeout : null;
     // Woken with hibernatable sockets open: they are back, with their tags and attachments.
     for (const found of message.sockets || []) {
       const ws = web.makeSocket(found.id);

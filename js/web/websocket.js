@@ -12,6 +12,10 @@
   const host = globalThis.__celld_host;
   const web = globalThis.__celld_web;
   const { SafeMap } = globalThis.__celld_primordials;
+  // The compatibility date's choice (celld/isolate/compat.py): "blob" from 2026-03-17 or
+  // with websocket_standard_binary_type, "arraybuffer" before or with its no_ flag.
+  const compat = globalThis.__celld_compat || {};
+  const DEFAULT_BINARY_TYPE = compat.websocketBlob ? "blob" : "arraybuffer";
 
   const CONNECTING = 0;
   const OPEN = 1;
@@ -83,6 +87,7 @@
       handlers: { open: null, message: null, close: null, error: null },
       sockets: false, // counted in its owner's open sockets
       returned: false, // carried out of this isolate in a Response
+      binaryType: DEFAULT_BINARY_TYPE, // what a binary message event's data is
     };
   }
 
@@ -113,9 +118,7 @@
     if (ArrayBuffer.isView(data)) {
       return { b64: web.bytesToBase64(new Uint8Array(data.buffer, data.byteOffset, data.byteLength)) };
     }
-    if (data instanceof Blob) {
-      throw new TypeError("celld: WebSocket.send() of a Blob is not supported yet; send its arrayBuffer()");
-    }
+    // Anything else is sent as its string, a Blob too ("[object Blob]"), as workerd does.
     return { text: String(data) };
   }
 
@@ -239,9 +242,11 @@
     get url() { return own(this).url; }
     get protocol() { return own(this).protocol; }
     get extensions() { return own(this).url === null ? null : ""; }
-    get binaryType() { return "arraybuffer"; }
+    get binaryType() { return own(this).binaryType; }
     set binaryType(value) {
-      if (value !== "arraybuffer") throw new TypeError(`celld: WebSocket binaryType ${value} is not supported (only "arraybuffer")`);
+      // As the standard (and workerd): any other value is ignored, the type stays.
+      const type = String(value);
+      if (type === "blob" || type === "arraybuffer") own(this).binaryType = type;
     }
   }
   for (const [name, value] of [["CONNECTING", CONNECTING], ["OPEN", OPEN], ["CLOSING", CLOSING], ["CLOSED", CLOSED], ["READY_STATE_CONNECTING", CONNECTING], ["READY_STATE_OPEN", OPEN], ["READY_STATE_CLOSING", CLOSING], ["READY_STATE_CLOSED", CLOSED]]) {
@@ -319,12 +324,18 @@
     get response() { return this.#response; }
   }
 
-  /** Deliver one event the host sent for socket `s` of `ws`; returns the event. */
+  /** Deliver one event the host sent for socket `s` of `ws`; returns the event. `data` is
+   * what a hibernation handler gets (binary always as an ArrayBuffer, as in workerd); the
+   * event's data follows the socket's binaryType. */
   function eventFor(ws, message) {
     const s = own(ws);
     if (message.ev === "message") {
-      const data = message.text !== undefined ? message.text : web.base64ToBytes(message.b64 || "").buffer;
-      return { kind: "message", data, event: new MessageEvent("message", { data }) };
+      if (message.text !== undefined) {
+        return { kind: "message", data: message.text, event: new MessageEvent("message", { data: message.text }) };
+      }
+      const data = web.base64ToBytes(message.b64 || "").buffer;
+      const eventData = s.binaryType === "blob" ? new Blob([data]) : data;
+      return { kind: "message", data, event: new MessageEvent("message", { data: eventData }) };
     }
     if (message.ev === "close") {
       s.closedIncoming = true;

@@ -76,7 +76,7 @@ def wait_all_complete(run: CelldRun, count: int) -> None:
 def test_instances_are_listed_from_every_shard_with_paging(cluster: tuple[CelldRun, Path]):
     run, state = cluster
     first = instances_in(state / "celld.sqlite3")
-    second = instances_in(state / "workers" / "1" / "celld.sqlite3")
+    second = instances_in(state / "processes" / "1" / "celld.sqlite3")
     assert first and second and first | second == set(IDS)  # both processes hold some
     wait_all_complete(run, len(IDS))
     everything, info = listing(run, per_page=100)
@@ -177,7 +177,7 @@ def test_sessions_batch_delete_and_delete_all(cluster: tuple[CelldRun, Path]):
             params = {"steps": 2, "sleepEvery": 1, "nap": "1 day"}
             answer = client.post(f"{API}/instances", json={"id": instance_id, "params": params})
             assert answer.status_code == 200, answer.text
-    held = instances_in(state / "workers" / "1" / "celld.sqlite3")
+    held = instances_in(state / "processes" / "1" / "celld.sqlite3")
     assert set(made) & held and set(made) - held  # the session's instances are on both
     with fresh(run) as client:
         session = client.get(SESSION).json()["result"]
@@ -202,5 +202,5 @@ def test_sessions_batch_delete_and_delete_all(cluster: tuple[CelldRun, Path]):
     _, info = listing(run)
     assert info["total_count"] == 0
     assert not instances_in(state / "celld.sqlite3") and not instances_in(
-        state / "workers" / "1" / "celld.sqlite3"
+        state / "processes" / "1" / "celld.sqlite3"
     )

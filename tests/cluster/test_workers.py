@@ -101,7 +101,7 @@ def test_instances_are_sharded_and_survive_a_killed_child(cluster: CelldRun, tmp
         wait_complete(client, acknowledged, steps)
         # Both stores hold a share, and no instance is in both.
         first = instances_in(state / "celld.sqlite3")
-        second = instances_in(state / "workers" / "1" / "celld.sqlite3")
+        second = instances_in(state / "processes" / "1" / "celld.sqlite3")
         assert first and second and not first & second
         assert set(acknowledged) <= first | second
         # An instance the other process owns is found from any process, by id.
@@ -182,5 +182,5 @@ def test_the_manual_clock_moves_in_every_process(tmp_path: Path):
         assert run.stop() == 0, run.log()
     # both processes held some of them
     assert instances_in(state / "celld.sqlite3") and instances_in(
-        state / "workers" / "1" / "celld.sqlite3"
+        state / "processes" / "1" / "celld.sqlite3"
     )

@@ -12,8 +12,9 @@ import asyncio
 import json
 import re
 import time
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 import pytest_asyncio
@@ -59,7 +60,8 @@ async def test_worker_pair_echoes_text_and_binary_and_closes_both_ways(server: C
         assert ws.response.headers["x-echo"] == "yes"
         await ws.send("hi")
         assert await ws.recv() == "echo: hi"
-        await ws.send(bytes([0, 1, 254]))
+        await ws.send(bytes([0, 1, 254]))  # a Blob (the project's date is past 2026-03-17)
+        assert await ws.recv() == 'Blob 3 type=""'
         assert await ws.recv() == bytes([255, 254, 1])
         await ws.send("state")
         assert await ws.recv() == "readyState 1"
@@ -73,6 +75,28 @@ async def test_worker_pair_echoes_text_and_binary_and_closes_both_ways(server: C
         lambda: "worker close 4002 client bye true" in server.get("/log").json(), "the close"
     )
     assert "worker close 4005 server closed true" in server.get("/log").json()
+
+
+async def test_binary_type_starts_at_blob_and_can_be_set(server: CelldServer) -> None:
+    """The project's compatibility date (2026-11-01) is past 2026-03-17: an accepted socket
+    starts at "blob"; "arraybuffer" can be set, anything else is ignored as workerd does."""
+    async with connect(ws_url(server, "/echo")) as ws:
+        await exchange(
+            ws,
+            ("binaryType", "binaryType blob"),
+            (bytes([9]), 'Blob 1 type=""'),
+        )
+        assert await ws.recv() == bytes([246])
+        await exchange(
+            ws,
+            ("binaryType text", "binaryType blob"),
+            ("binaryType arraybuffer", "binaryType arraybuffer"),
+            (bytes([0, 255]), bytes([255, 0])),
+            ("binaryType Blob", "binaryType arraybuffer"),
+            ("binaryType blob", "binaryType blob"),
+            (b"", 'Blob 0 type=""'),
+        )
+        assert await ws.recv() == b""
 
 
 async def test_an_upgrade_the_worker_refuses_is_its_http_answer(server: CelldServer) -> None:
@@ -143,30 +167,37 @@ async def test_outbound_refused_connection_is_an_error(server: CelldServer) -> N
     assert "WebSocket connection to ws://127.0.0.1:9/ failed" in answer.text
 
 
+async def exchange(socket: Any, *turns: tuple[str | bytes, str | bytes]) -> None:
+    """Send each message and check the answer (JSON answers compared as parsed values)."""
+    for sent, expected in turns:
+        await socket.send(sent)
+        answer = await socket.recv()
+        if isinstance(expected, str) and expected[:1] in "[{":
+            assert json.loads(answer) == json.loads(expected), (sent, answer)
+        else:
+            assert answer == expected, (sent, answer)
+
+
 async def test_hibernating_object_wakes_with_its_sockets(server: CelldServer) -> None:
     url = ws_url(server, "/ws?instanceId=room1&name=")
     async with connect(url + "ada") as ada, connect(url + "bob") as bob:
         assert json.loads(await ada.recv())["type"] == "hello"
         assert json.loads(await bob.recv())["type"] == "hello"
-        await ada.send("who")
-        assert json.loads(await ada.recv()) == {"name": "ada", "joined": 1}
-        await ada.send("count all")
-        assert await ada.recv() == "2"
-        await ada.send("count bob")
-        assert await ada.recv() == "1"
-        await ada.send("tags")
-        assert json.loads(await ada.recv()) == ["ada", "all"]
-        await ada.send("rename ada2")
-        assert await ada.recv() == "renamed"
-        await ada.send("big-attachment")
-        assert await ada.recv() == (
-            "Error: A WebSocket 'attachment' cannot be larger than 2048 bytes."
-            "'attachment' was 4006 bytes."
+        await exchange(
+            ada,
+            ("who", '{"name":"ada","joined":1}'),
+            ("count all", "2"),
+            ("count bob", "1"),
+            ("tags", '["ada","all"]'),
+            ("rename ada2", "renamed"),
+            (
+                "big-attachment",
+                "Error: A WebSocket 'attachment' cannot be larger than 2048 bytes."
+                "'attachment' was 4006 bytes.",
+            ),
+            (bytes([1, 2, 3]), bytes([3, 2, 1])),
+            ("hello everyone", "ada2: hello everyone"),
         )
-        await ada.send(bytes([1, 2, 3]))
-        assert await ada.recv() == bytes([3, 2, 1])
-        await ada.send("hello everyone")
-        assert await ada.recv() == "ada2: hello everyone"
         assert await bob.recv() == "ada2: hello everyone"
         await ada.send("constructed")
         before = await ada.recv()
@@ -191,19 +222,24 @@ async def test_hibernating_object_wakes_with_its_sockets(server: CelldServer) ->
         await ada.send("ts")
         assert int(await ada.recv()) > 1_600_000_000_000
 
-        # The workflow's steps reach every client through the object.
-        await asyncio.to_thread(server.get, "/workflow", params={"id": "room1"})
-        for client in (ada, bob):
-            steps = [json.loads(await client.recv()) for _ in range(3)]
-            assert [s["step"] for s in steps] == ["fetch data", "process", "store"]
+        await steps_then_closes(ada, bob, server.get)
 
-        await bob.close(4001, "leaving")
-        assert await ada.recv() == "left: bob"
-        await ada.send("close 7")
-        with pytest.raises(ConnectionClosed):
-            await ada.recv()
-        assert (ada.close_code, ada.close_reason) == (4007, "closed by the object")
-    lines = server.get("/log").json()
+
+async def steps_then_closes(ada: Any, bob: Any, get: Callable[[str], Any]) -> None:
+    """Two clients of room1: the workflow's steps reach both through the object, then bob
+    leaves (ada hears it) and the object closes ada; `get(path)` asks the Worker."""
+    made = await asyncio.to_thread(get, "/workflow?id=room1")
+    assert made.status_code == 200, made.text
+    for client in (ada, bob):
+        steps = [json.loads(await client.recv()) for _ in range(3)]
+        assert [s["step"] for s in steps] == ["fetch data", "process", "store"]
+    await bob.close(4001, "leaving")
+    assert await ada.recv() == "left: bob"
+    await ada.send("close 7")
+    with pytest.raises(ConnectionClosed):
+        await ada.recv()
+    assert (ada.close_code, ada.close_reason) == (4007, "closed by the object")
+    lines = (await asyncio.to_thread(get, "/log")).json()
     assert "close bob 4001 leaving true" in lines
 
 
@@ -255,3 +291,41 @@ async def test_the_operator_sees_objects_with_their_open_sockets(server: CelldSe
     await until(
         lambda: all(r["id"] != row["id"] for r in socket_rows(server)), "the object's last socket"
     )
+
+
+async def test_event_timeout_resets_an_object_whose_handler_runs_past_it(
+    server: CelldServer,
+) -> None:
+    """setHibernatableWebSocketEventTimeout: workerd's argument checks; a handler still
+    running when the timeout passes (on the test clock) is cancelled and the object reset
+    (its in-memory state gone); the socket stays open, the next message wakes a new
+    instance, and the timeout is still set."""
+    async with connect(ws_url(server, "/ws?instanceId=timeout1&name=tim")) as tim:
+        assert json.loads(await tim.recv())["type"] == "hello"
+        await exchange(
+            tim,
+            ("timeout", "timeout null"),
+            ("timeout 604800001", "Error: Event timeout should not exceed 604800000 ms."),
+            (
+                "timeout -1",
+                "TypeError: The value cannot be converted because it is negative and this API "
+                "expects a positive number.",
+            ),
+            ("timeout 604800000", "timeout 604800000"),
+            ("timeout 0", "timeout null"),
+            ("timeout 500", "timeout 500"),
+            ("slow 1", "slow started 1"),
+        )
+        assert await tim.recv() == "slow done 1"  # well within its timeout
+        await exchange(tim, ("slows", "slows 1"))
+        await tim.send("constructed")
+        before = await tim.recv()
+        resets = metric(server, "celld_objects_activations_total")
+        # waits an hour of wall time: the timeout (500 ms of the test clock) ends it
+        await exchange(tim, ("slow 3600000", "slow started 2"))
+        server.post("/cdn-cgi/celld/clock", params={"advance": 1_000})
+        await exchange(tim, ("slows", "slows 0"))  # a new instance answers
+        await tim.send("constructed")
+        assert await tim.recv() != before
+        assert metric(server, "celld_objects_activations_total") == resets + 1
+        await exchange(tim, ("timeout", "timeout 500"), ("who", '{"name":"tim","joined":1}'))

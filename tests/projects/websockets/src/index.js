@@ -32,6 +32,10 @@ export class WorkflowStatus extends DurableObject {
   }
 
   async webSocketMessage(ws, message) {
+    if (typeof message !== "string" && !(message instanceof ArrayBuffer)) {
+      ws.send(`not an ArrayBuffer: ${Object.prototype.toString.call(message)}`);
+      return;
+    }
     if (message instanceof ArrayBuffer) {
       ws.send(new Uint8Array(message).reverse());
       return;
@@ -40,6 +44,21 @@ export class WorkflowStatus extends DurableObject {
     if (command === "who") ws.send(JSON.stringify(ws.deserializeAttachment()));
     else if (command === "count") ws.send(String(this.ctx.getWebSockets(argument).length));
     else if (command === "constructed") ws.send(String(constructed));
+    else if (command === "timeout") {
+      // "timeout N" sets the event timeout (answers the error if refused); "timeout" reads it
+      try {
+        if (argument !== undefined) this.ctx.setHibernatableWebSocketEventTimeout(Number(argument));
+        ws.send(`timeout ${this.ctx.getHibernatableWebSocketEventTimeout()}`);
+      } catch (error) {
+        ws.send(`${error.name}: ${error.message}`);
+      }
+    } else if (command === "slow") {
+      // a handler that waits `argument` ms of the clock, then answers (unless it was reset)
+      this.slow = (this.slow || 0) + 1;
+      ws.send(`slow started ${this.slow}`);
+      await new Promise((resolve) => setTimeout(resolve, Number(argument)));
+      ws.send(`slow done ${this.slow}`);
+    } else if (command === "slows") ws.send(`slows ${this.slow || 0}`);
     else if (command === "tags") ws.send(JSON.stringify(this.ctx.getTags(ws)));
     else if (command === "ts") {
       const ts = this.ctx.getWebSocketAutoResponseTimestamp(ws);
@@ -110,11 +129,22 @@ function echo(request) {
   const [client, server] = [pair[0], pair[1]];
   server.accept();
   server.addEventListener("message", (event) => {
+    if (event.data instanceof Blob) {
+      // binaryType "blob", the default from 2026-03-17: say so, then echo the bytes
+      server.send(`Blob ${event.data.size} type=${JSON.stringify(event.data.type)}`);
+      event.data.arrayBuffer().then((bytes) => server.send(new Uint8Array(bytes).map((b) => 255 - b)));
+      return;
+    }
     if (typeof event.data !== "string") {
       server.send(new Uint8Array(event.data).map((b) => 255 - b));
       return;
     }
-    if (event.data === "state") server.send(`readyState ${server.readyState}`);
+    if (event.data.startsWith("binaryType")) {
+      // "binaryType X" sets it (an unknown X is ignored); either way the type is answered
+      const type = event.data.split(" ")[1];
+      if (type !== undefined) server.binaryType = type;
+      server.send(`binaryType ${server.binaryType}`);
+    } else if (event.data === "state") server.send(`readyState ${server.readyState}`);
     else if (event.data.startsWith("close ")) server.close(Number(event.data.slice(6)), "server closed");
     else if (event.data === "bad-close") {
       try {
