@@ -3,6 +3,8 @@
     python bench/queues.py                       # starts `celld run` on bench/queues_project
     python bench/queues.py --url http://127.0.0.1:8931   # a server already running it
                                                  # (e.g. wrangler dev on a copy of the project)
+    python bench/queues.py --workers 2           # `celld run --workers 2`
+    python bench/queues.py --store postgresql://... --nodes 2   # 2 nodes on one database
 
 Two figures per target, measured from outside over HTTP with C concurrent clients:
 
@@ -39,10 +41,10 @@ def free_port() -> int:
         return int(sock.getsockname()[1])
 
 
-def start_celld(state: Path) -> tuple[subprocess.Popen[bytes], str]:
+def start_celld(state: Path, *extra: str) -> tuple[subprocess.Popen[bytes], str]:
     port = free_port()
     command = [sys.executable, "-m", "celld", "run", str(PROJECT), "--port", str(port),
-               "--persist-to", str(state), "--log-level", "warn"]  # fmt: skip
+               "--persist-to", str(state), "--log-level", "warn", *extra]  # fmt: skip
     process = subprocess.Popen(command, start_new_session=True, stdout=subprocess.DEVNULL,
                                stderr=subprocess.DEVNULL)  # fmt: skip
     url = f"http://127.0.0.1:{port}"
@@ -56,11 +58,12 @@ def start_celld(state: Path) -> tuple[subprocess.Popen[bytes], str]:
     raise RuntimeError("celld did not start")
 
 
-def hammer(url: str, path: str, requests: int, concurrency: int) -> float:
-    """Seconds to answer `requests` POSTs of `path` with `concurrency` clients."""
+def hammer(urls: list[str], path: str, requests: int, concurrency: int) -> float:
+    """Seconds to answer `requests` POSTs of `path` with `concurrency` clients (client i
+    sends to node i mod the number of nodes)."""
 
-    def one(_: int) -> None:
-        with httpx.Client(base_url=url, timeout=60) as client:
+    def one(i: int) -> None:
+        with httpx.Client(base_url=urls[i % len(urls)], timeout=60) as client:
             for _ in range(requests // concurrency):
                 response = client.post(path)
                 response.raise_for_status()
@@ -80,16 +83,17 @@ def drain(url: str, timeout: float = 300) -> None:
     raise RuntimeError("the backlog did not drain")
 
 
-def measure(url: str, messages: int, concurrency: int) -> dict[str, float]:
+def measure(urls: list[str], messages: int, concurrency: int) -> dict[str, float]:
+    url = urls[0]
     drain(url)
     send_requests = max(concurrency, messages // 10)
     sent = send_requests // concurrency * concurrency * 10
-    send_s = hammer(url, "/send?n=10", send_requests, concurrency)
+    send_s = hammer(urls, "/send?n=10", send_requests, concurrency)
     drain(url)
     batch_requests = max(concurrency, messages // 100)
     batched = batch_requests // concurrency * concurrency * 100
     started = time.perf_counter()
-    hammer(url, "/batch?n=100", batch_requests, concurrency)
+    hammer(urls, "/batch?n=100", batch_requests, concurrency)
     drain(url)
     drain_s = time.perf_counter() - started
     return {
@@ -105,18 +109,27 @@ def main() -> None:
     parser.add_argument("--url", help="a server already serving bench/queues_project")
     parser.add_argument("--messages", type=int, default=5000)
     parser.add_argument("--concurrency", type=int, default=8)
+    parser.add_argument("--workers", type=int, help="celld run --workers N")
+    parser.add_argument("--store", help="a postgresql:// store shared by --nodes nodes")
+    parser.add_argument("--nodes", type=int, default=1)
     args = parser.parse_args()
-    process = None
+    processes: list[subprocess.Popen[bytes]] = []
+    print(f"load average before: {os.getloadavg()[0]:.1f}")
     with tempfile.TemporaryDirectory(prefix="celld-queues-bench-") as tmp:
-        url = args.url
-        if url is None:
-            process, url = start_celld(Path(tmp) / "state")
+        urls = [args.url] if args.url else []
+        extra = ("--workers", str(args.workers)) if args.workers else ()
+        for node in range(args.nodes if not args.url else 0):
+            store = ("--store", args.store) if args.store else ()
+            process, url = start_celld(Path(tmp) / f"state{node}", *extra, *store)
+            processes.append(process)
+            urls.append(url)
         try:
-            results = measure(url, args.messages, args.concurrency)
+            results = measure(urls, args.messages, args.concurrency)
         finally:
-            if process is not None:
+            for process in processes:
                 os.killpg(process.pid, signal.SIGTERM)
                 process.wait(30)
+    print(f"load average after: {os.getloadavg()[0]:.1f}")
     for name, value in results.items():
         print(f"{name}: {value:,.0f}")
 

@@ -105,8 +105,7 @@ def test_a_producer_binding_name_is_one_name_in_env(tmp_path: Path) -> None:
     assert "binding name 'Q' is already used by vars.Q" in str(error_of(path))
 
 
-def test_queues_on_a_shared_postgresql_store_are_refused(tmp_path: Path) -> None:
+def test_queues_on_a_shared_postgresql_store_are_accepted(tmp_path: Path) -> None:
     bindings = load_config(make_project(tmp_path, "wrangler.toml", TOML)).bindings
-    with pytest.raises(ValueError, match="cannot be combined with Queues yet"):
-        check_store("postgresql://u@h:5432/db", bindings)
-    check_store(None, bindings)  # the default SQLite store serves them
+    check_store("postgresql://u@h:5432/db", bindings)  # celld/queues/pgqueues.py
+    check_store(None, bindings)

@@ -298,7 +298,6 @@ def run(
             member,
             options,
             worker_processes,
-            [worker.bindings for worker in workers],
             [state_folder(worker, n, persist_to) for n, worker in enumerate(workers) if n],
         )
         # The port is taken before anything starts: a port in use stops celld here, with

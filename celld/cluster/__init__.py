@@ -9,7 +9,8 @@ holds and no lease is needed. A binding call for an instance another process own
 forwarded to it over a local socket (celld.cluster.channel, celld.cluster.router), as
 are the operator routes that name one instance (celld.cluster.http). Durable Objects and
 D1 databases are owned the same way, their calls forwarded (celld.cluster.bindings); KV
-namespaces and R2 buckets are files every process opens. A child that dies
+namespaces and R2 buckets are files every process opens, and so is the queue file,
+each queue consumed by the one process that owns it (celld.cluster.queues). A child that dies
 is started again by the parent; it reopens its own store file and resumes its instances
 as a restarted `celld run` does.
 """

@@ -1,5 +1,5 @@
 """How many processes `celld run` runs when `--workers` is not given: one per core, unless
-that would strand state or serve something several processes cannot share yet.
+that would strand state.
 
 The order, first that applies:
 
@@ -10,8 +10,7 @@ The order, first that applies:
    use every core (resharding is not supported, so a changed number would be refused);
 3. ``--store postgresql://...``: 1, quietly: nodes are the unit there (several `celld
    run` nodes on one database), and `--workers N` with it is refused;
-4. a project binding Queues: 1, said, while several processes cannot share a queue;
-5. else one process per core this process may run on.
+4. else one process per core this process may run on.
 
 Cores are counted with ``os.sched_getaffinity(0)`` where the system has it (Linux): a
 `celld run` started under ``taskset`` or in a container limited to some CPUs
@@ -28,7 +27,6 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from celld.cluster.placement import STORE_FILE, holds_instances, recorded_workers, store_dir
-from celld.project.bindings import BindingsConfig
 from celld.store.choice import is_postgres
 
 
@@ -48,9 +46,7 @@ def cores() -> int:
     return max(1, os.cpu_count() or 1)
 
 
-def default_workers(
-    folders: Sequence[Path], store: str | None, bindings: Sequence[BindingsConfig]
-) -> DefaultWorkers:
+def default_workers(folders: Sequence[Path], store: str | None) -> DefaultWorkers:
     """The number of processes for a session whose Workers keep their state in `folders`
     (the served Worker's first) when `--workers` is not given."""
     for folder in folders:
@@ -71,16 +67,4 @@ def default_workers(
             )
     if is_postgres(store):
         return DefaultWorkers(1)
-    queues = [
-        name
-        for each in bindings
-        for name in [p.binding for p in each.queues.producers]
-        + [c.queue for c in each.queues.consumers]
-    ]
-    if queues:
-        return DefaultWorkers(
-            1,
-            f"one process: this project binds Queues ({', '.join(queues)}), which several "
-            "processes cannot share yet",
-        )
     return DefaultWorkers(cores())

@@ -176,3 +176,15 @@ async def apply_everywhere(
                 result = {**result, key: merged}
         data = {**data, "result": result}
     return _with_body(answers[0], data)
+
+
+async def every_queue(ask: Ask, size: int) -> Answer:
+    """GET /cdn-cgi/celld/queues: each process lists the queues it owns (consumes); the
+    lists joined, by queue name."""
+    answers = await _everywhere(ask, size, "GET", "", b"")
+    for answer in answers:
+        if answer[0] != 200:
+            return answer
+    rows = [row for answer in answers for row in _json(answer)["result"]]
+    data = _json(answers[0])
+    return _with_body(answers[0], {**data, "result": sorted(rows, key=lambda r: r["queue"])})

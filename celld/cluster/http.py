@@ -17,6 +17,9 @@ test routes under /cdn-cgi/:
   and the request sent to that instance's owner; a batch delete is answered here: the
   Workflow binding's deleteBatch already splits it by owner (celld.cluster.router).
 
+The queue list (`celld queues list`) is asked of every process, each listing the
+queues it consumes (celld.cluster.queues), and the lists joined.
+
 Anything else (health, metrics, the Worker's scheduled handler) is answered here and
 concerns this process only.
 """
@@ -40,6 +43,7 @@ EXPLORER = "/cdn-cgi/local/explorer/api/workflows/"
 API = "/cdn-cgi/celld/api/workflows/"
 VIEW = "/cdn-cgi/celld/workflows/"
 CLOCK = "/cdn-cgi/celld/clock"
+QUEUES = "/cdn-cgi/celld/queues"
 
 #: (owner, request head, body) -> (status, headers, body)
 Forward = Callable[
@@ -110,6 +114,9 @@ class ClusterRoutes:
         method = scope["method"]
         if path == CLOCK and method == "POST":
             await self._move_clock(scope, receive, send)
+            return
+        if path == QUEUES and method == "GET":  # each process lists the queues it owns
+            await _answer(send, *await fanout.every_queue(self._asker(scope, path), self.size))
             return
         named = instance_route(path)
         if named is not None and named[1] == "latest" and not path.startswith(VIEW):

@@ -38,6 +38,7 @@ from celld.cluster.channel import (
 )
 from celld.cluster.http import ClusterRoutes
 from celld.cluster.placement import store_dir
+from celld.cluster.queues import ProcessPlacement
 from celld.cluster.relay import Links
 from celld.cluster.router import WorkflowRouter
 from celld.isolate.host import HostError, OpHandler, error_shape
@@ -45,6 +46,7 @@ from celld.isolate.websockets import SocketHub
 
 if TYPE_CHECKING:
     from celld.cells.manager import CellManager
+    from celld.queues.broker import QueueBroker
     from celld.server.service import Service
 
 log = logging.getLogger("celld.cluster")
@@ -80,6 +82,8 @@ class Member:
     #: how this process loads each Worker (by its place in the session) again when
     #: process 0, which alone watches the files, says they changed (celld.server.reload)
     reloads: dict[int, Callable[[], Awaitable[str | None]]] = field(default_factory=dict)
+    #: the session's queues (their owner's side of the `queue` calls)
+    _queues: QueueBroker | None = None
 
     @classmethod
     def from_environment(cls) -> Member | None:
@@ -135,6 +139,17 @@ class Member:
     def owns_object(self, worker: str, cls: str, object_id: str) -> bool:
         """Whether this process runs Worker `worker`'s object (its alarms fire only here)."""
         return self._router(worker).owns_object(cls, object_id)
+
+    def place_queues(self, broker: QueueBroker) -> None:
+        """Each queue's consumer runs in one process (celld.cluster.queues); before the
+        broker opens (it indexes only its own queues)."""
+        self._queues = broker
+        broker.placement = ProcessPlacement(self.index, self.size, self._tell_queue)
+
+    async def _tell_queue(self, owner: int, head: dict[str, Any]) -> None:
+        reply, _ = await self._call(owner, head, what="queue")
+        if "error" in reply:
+            raise HostError(reply["error"])
 
     def wrap(self, app: ASGIApp) -> ASGIApp:
         self._app = app
@@ -314,6 +329,11 @@ class Member:
             except Exception as error:  # the caller's JS gets it, as it would here
                 shape = error_shape(error)
                 return {"error": shape["message"], "name": shape["name"]}, b""
+        if kind == "queue":
+            if self._queues is None:
+                return {"error": "celld: this process has no queues"}, b""
+            await self._queues.adopt(str(head["queue"]), [int(s) for s in head["seqs"]])
+            return {}, b""
         if kind == "http":
             return await self._serve_http(head["request"], body)
         if kind == "reload":

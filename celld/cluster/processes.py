@@ -19,10 +19,9 @@ from celld.cells.clock import ManualClock
 from celld.cluster.default import default_workers
 from celld.cluster.member import CLOCK_FILE, Member
 from celld.cluster.placement import settle_workers
-from celld.cluster.supervisor import Supervisor, refuse_unshared
+from celld.cluster.supervisor import Supervisor
 
 if TYPE_CHECKING:
-    from celld.project.bindings import BindingsConfig
     from celld.server.service import ServiceOptions
 
 log = logging.getLogger("celld")
@@ -46,7 +45,6 @@ def settle(
     member: Member | None,
     options: ServiceOptions,
     asked: int | None,
-    bindings: Sequence[BindingsConfig],
     others: Sequence[Path] = (),
 ) -> int:
     """The number of processes (ValueError for what cannot be served with it): `asked`
@@ -57,21 +55,18 @@ def settle(
         options.cluster = member
         return member.size
     if asked is None:
-        default = default_workers([options.persist_to, *others], options.store, bindings)
+        default = default_workers([options.persist_to, *others], options.store)
         if default.said:
             log.info("%s", default.said)
         asked = default.count
     workers = settle_workers(options.persist_to, asked)
     for folder in others:
         settle_workers(folder, workers)
-    if workers > 1:
-        if options.store not in (None, "", "sqlite"):
-            raise ValueError(
-                f"--workers {workers} shards workflow instances over SQLite stores; with "
-                "--store postgresql run several `celld run` nodes on the database instead"
-            )
-        for each in bindings:
-            refuse_unshared(each, workers)
+    if workers > 1 and options.store not in (None, "", "sqlite"):
+        raise ValueError(
+            f"--workers {workers} shards workflow instances over SQLite stores; with "
+            "--store postgresql run several `celld run` nodes on the database instead"
+        )
     return workers
 
 

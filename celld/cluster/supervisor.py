@@ -153,19 +153,3 @@ class Supervisor:
                 child.process.wait()
         if self.stopping is not None:
             log.info("stopped")
-
-
-def refuse_unshared(bindings: object, size: int) -> None:
-    """ValueError naming each binding several processes cannot share yet. KV and R2 are
-    files every process opens, Durable Objects and D1 run in their owner
-    (celld.cluster.bindings); a queue's broker and consumers would run in every process,
-    delivering a message once per process, so Queues are refused."""
-    queues = getattr(bindings, "queues", None)
-    if queues is None or queues.empty:
-        return
-    names = [p.binding for p in queues.producers] + [c.queue for c in queues.consumers]
-    raise ValueError(
-        f"--workers {size} cannot serve this project's Queues ({', '.join(names)}): each "
-        "process would run its own consumers of the same messages, and sharing a queue "
-        "between processes is not supported yet. Run it with --workers 1"
-    )

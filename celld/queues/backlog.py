@@ -24,6 +24,8 @@ class Backlog:
     in_flight: set[int]
     #: bytes of the bodies of `messages`
     size: int = 0
+    #: seqs that left while a read of the store was in progress (broker.py `_read`)
+    removed: set[int] | None = None
 
     @classmethod
     def empty(cls) -> Backlog:
@@ -34,6 +36,14 @@ class Backlog:
         self.size += message.size - (old.size if old is not None else 0)
         self.messages[message.seq] = message
         heapq.heappush(self.delayed, (message.visible_at, message.seq))
+
+    def clear(self) -> None:
+        """Forget everything (the queue moved to another owner, or is read again whole)."""
+        self.delayed.clear()
+        self.ready.clear()
+        self.messages.clear()
+        self.in_flight.clear()
+        self.size = 0
 
     def promote(self, now_ms: int) -> None:
         """Move the messages whose time has come to the ready line."""
@@ -67,6 +77,8 @@ class Backlog:
         message = self.messages.pop(seq, None)
         if message is not None:
             self.size -= message.size
+        if self.removed is not None:
+            self.removed.add(seq)
         return message
 
     def again(self, seq: int, visible_at: int, failed: int) -> None:

@@ -5,7 +5,8 @@ delayed message becomes visible, delivers up to `max_concurrency` batches at onc
 stores each batch's outcome (rules.py) in one transaction before it forgets the batch. A
 delivery that fails as a whole (the isolate faulted, the handler threw) retries the batch
 minus what it acknowledged; an outcome that cannot be stored leaves the messages as they are
-on disk, ready again.
+on disk, ready again. A message whose row is gone when its batch is read (settled by a
+previous owner of the queue, see placement.py) is forgotten, not delivered.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from typing import TYPE_CHECKING, Any
 from celld.bindings.wire import to_wire
 from celld.cells.clock import Cancellable
 from celld.project.queues import QueueConsumer
+from celld.queues.placement import QueueFenced
 from celld.queues.rules import Delivered, Outcome, batch_due, batch_due_at, settle
 from celld.queues.store import StoredMessage
 
@@ -61,6 +63,8 @@ class Dispatcher:
         for task in tasks:
             task.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)
+        self._task = None
+        self._flying.clear()
 
     def _ended(self, task: asyncio.Task[None]) -> None:
         if not task.cancelled() and task.exception() is not None:
@@ -102,6 +106,12 @@ class Dispatcher:
     async def _deliver(self, batch: list[StoredMessage]) -> None:
         queue, store, clock = self.consumer.queue, self.broker.store, self.broker.clock
         seqs = [m.seq for m in batch]
+        if not await self.broker.may_deliver(queue):
+            log.warning("queue %s: not consumed on this node any more (no longer held)", queue)
+            for seq in seqs:
+                self.backlog.back(seq)
+            self.broker.fenced(queue)
+            return
         try:
             bodies = await store.bodies(seqs)
         except Exception:
@@ -109,6 +119,12 @@ class Dispatcher:
             for seq in seqs:
                 self.backlog.back(seq)
             return
+        for gone in [m for m in batch if m.seq not in bodies]:
+            self.backlog.done(gone.seq)
+        batch = [m for m in batch if m.seq in bodies]
+        if not batch:
+            return
+        seqs = [m.seq for m in batch]
         messages = [
             {
                 "id": m.id,
@@ -133,7 +149,13 @@ class Dispatcher:
         dlq = self.consumer.dead_letter_queue
         moved = [(seq, dlq, now) for seq in result.dead_lettered] if dlq else []
         try:
-            await store.settle([*result.acked, *result.dropped], result.retried, moved)
+            new_seqs = await store.settle(
+                queue, [*result.acked, *result.dropped], result.retried, moved
+            )
+        except QueueFenced as error:
+            log.warning("queue %s: not consumed on this node any more: %s", queue, error)
+            self.broker.fenced(queue)
+            return
         except Exception:
             log.exception(
                 "queue %s: could not store a batch's outcome; it will be delivered again", queue
@@ -152,7 +174,8 @@ class Dispatcher:
                 )  # fmt: skip
         for seq, visible_at, failed in result.retried:
             self.backlog.again(seq, visible_at, failed)
-        for seq in result.dead_lettered:
+        moved_to: list[StoredMessage] = []
+        for seq, new_seq in zip(result.dead_lettered, new_seqs, strict=True):
             message = self.backlog.done(seq)
             if message is None or dlq is None:
                 continue
@@ -161,6 +184,8 @@ class Dispatcher:
                 'queue %s: moved message "%s" to dead letter queue "%s" after %d failed attempt%s',
                 queue, message.id, dlq, attempts, "" if attempts == 1 else "s",
             )  # fmt: skip
-            self.broker.arrived(replace(message, queue=dlq, visible_at=now, failed=0))
+            moved_to.append(replace(message, seq=new_seq, queue=dlq, visible_at=now, failed=0))
+        if dlq is not None and moved_to:
+            self.broker.landed(dlq, [m.seq for m in moved_to], moved_to)
         self.settled += 1
         log.debug("queue %s: %d/%d acknowledged", queue, len(result.acked), len(batch))

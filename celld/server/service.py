@@ -44,6 +44,7 @@ from celld.objects.migrations import migrate_state
 from celld.objects.placement import Placement
 from celld.project.config import ProjectConfig, WorkflowConfig
 from celld.queues.broker import QueueBroker, outcome_from_js
+from celld.queues.pgqueues import place_on_nodes
 from celld.queues.rules import Outcome
 from celld.server import lifecycle_log
 from celld.server.app import INTERNAL_PREFIX, build_app
@@ -266,6 +267,7 @@ class Service:
             for consumer in self.project.bindings.queues.consumers:
                 self.queues.consume(consumer, self._deliver_batch, self.project.name)
             self.queues.start()
+            await self.queues.claim()
         if self.options.cluster is not None:
             await self.options.cluster.start(self)
         for hook in self.on_start:
@@ -278,6 +280,14 @@ class Service:
         bound = project.bindings
         if not is_postgres(self.options.store) or not (bound.objects.bindings or bound.d1):
             return
+        await self._open_shared_store()
+        if self.placement is None:
+            assert isinstance(self.store, PostgresStore)
+            self.placement = Placement(self.store)
+        bindings.place_d1(self.placement)
+
+    async def _open_shared_store(self) -> None:
+        """The node's PostgreSQL store, opened once (for placement, queues, workflows)."""
         if self.store is None:
             self.store = open_store(
                 self.options.store,
@@ -288,10 +298,6 @@ class Service:
             await self.store.open()
             if lifecycle_log.enabled():
                 self.store.on_committed = lifecycle_log.observe
-        if self.placement is None:
-            assert isinstance(self.store, PostgresStore)
-            self.placement = Placement(self.store)
-        bindings.place_d1(self.placement)
 
     async def _open_queues(self, project: ProjectConfig) -> None:
         """The queue broker, open once a version of the project sends or consumes a queue."""
@@ -302,6 +308,13 @@ class Service:
                 self.options.persist_to, self.options.clock, synchronous=self.options.synchronous
             )
             self._owns_queues = True
+            if self.options.cluster is not None:
+                self.options.cluster.place_queues(self.queues)
+        if is_postgres(self.options.store) and not self.queues.opened:
+            # several nodes: messages in the shared database, each queue consumed by one
+            await self._open_shared_store()
+            assert isinstance(self.store, PostgresStore)
+            place_on_nodes(self.queues, self.store)
         await self.queues.open()
 
     async def _deliver_batch(

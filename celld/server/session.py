@@ -67,6 +67,8 @@ class Session:
         peers: dict[str, Service] = {}
         services = []
         queues = QueueBroker(options.persist_to, options.clock, synchronous=options.synchronous)
+        if options.cluster is not None:
+            options.cluster.place_queues(queues)  # one consumer per queue in the cluster
         for index, project in enumerate(projects):
             # the served Worker's folder is the one `options` name (celld run chose it)
             own = (

@@ -29,16 +29,10 @@ def check_store(spec: str | None, bindings: BindingsConfig) -> None:
         )
     # KV namespaces and R2 buckets live in the shared database (celld/bindings/pgkv.py,
     # pgr2.py); Durable Objects and D1 databases are placed on one node at a time, their
-    # pages in the database (celld/objects/placement.py). Queue messages are in a SQLite
-    # file per node: refused. Class renames and deletions are migrations of files under
-    # --persist-to and do not reach the shared pages: refused.
-    if not bindings.queues.empty:
-        raise ValueError(
-            f"--store {redact(spec)} (several nodes on one database) cannot be combined with "
-            "Queues yet: celld keeps queue messages in a SQLite file under --persist-to "
-            "(queues.sqlite3) and has no PostgreSQL table for them, so nodes would each hold "
-            "different messages. Run this project on the default SQLite store (one node)."
-        )
+    # pages in the database (celld/objects/placement.py); queue messages are rows of the
+    # database, each queue consumed by one node (celld/queues/pgqueues.py). Class renames
+    # and deletions are migrations of files under --persist-to and do not reach the shared
+    # pages: refused.
     moved = [m.tag for m in bindings.objects.migrations if m.renamed_classes or m.deleted_classes]
     if moved:
         raise ValueError(

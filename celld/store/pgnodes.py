@@ -194,6 +194,8 @@ class NodeMembership:
         self._early_replies: set[int] = set()  # answers notified before their wait began
         #: run on each maintenance tick after reaping (objects' alarms are claimed there)
         self.tickers: list[Callable[[], Awaitable[None]]] = []
+        #: given every "queue:" notification (celld/queues/pgqueues.py)
+        self.on_queue: Callable[[str], None] | None = None
         #: what the node obeys itself: its cells consult it (celld/store/lease.py)
         self.lease = Lease(margin_s=lease_ms * MARGIN_SHARE / 1000)
         self._renewal: asyncpg.Connection | None = None  # the renewal's own session
@@ -292,6 +294,9 @@ class NodeMembership:
                     )
                     await connection.execute(
                         "UPDATE do_objects SET owner = NULL WHERE owner = $1", self.token
+                    )
+                    await connection.execute(
+                        "UPDATE queue_consumers SET owner = NULL WHERE owner = $1", self.token
                     )
                     await connection.execute("SELECT pg_notify($1, 'orphans')", CHANNEL)
             except Exception as error:  # noqa: BLE001 - the lease runs out instead
@@ -425,6 +430,9 @@ class NodeMembership:
                 return
             if sender != self.token and self.events is not None:
                 self.events.log_written(refs)  # (its own commits woke this node's readers)
+        elif payload.startswith("queue:"):
+            if self.on_queue is not None:
+                self.on_queue(payload)
         elif payload == "orphans":
             self._wake.set()
         elif payload == f"inbox:{self.token}":

@@ -238,6 +238,30 @@ CREATE TABLE do_pages (
 );
 """,
     ),
+    (
+        7,
+        """
+-- Queues on several nodes (celld/queues/pgqueues.py): each message a row from its send's
+-- commit until it is acknowledged, dropped or moved to its dead letter queue; each
+-- consumed queue consumed by the node whose fencing token `owner` names (NULL or a token
+-- no longer in celld_nodes: free to claim).
+CREATE TABLE queue_messages (
+    seq BIGSERIAL PRIMARY KEY,
+    queue TEXT NOT NULL,
+    id TEXT NOT NULL,
+    timestamp_ms BIGINT NOT NULL,
+    content_type TEXT NOT NULL,
+    body BYTEA NOT NULL,
+    visible_at BIGINT NOT NULL,
+    failed INTEGER NOT NULL DEFAULT 0
+);
+CREATE INDEX queue_messages_by_queue ON queue_messages (queue, seq);
+CREATE TABLE queue_consumers (
+    queue TEXT PRIMARY KEY,
+    owner BIGINT
+);
+""",
+    ),
 ]
 
 LATEST = MIGRATIONS[-1][0]

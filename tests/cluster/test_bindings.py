@@ -5,7 +5,6 @@ SIGKILL while writes are in flight with every acknowledged write present afterwa
 from __future__ import annotations
 
 import os
-import re
 import signal
 import threading
 from concurrent.futures import ThreadPoolExecutor
@@ -19,7 +18,6 @@ from tests.cluster.test_workers import pids, running
 
 ROOT = Path(__file__).resolve().parents[2]
 PROJECT = ROOT / "tests" / "projects" / "cluster"
-QUEUES = ROOT / "tests" / "projects" / "queues"
 
 
 def fresh(url: str, method: str, path: str, **kwargs) -> httpx.Response:
@@ -136,9 +134,3 @@ def test_every_acknowledged_write_survives_a_killed_child(cluster: CelldRun):
     for name in names:
         total = fresh(cluster.url, "GET", f"/do/total?name={name}").json()["total"]
         assert acked_do[name] <= total <= acked_do[name] + unsure_do[name], (name, total)
-
-
-def test_queues_stay_refused_with_the_reason(tmp_path: Path):
-    run = CelldRun(QUEUES, tmp_path / "state", "--port", "0", "--workers", "2")
-    assert run.exit_code(120) != 0
-    assert re.search(r"--workers 2 cannot serve this project's Queues", run.log()), run.log()

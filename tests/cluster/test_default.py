@@ -8,37 +8,23 @@ from pathlib import Path
 
 from celld.cluster.default import cores, default_workers
 from celld.cluster.placement import RECORD_FILE, settle_workers
-from celld.project.config import load_config
-
-PROJECTS = Path(__file__).resolve().parents[1] / "projects"
-DURABLE = load_config(PROJECTS / "durable" / "wrangler.jsonc").bindings
-QUEUES = load_config(PROJECTS / "queues" / "wrangler.toml").bindings
 
 
 def test_a_fresh_folder_gets_one_process_per_core(tmp_path: Path) -> None:
-    chosen = default_workers([tmp_path / "state"], None, [DURABLE])
+    chosen = default_workers([tmp_path / "state"], None)
     assert chosen.count == cores() and chosen.said is None
-    assert default_workers([tmp_path / "state"], "sqlite", [DURABLE]).count == cores()
+    assert default_workers([tmp_path / "state"], "sqlite").count == cores()
 
 
 def test_a_sharded_folder_without_instances_may_take_any_number(tmp_path: Path) -> None:
     state = tmp_path / "state"
     state.mkdir()
     (state / RECORD_FILE).write_text(json.dumps({"workers": 7}))
-    assert default_workers([state], None, [DURABLE]).count == cores()
+    assert default_workers([state], None).count == cores()
     assert settle_workers(state, cores()) == cores()  # not refused: nothing to strand
     assert json.loads((state / RECORD_FILE).read_text()) == {"workers": cores()}
 
 
 def test_postgresql_is_one_process_quietly(tmp_path: Path) -> None:
-    chosen = default_workers([tmp_path], "postgresql://celld@127.0.0.1:5432/celld", [DURABLE])
+    chosen = default_workers([tmp_path], "postgresql://celld@127.0.0.1:5432/celld")
     assert chosen.count == 1 and chosen.said is None
-
-
-def test_a_project_with_queues_is_one_process_and_says_why(tmp_path: Path) -> None:
-    # until several processes share a queue: the project's queues named, not refused
-    chosen = default_workers([tmp_path], None, [DURABLE, QUEUES])
-    assert chosen.count == 1
-    assert chosen.said is not None and "binds Queues" in chosen.said
-    for producer in QUEUES.queues.producers:
-        assert producer.binding in chosen.said

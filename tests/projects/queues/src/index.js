@@ -88,6 +88,7 @@ export default {
         attempts: message.attempts,
         timestamp: message.timestamp.getTime(),
         batchSize: batch.messages.length,
+        at: Date.now(),
         keys: Object.keys(message),
         types,
         body,
