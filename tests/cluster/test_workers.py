@@ -151,7 +151,7 @@ def test_changing_the_number_of_a_sharded_folder_is_refused(tmp_path: Path):
     plain = CelldRun(DURABLE, state, "--port", "0", workers=None)
     try:
         url = plain.ready(timeout=120)
-        assert "2 processes share the port" in plain.log()
+        plain.wait_for("2 processes share the port")
         status = httpx.get(f"{url}/status?wf=LONG&id=k1", timeout=60).json()
         assert status["status"] == "complete", status
     finally:
