@@ -1,10 +1,12 @@
 """The cluster harness (tests/harness_everything.py) on three `celld run` nodes sharing
-one PostgreSQL: a project binding KV, R2, D1, a Durable Object and a Workflow, written
-continuously through every live node while the node owning an object and the D1
-database hangs and is SIGKILLed with calls in flight, another is SIGSTOPped past its
-lease (its objects move to the third) and SIGCONTed, and the killed one is started
-again. Nothing acknowledged is lost, no object has two live owners, every instance
-completes, and no effect left before the step results it carried were durable."""
+one PostgreSQL: a project binding KV, R2, D1, a Durable Object, a queue and a Workflow,
+written continuously through every live node while the node owning objects and the D1
+database hangs and is SIGKILLed with turns of its objects held in flight (sent to it and
+forwarded to it by another node), another is SIGSTOPped past its lease (its objects
+move to the third) and SIGCONTed, and the killed one is started again. Nothing
+acknowledged is lost, every acknowledged message is delivered, no object has two live
+owners, every instance completes, and no effect left before the step results it carried
+were durable."""
 
 from __future__ import annotations
 
@@ -15,7 +17,7 @@ import time
 from pathlib import Path
 
 from tests.celld_server import CelldServer
-from tests.harness_everything import Load
+from tests.harness_everything import Load, gate_server
 from tests.recorder_harness import recorder_server
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -25,6 +27,8 @@ LEASE_MS = 2000
 BETWEEN = 20
 #: how long the first victim hangs (stopped, within its lease) before it is killed
 HUNG_S = 1.0
+#: objects placed on the first victim whose turns are held in flight when it dies
+HELD = ["h0", "h1"]
 
 
 def _node(tmp_path: Path, dsn: str, index: int) -> CelldServer:
@@ -51,22 +55,28 @@ def test_every_kind_survives_a_killed_and_a_stopped_node(tmp_path: Path, postgre
             live.remove(node.url)
 
     try:
-        with recorder_server() as recorder:
-            # an object and the D1 database placed on node0, the first victim
-            nodes[0].post("/do/c0/inc").raise_for_status()
+        with recorder_server() as recorder, gate_server() as gate:
+            # objects and the D1 database placed on node0, the first victim
+            for name in ("c0", *HELD):
+                nodes[0].post(f"/do/{name}/inc").raise_for_status()
             nodes[0].client.put("/d1/first").raise_for_status()  # type: ignore[union-attr]
             load = Load(urls, recorder, threads=5).start()
             load.book.d1.add("first")
             try:
                 load.wait_acked(BETWEEN)
                 load.phase = "kill"
-                # hung first, so that calls sent to it and forwarded to its object and
-                # database are in flight when it dies
+                # turns of node0's objects held in flight, one sent to node0 and one
+                # forwarded to it by node1, before it hangs (calls sent to it and
+                # forwarded to its objects and database pile up) and dies
+                load.hold(nodes[0].url, HELD[0], gate)
+                load.hold(nodes[1].url, HELD[1], gate)
+                gate.wait_held(HELD)
                 assert nodes[0].process is not None
                 os.killpg(nodes[0].process.pid, signal.SIGSTOP)
                 time.sleep(HUNG_S)  # the fault's length: calls pile up on it meanwhile
                 nodes[0].kill()
                 leave(nodes[0])
+                gate.release(HELD)  # nothing may wait for them now: their node died
                 load.wait_acked(BETWEEN)
                 load.phase = "stop"
                 stopped = nodes[1]
@@ -91,8 +101,11 @@ def test_every_kind_survives_a_killed_and_a_stopped_node(tmp_path: Path, postgre
             book = load.book
             counts = book.check([node.url for node in nodes], recorder)
         assert book.failed_in("calm", "after") == []
-        in_flight = [f for f in book.failures if f.startswith("kill-")]
-        assert in_flight, "no call was in flight when the node was killed"
+        # held in flight when their object's node died: none may be acknowledged
+        lost = [f for f in book.failures if f.startswith("kill-") and ": hold " in f]
+        assert len(lost) == len(HELD), book.failures
+        assert all(book.turns[name] == [] for name in HELD), book.turns
+        assert counts["sent"] > 0, counts
         moved = [t for t in book.turns["c0"] if t["node"] != "node0"]
         assert moved, "c0 never moved off the killed node"
         print(f"\nharness 3 nodes: {counts}; failed during faults: {book.failures}")

@@ -1,8 +1,9 @@
 """The cluster harness (tests/harness_everything.py) on `celld run --workers 2`: a
-project binding KV, R2, D1, a Durable Object and a Workflow, written continuously by
-client threads while one child is SIGKILLed (the parent starts it again), the other is
-SIGSTOPped with calls in flight and SIGCONTed, and the first is stopped until calls pile
-up on it and then SIGKILLed: nothing acknowledged is lost, no
+project binding KV, R2, D1, a Durable Object, a queue and a Workflow, written
+continuously by client threads while one child is SIGKILLed (the parent starts it
+again), the other is SIGSTOPped with calls in flight and SIGCONTed, and the first, with
+turns of objects it owns held in flight, is stopped until calls pile up on it and then
+SIGKILLed: nothing acknowledged is lost, every acknowledged message is delivered, no
 object has two live copies, every instance completes, and no effect left before the
 step results it carried were durable."""
 
@@ -13,11 +14,14 @@ import signal
 import time
 from pathlib import Path
 
+import httpx
 import pytest
 
+from celld.cluster.bindings import object_key
+from celld.cluster.placement import owner_of_key
 from tests.celld_run import CelldRun
 from tests.cluster.test_workers import pids, running
-from tests.harness_everything import Load, check_turns
+from tests.harness_everything import Load, check_turns, gate_server
 from tests.recorder_harness import recorder_server
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -31,6 +35,10 @@ STOPPED_S = 4.0
 HUNG_S = 2.0
 #: rounds of the three faults: 1 in CI; the long form sets CELLD_HARNESS_ROUNDS
 ROUNDS = int(os.environ.get("CELLD_HARNESS_ROUNDS", "1"))
+#: the project's name (which keys its objects' placement)
+WORKER = "celld-everything-test"
+#: turns held in flight on the hung child's objects when it is killed
+HELD = 2
 
 
 def _restarted(cluster: CelldRun, index: int, starts: int) -> int:
@@ -43,12 +51,30 @@ def _restarted(cluster: CelldRun, index: int, starts: int) -> int:
     return pids(cluster)[index][-1]
 
 
+def owned_by(url: str, index: int, prefix: str) -> list[str]:
+    """`HELD` object names whose objects child `index` of two owns."""
+    names: list[str] = []
+    with httpx.Client(timeout=60) as http:
+        for n in range(100):
+            object_id = http.get(f"{url}/do/{prefix}{n}/id").json()
+            if owner_of_key(object_key(WORKER, "Counter", object_id), 2) == index:
+                names.append(f"{prefix}{n}")
+                if len(names) == HELD:
+                    return names
+    raise AssertionError(f"no {HELD} of 100 objects are owned by child {index}")
+
+
 def test_every_kind_survives_a_killed_and_a_stopped_child(tmp_path: Path) -> None:
-    with recorder_server() as recorder, running(PROJECT, tmp_path / "state") as cluster:
+    held: list[str] = []
+    with (
+        recorder_server() as recorder,
+        gate_server() as gate,
+        running(PROJECT, tmp_path / "state") as cluster,
+    ):
         load = Load(lambda: [cluster.url], recorder).start()
         try:
             load.wait_acked(BETWEEN)
-            for _ in range(ROUNDS):
+            for round_ in range(ROUNDS):
                 load.phase = "kill"
                 starts = pids(cluster)[1]
                 os.kill(starts[-1], signal.SIGKILL)
@@ -66,12 +92,19 @@ def test_every_kind_survives_a_killed_and_a_stopped_child(tmp_path: Path) -> Non
                 load.phase = "resumed"
                 load.wait_acked(BETWEEN)
                 load.phase = "hung"
-                # A hung child killed: the calls waiting on it are in flight when it dies.
+                # A hung child killed: turns of its objects held at the gate, and the
+                # calls waiting on it, are in flight when it dies.
+                names = owned_by(cluster.url, 1, f"hold{round_}-")
+                for name in names:
+                    load.hold(cluster.url, name, gate)
+                gate.wait_held(names)
+                held += names
                 starts = pids(cluster)[1]
                 os.kill(starts[-1], signal.SIGSTOP)
                 time.sleep(HUNG_S)  # the fault's length: calls pile up on it meanwhile
                 os.kill(starts[-1], signal.SIGKILL)
                 _restarted(cluster, 1, len(starts))
+                gate.release(names)  # nothing may wait for them now: their process died
                 load.phase = "after"
                 load.wait_acked(BETWEEN)
         finally:
@@ -79,11 +112,14 @@ def test_every_kind_survives_a_killed_and_a_stopped_child(tmp_path: Path) -> Non
         book = load.book
         counts = book.check([cluster.url], recorder)
         assert book.failed_in("calm", "after") == []
-        in_flight = [f for f in book.failures if f.startswith("hung-")]
-        assert in_flight, "no call was in flight when a hung child was killed"
+        # held in flight when their object's process died: none may be acknowledged
+        lost = [f for f in book.failures if f.startswith("hung-") and ": hold " in f]
+        assert len(lost) == len(held), (held, book.failures)
+        assert all(book.turns[name] == [] for name in held), book.turns
         assert counts["instances"] > 0 and counts["turns"] > 0, counts
         assert len(pids(cluster)[0]) == 1  # stopped, never restarted
         assert len(pids(cluster)[1]) == 1 + 2 * ROUNDS
+        assert counts["sent"] > 0, counts
         print(f"\nharness --workers 2: {counts}; failed during faults: {book.failures}")
 
 

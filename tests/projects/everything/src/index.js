@@ -4,6 +4,10 @@
 // PUT /kv/KEY, PUT /r2/KEY: store the request body (R2 streamed); GET reads it back.
 // PUT /d1/KEY: inserts KEY into the D1 table `items`; GET /d1-list: every key.
 // POST /do/NAME/inc: one turn of the object NAME; GET /do/NAME/turns: all its turns.
+// POST /do/NAME/hold?gate=URL: one turn that answers only once GET URL/hold answers (the
+//   test holds it there, so that it is in flight when the object's process dies).
+// GET /do/NAME/id: the object's id (the test works out which process owns it).
+// POST /q/KEY: sends {id: KEY} to the queue; GET /q-list: [{id, n}], n deliveries of each.
 // POST /wf/ID?recorder=URL: creates the instance ID; GET /wf/ID: its status.
 import { DurableObject, WorkflowEntrypoint } from "cloudflare:workers";
 
@@ -68,6 +72,13 @@ export class Counter extends DurableObject {
     return { seq: last + 1, node: this.env.NODE, life: this.life, call: this.calls };
   }
 
+  async hold(gate, key) {
+    const turn = this.inc("hold");
+    const answer = await fetch(`${gate}/hold?key=${encodeURIComponent(key)}`);
+    if (!answer.ok) throw new Error(`the gate answered ${answer.status}`);
+    return turn;
+  }
+
   turns() {
     return this.ctx.storage.sql.exec("SELECT seq, node, life, call, kind FROM turns ORDER BY seq").toArray();
   }
@@ -77,6 +88,17 @@ async function insert(env, key) {
   await env.DB.prepare(
     "CREATE TABLE IF NOT EXISTS items (k TEXT PRIMARY KEY); INSERT INTO items (k) VALUES (?)",
   ).bind(key).run();
+}
+
+const DELIVERIES =
+  "CREATE TABLE IF NOT EXISTS deliveries (id TEXT PRIMARY KEY, n INTEGER NOT NULL); ";
+
+// One row per message body id, counting its deliveries: a redelivery after a fault adds
+// to n and never hides that the message arrived.
+async function delivered(env, id) {
+  await env.DB.prepare(
+    `${DELIVERIES}INSERT INTO deliveries (id, n) VALUES (?, 1) ON CONFLICT (id) DO UPDATE SET n = n + 1`,
+  ).bind(id).run();
 }
 
 function json(body, status = 200) {
@@ -114,7 +136,19 @@ async function route(request, env, url) {
   if (kind === "do") {
     const [name, what] = rest;
     const stub = env.COUNTER.get(env.COUNTER.idFromName(name));
-    return json(what === "inc" ? await stub.inc() : await stub.turns());
+    if (what === "inc") return json(await stub.inc());
+    if (what === "hold") return json(await stub.hold(url.searchParams.get("gate"), name));
+    if (what === "id") return json(env.COUNTER.idFromName(name).toString());
+    return json(await stub.turns());
+  }
+  if (kind === "q") {
+    await env.JOBS.send({ id: key });
+    return json({ ok: true });
+  }
+  if (kind === "q-list") {
+    await env.DB.prepare(DELIVERIES).run();
+    const { results } = await env.DB.prepare("SELECT id, n FROM deliveries ORDER BY id").all();
+    return json(results);
   }
   if (kind === "wf") {
     if (put) {
@@ -131,5 +165,14 @@ export default {
   async fetch(request, env) {
     const url = new URL(request.url);
     return route(request, env, url).catch((e) => json({ error: { name: e.name, message: e.message } }, 500));
+  },
+
+  // Each message recorded, then acknowledged on its own: a batch cut short by a fault
+  // delivers again only what was not recorded (or whose record was not acknowledged).
+  async queue(batch, env) {
+    for (const message of batch.messages) {
+      await delivered(env, message.body.id);
+      message.ack();
+    }
   },
 };
