@@ -101,7 +101,7 @@ def run_config(
         with concurrent.futures.ThreadPoolExecutor(c) as pool:
             list(pool.map(create, enumerate(ids)))
         done = apis[0].wait_all("BENCH", ids, lambda s: s.get("status") == "complete", 600)
-        cpu1, machine1, last = cpu(), machine_times(), now_ms()
+        cpu1, machine1 = cpu(), machine_times()
         finished = {i: done[i]["output"]["finished_at"] for i in ids}
         span = (max(finished.values()) - first) / 1000
         latencies = [(finished[i] - sent[i]) / 1000 for i in ids]
@@ -113,9 +113,10 @@ def run_config(
             "p99_s": pct(latencies, 99),
             "node_ms_step": (cpu1[0] - cpu0[0]) * 1000 / (n * k),
             "db_ms_step": (cpu1[1] - cpu0[1]) * 1000 / (n * k),
-            # cores kept busy over the measured window, and the whole machine's idle share
-            "node_cores": (cpu1[0] - cpu0[0]) * 1000 / (last - first),
-            "db_cores": (cpu1[1] - cpu0[1]) * 1000 / (last - first),
+            # cores kept busy while the steps ran (first create to last finish), and the
+            # whole machine's idle share
+            "node_cores": (cpu1[0] - cpu0[0]) / span,
+            "db_cores": (cpu1[1] - cpu0[1]) / span,
             "idle": idle_between(machine0, machine1),
         }
     finally:

@@ -167,7 +167,12 @@ def baselines(rows: Sequence[Row]) -> dict[tuple[str, str], float]:
     }
 
 
-UNITS = {"steps": ("steps/s", "step"), "rpc": ("object RPCs/s", "RPC"), "http": ("req/s", "req")}
+#: workload -> (rate heading, latency heading, CPU per what)
+UNITS = {
+    "steps": ("steps/s", "create → finish p99 (ms)", "step"),
+    "rpc": ("object RPCs/s", "RPC p99 (ms)", "RPC"),
+    "http": ("req/s", "request p99 (ms)", "req"),
+}
 
 
 def _number(value: float) -> str:
@@ -179,8 +184,8 @@ def table(rows: Sequence[Row], workloads: Sequence[str]) -> list[str]:
     operation (celld + database)."""
     head = ["configuration", "load avg before → after"]
     for w in workloads:
-        rate, op = UNITS[w]
-        head += [f"{rate} (x vs first of kind)", f"{op} p99 (ms)", f"CPU ms/{op}: celld + db"]
+        rate, latency, op = UNITS[w]
+        head += [f"{rate} (x vs first of kind)", latency, f"CPU ms/{op}: celld + db"]
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     base = baselines(rows)
     for row in rows:
