@@ -285,6 +285,11 @@ end
 """
 
 
+def split(connections: int, nodes: int) -> list[int]:
+    """`connections` over `nodes` as evenly as they go (each node at least one)."""
+    return [max(1, connections // nodes + (i < connections % nodes)) for i in range(nodes)]
+
+
 def spread_load(
     urls: list[str], path: Callable[[], str], lua: Callable[[int], Path] | None,
     connections: int, seconds: int,
@@ -292,14 +297,14 @@ def spread_load(
     """(requests completed, worst p99 ms) with `connections` keep-alive connections split
     over `urls`, all loaded at once for `seconds`. `wrk` when installed (`lua(i)` its
     script for node i, or GET `path()`), else `python_load`."""
-    each = max(1, round(connections / len(urls)))
+    each = split(connections, len(urls))
     if shutil.which("wrk") is None:
         return asyncio.run(python_load(urls, path, each, seconds))
 
     def one(index: int) -> dict[str, float]:
         extra = ("--timeout", "10s", *(("-s", str(lua(index))) if lua else ()))
         target = urls[index] + ("" if lua else path())
-        return measure_wrk(target, each, seconds, extra)
+        return measure_wrk(target, each[index], seconds, extra)
 
     with concurrent.futures.ThreadPoolExecutor(len(urls)) as pool:
         results = list(pool.map(one, range(len(urls))))
@@ -307,9 +312,9 @@ def spread_load(
 
 
 async def python_load(
-    urls: list[str], path: Callable[[], str], each: int, seconds: int
+    urls: list[str], path: Callable[[], str], each: list[int], seconds: int
 ) -> tuple[float, float | None]:
-    """The fallback without `wrk`: `each` keep-alive connections per url, each sending
+    """The fallback without `wrk`: `each[i]` keep-alive connections to urls[i], each sending
     GET path() in turn for `seconds`; (requests completed, p99 ms)."""
     latencies: list[float] = []
     deadline = time.monotonic() + seconds
@@ -320,10 +325,17 @@ async def python_load(
             (await client.get(path())).raise_for_status()
             latencies.append(time.monotonic() - started)
 
-    limits = httpx.Limits(max_connections=each, max_keepalive_connections=each)
-    clients = [httpx.AsyncClient(base_url=u, limits=limits, timeout=30) for u in urls]
+    clients = [
+        httpx.AsyncClient(
+            base_url=url, limits=httpx.Limits(max_connections=n, max_keepalive_connections=n),
+            timeout=30,
+        )
+        for url, n in zip(urls, each, strict=True)
+    ]  # fmt: skip
     try:
-        await asyncio.gather(*(connection(c) for c in clients for _ in range(each)))
+        await asyncio.gather(
+            *(connection(c) for c, n in zip(clients, each, strict=True) for _ in range(n))
+        )
     finally:
         for client in clients:
             await client.aclose()

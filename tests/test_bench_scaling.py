@@ -86,3 +86,9 @@ def test_the_cpu_table_gives_cores_and_machine_idle_per_cell(scaling: ModuleType
         "rpc: cores celld + db, machine idle",
     ]
     assert cells(lines[2]) == ["PostgreSQL, 2 nodes", "0.90 + 0.10, 40 % idle", "-"]
+
+
+def test_connections_are_split_evenly_over_the_nodes(scaling: ModuleType) -> None:
+    assert scaling.split(16, 3) == [6, 5, 5]
+    assert scaling.split(8, 2) == [4, 4]
+    assert scaling.split(2, 3) == [1, 1, 1]  # every node gets load
