@@ -442,7 +442,7 @@ def run_rows(
     return rows
 
 
-def header(sizes: Sizes, quick: bool) -> str:
+def header(sizes: Sizes, quick: bool, stamp: str) -> str:
     client = (
         "wrk (one per node, all at once)"
         if shutil.which("wrk")
@@ -454,7 +454,7 @@ def header(sizes: Sizes, quick: bool) -> str:
     ).stdout.strip()
     return (
         f"{'Smoke run (--quick): ' if quick else ''}"
-        f"{datetime.datetime.now().strftime('%Y-%m-%d %H:%M')}, commit {commit or '?'}, on "
+        f"{stamp}, commit {commit or '?'}, on "
         f"{platform.node()} ({platform.machine()}, {cores} cores). Steps: {sizes.instances} "
         f"instances x {sizes.steps} steps, {sizes.creators} concurrent creators. RPCs: "
         f"{sizes.rpc_connections} connections over {sizes.objects} counters; HTTP: "
@@ -477,7 +477,8 @@ def main() -> None:
     if any(c.kind == "nodes" for c in configs) and (why := pgcluster.available()):
         raise SystemExit(f"the PostgreSQL rows need a local PostgreSQL: {why}")
     sizes = QUICK if args.quick else FULL
-    intro = header(sizes, args.quick)
+    stamp = datetime.datetime.now().strftime("%Y-%m-%d %H:%M")
+    intro = header(sizes, args.quick, stamp)
     print(intro, flush=True)
     started = time.monotonic()
     with tempfile.TemporaryDirectory(prefix="celld-bench-scaling-") as tmp:
@@ -501,8 +502,7 @@ def main() -> None:
     print("\n" + text)
     if args.out:
         with args.out.open("a") as handle:
-            title = datetime.datetime.now().strftime("%Y-%m-%d %H:%M")
-            handle.write(f"\n### Scaling table, {title}\n\n{text}\n")
+            handle.write(f"\n### Scaling table, {stamp}\n\n{text}\n")
 
 
 if __name__ == "__main__":
