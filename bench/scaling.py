@@ -2,7 +2,7 @@
 """The scaling table in one run: steps/s, object RPCs/s and HTTP req/s for `celld run
 --workers 1` and `--workers 2` (SQLite) and for 1, 2 and 3 nodes on one PostgreSQL.
 
-    python bench/scaling.py                          # the whole table (about 6 minutes)
+    python bench/scaling.py                          # the whole table (5 to 7 minutes on 2 cores)
     python bench/scaling.py --quick                  # small N, 2 s loads: a smoke run
     python bench/scaling.py --only pg1 pg2 --measure rpc http
     python bench/scaling.py --out bench/NODES.md     # append a dated section there
