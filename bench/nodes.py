@@ -48,6 +48,21 @@ def tree_cpu_seconds(root: int) -> float:
     return total / os.sysconf("SC_CLK_TCK")
 
 
+def machine_times() -> tuple[float, float]:
+    """(idle, total) jiffies of every core since boot (/proc/stat's first line): the
+    difference between two readings gives how idle the whole machine was in between,
+    other users' work included."""
+    with open("/proc/stat") as f:
+        fields = [int(v) for v in f.readline().split()[1:]]
+    return fields[3] + fields[4], sum(fields[:8])  # idle + iowait; without guest time
+
+
+def idle_between(before: tuple[float, float], after: tuple[float, float]) -> float:
+    """The machine's idle fraction between two `machine_times()` readings."""
+    total = after[1] - before[1]
+    return (after[0] - before[0]) / total if total else 0.0
+
+
 def run_config(
     name: str,
     nodes: int,
@@ -75,7 +90,7 @@ def run_config(
             nodes_cpu = sum(group_cpu_seconds(g) for g in groups)
             return nodes_cpu, tree_cpu_seconds(db_pid) if db_pid else 0.0
 
-        cpu0 = cpu()
+        cpu0, machine0 = cpu(), machine_times()
         first = now_ms()
 
         def create(item: tuple[int, str]) -> None:
@@ -86,7 +101,7 @@ def run_config(
         with concurrent.futures.ThreadPoolExecutor(c) as pool:
             list(pool.map(create, enumerate(ids)))
         done = apis[0].wait_all("BENCH", ids, lambda s: s.get("status") == "complete", 600)
-        cpu1 = cpu()
+        cpu1, machine1 = cpu(), machine_times()
         finished = {i: done[i]["output"]["finished_at"] for i in ids}
         span = (max(finished.values()) - first) / 1000
         latencies = [(finished[i] - sent[i]) / 1000 for i in ids]
@@ -98,6 +113,11 @@ def run_config(
             "p99_s": pct(latencies, 99),
             "node_ms_step": (cpu1[0] - cpu0[0]) * 1000 / (n * k),
             "db_ms_step": (cpu1[1] - cpu0[1]) * 1000 / (n * k),
+            # cores kept busy while the steps ran (first create to last finish), and the
+            # whole machine's idle share
+            "node_cores": (cpu1[0] - cpu0[0]) / span,
+            "db_cores": (cpu1[1] - cpu0[1]) / span,
+            "idle": idle_between(machine0, machine1),
         }
     finally:
         for api in apis:
