@@ -9,6 +9,7 @@ machine is; the instances are real runs in real QuickJS isolates on a real SQLit
 from __future__ import annotations
 
 import asyncio
+import sqlite3
 import time
 from pathlib import Path
 from typing import Any
@@ -26,6 +27,10 @@ WINDOW = 1_000  # residency: the sleepers hibernate, their deadline being furthe
 DUE = START + 60_000
 WORKFLOW = "script-workflow"
 OPS = [{"do": "before"}, {"sleepUntil": "nap", "at": DUE}, {"do": "after"}]
+
+
+def disk_full() -> None:
+    raise sqlite3.OperationalError("database or disk is full")
 
 
 async def _count(service: Service, sql: str) -> int:
@@ -144,3 +149,33 @@ async def test_a_restart_mid_burst_loses_no_wake(tmp_path: Path) -> None:
         # each run went through its sleep: the replay after the restart found it recorded
         # (or the wake-up recorded it), never skipped it
         assert all(orjson.loads(row["output"])["results"][1] == {"slept": "nap"} for row in outputs)
+
+
+async def test_a_store_fault_mid_burst_loses_no_wake(tmp_path: Path) -> None:
+    """The store refuses commits while the burst's wake-ups are queued, starting and
+    running: an alarm left to a start that then fails must not be lost (the start's
+    failure arms the deadline again or reloads the instance once the store commits)."""
+    n = 300
+    clock = ManualClock(START)
+    async with running_service(
+        tmp_path / "state", cells=CellSettings(residency_ms=WINDOW), clock=clock
+    ) as service:
+        store: Any = service.store
+        await _create_sleepers(service, n)
+        clock.set(DUE)
+
+        async def some_woke() -> bool:
+            return await _after_steps(service) >= 1
+
+        await _eventually(service, some_woke, "the burst began")
+        store.fault = disk_full
+        await until(lambda: store.health.failures >= 5, "commits refused", timeout=60)
+        store.fault = None
+        broke_with = await _after_steps(service)
+        assert broke_with < n, "the burst ended before the fault: nothing was attacked"
+
+        async def all_complete() -> bool:
+            return (await _statuses(service)).get("complete", 0) == n
+
+        await _eventually(service, all_complete, f"all {n} complete after the fault")
+        assert await _after_steps(service) == n
