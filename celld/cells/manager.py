@@ -272,7 +272,10 @@ class CellManager:
         return await self.store.journal(ref)
 
     def schedule(self, ref: InstanceRef, next_wake: int | None) -> None:
-        if next_wake is not None and next_wake <= self.clock.now() + self.residency_ms:
+        now = self.clock.now()
+        if next_wake is not None and next_wake <= now + self.residency_ms:
+            if next_wake <= now and self.residency.start_pending(ref):
+                return  # due already: the start under way settles it (`_start_cell`)
             self.alarms.schedule(ref, next_wake)
         else:
             self.alarms.cancel(ref)
@@ -434,6 +437,11 @@ class CellManager:
                 self.residency.touch(cell)
                 await cell.start_run()
         finally:
+            # Alarms due meanwhile were left to this start (`Residency.start_pending`):
+            # without a run to have settled them, the cell's next deadline is armed again.
+            self.residency.start_over(cell.ref)
+            if cell.run is None and not cell.broken:
+                self.schedule(cell.ref, cell.machine.next_wake())
             if cell.starting:  # no run was started: give the slot back
                 cell.starting = False
                 self.residency.release(cell)
@@ -584,6 +592,8 @@ class CellManager:
     # -- alarms ------------------------------------------------------------------------------
 
     def _on_alarm(self, ref: InstanceRef, when: int) -> None:
+        if self.residency.start_pending(ref):
+            return  # armed before its wake-up was queued: that start settles it
         if self.residency.get(ref) is None and not self.residency.busy(ref):
             # Hibernated: all a deadline can do is start a run (a replay), so queue it
             # without reading the instance first; the run's start reads it once, and an
@@ -653,9 +663,11 @@ class CellManager:
             for ref, when in page:
                 if ref.workflow not in self.specs:
                     continue
-                # Armed even while a wake-up of it is queued or starting: if that run
-                # commits no new deadline, this alarm is the one that wakes it (a run
-                # queued already is not queued twice).
+                # Not armed while a wake-up of it is queued or a start is under way
+                # (`Residency.start_pending`): that start settles every deadline due when
+                # it runs, and one that ends without a run arms the deadline again.
+                if when <= now and residency.start_pending(ref):
+                    continue
                 cell = residency.get(ref)
                 if cell is not None:
                     # In memory, the cell's deadline is the truth: the row may still hold

@@ -80,6 +80,8 @@ class Residency:
         #: dispatch does not walk the young runs again (it did, ~20 us an instance)
         self._young_next = 0.0
         self._launching = 0  # young runs whose start is under way
+        #: starts popped from the queue and not over yet (`start_pending`)
+        self._starts: dict[InstanceRef, Priority] = {}
         self._held: dict[InstanceRef, Cell] = {}  # created cells waiting for their first run
         #: Idle warm isolates: runs beyond `max_young` are admitted while they have one.
         self.warm_idle: Callable[[], int] = lambda: 0
@@ -165,9 +167,20 @@ class Residency:
             for ref in claimed:
                 self._creating.pop(ref).set()
 
-    def waking(self, ref: InstanceRef) -> bool:
-        """A run of `ref` is queued as a wake-up (its start reads the deadline anew)."""
-        return self.queue.priority(ref) is Priority.WAKE
+    def start_pending(self, ref: InstanceRef) -> bool:
+        """A start of `ref` is queued as a wake-up or under way, and its run does not
+        exist yet: that start settles every deadline due by the time it starts the run
+        (`Machine.start_run` takes the clock then; a preload's quiet start too, see
+        `Cell.start_run`), so an alarm for a deadline already due has nothing to add.
+        A start that ends without a run arms the deadline again (`start_over`)."""
+        cell = self.cells.get(ref)
+        if cell is not None and cell.run is not None:
+            return False  # resident: its alarms reach the run
+        return ref in self._starts or self.queue.priority(ref) is Priority.WAKE
+
+    def start_over(self, ref: InstanceRef) -> None:
+        """The start of `ref` is over (with or without a run): no longer pending."""
+        self._starts.pop(ref, None)
 
     def busy(self, ref: InstanceRef) -> bool:
         """`ref` is being created or loaded: its cell is about to be in memory."""
@@ -266,6 +279,7 @@ class Residency:
             self.runs_started += 1
             self._young[ref] = _LAUNCHING
             self._launching += 1
+            self._starts[ref] = priority
             self._spawn(self._start(ref, priority, cell), "starting a run")
         if self.queue.has_room:
             self.on_room()  # a refill from the store waits for room
@@ -327,6 +341,7 @@ class Residency:
         except OwnedElsewhere:
             pass  # another node took the instance over: it runs there
         finally:
+            self._starts.pop(ref, None)
             self._launching -= 1
             if held is not None:
                 held.users -= 1

@@ -449,11 +449,14 @@ class SqliteStore(GroupCommitWrites, SharedReads):
         return await self._load(ref, light=True)
 
     async def journal(self, ref: InstanceRef) -> JournalText:
-        """Built by SQLite in one statement: no row becomes a Python object."""
-        rows = await self._fetch(JOURNAL_SQL, (ref.workflow, ref.id))
+        """Built by SQLite in one statement: no row becomes a Python object. The rows
+        with binary values come in the same trip to the reader's thread (and snapshot):
+        a wake-up reads its journal once, and a second trip cost each one a hand-over
+        and a pass of the event loop (bench/PROFILE.md, "With runs sharing isolates")."""
+        key = (ref.workflow, ref.id)
+        rows, binary = await self._fetch_many([(JOURNAL_SQL, key), (BINARY_JOURNAL_SQL, key)])
         sections = {row[0]: row[1] or "" for row in rows}
         text = JournalText(sections.get(0, ""), sections.get(1, ""))
-        binary = await self._fetch(BINARY_JOURNAL_SQL, (ref.workflow, ref.id))
         if not binary:
             return text
         extra = journal_text(step_from_row(row) for row in binary)
