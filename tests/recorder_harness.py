@@ -122,8 +122,10 @@ class Recorder:
         with self._lock:
             pid, self._armed = self._armed, None
             if pid is not None:
-                kill(pid)
+                # Said before it is done: a request the kill cuts short must find the
+                # recorder fired when it fails, or it would be taken for a real failure.
                 self.fired.set()
+                kill(pid)
             self.effects.append(Effect(sender, claims, killed=pid is not None))
         return pid is not None
 
