@@ -186,7 +186,11 @@ def _script(name: str, env: dict[str, str], *args: str, timeout: float) -> str:
         timeout=timeout,
     )
     if done.returncode != 0:
-        raise RuntimeError(f"bench/wrangler/{name} {' '.join(args)} failed:\n{done.stderr[-4000:]}")
+        said = done.stderr
+        if len(said) > 8000:
+            # the error comes first; what a dying esbuild dumps after it can be long
+            said = f"{said[:4000]}\n[... {len(said) - 8000} characters ...]\n{said[-4000:]}"
+        raise RuntimeError(f"bench/wrangler/{name} {' '.join(args)} failed:\n{said}")
     return done.stdout
 
 
