@@ -1,7 +1,9 @@
 """Broken and hostile Worker code fails only the request that has it.
 
 Each test runs against a real `celld run` of tests/projects/hostile (limits.cpu_ms =
-2,000) and checks that /ping keeps answering within a second meanwhile.
+4,000: setting the 200,000 timers an isolate may hold takes 1.3-2 s of CPU on a busy
+machine, and must stay well inside it) and checks that /ping keeps answering within a
+second meanwhile.
 """
 
 from __future__ import annotations
