@@ -24,6 +24,10 @@ limit, the whole isolate stops and every request in it fails. So new requests al
 avoid an isolate serving a request that has used more than `DOOMED_SHARE` of its CPU
 limit (a loop of short jobs never stalls its isolate, but it is on its way to
 stopping it): a quick request then never lands in an isolate about to be stopped.
+
+Turns run on the isolates' JS threads, except a short request reaching an idle isolate,
+which turns on the event loop where it is handed over (`_may_inline`; a turn there that
+runs too long is stopped, and its requests start over on a JS thread).
 """
 
 from __future__ import annotations
