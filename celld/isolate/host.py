@@ -22,6 +22,7 @@ end and its share of the turn's CPU go to it alone; a fault reaches every run.
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import inspect
 import logging
 from collections.abc import Awaitable, Callable, Mapping
@@ -513,14 +514,9 @@ class IsolateHost:
         batch, self._inbox = self._inbox, []
         if self._may_turn_inline(batch):
             self._release_hold()
-            self._taken += 1
-            self._in_turn = True
-            try:
-                outbox = self.isolate.turn_now(batch)
-            except Exception as error:  # noqa: BLE001 - a fault, or the bridge broke
-                self._prompt_turn_done(None, error)
-                return
-            self._prompt_turn_done(outbox, None)
+            # In a context of its own, as a turn's end on the JS thread is called back:
+            # what its outbox starts must not inherit the poster's (an outgoing fence).
+            contextvars.Context().run(self._prompt_turn_here, batch)
             return
         if not self._holding:
             self._holding = True
@@ -528,6 +524,23 @@ class IsolateHost:
         self._taken += 1
         self._in_turn = True
         self.isolate.turn_soon(batch, self._prompt_turn_done)
+
+    def _prompt_turn_here(self, batch: list[dict[str, Any]]) -> None:
+        """`batch`'s turn run here, on the event loop (see `prompt_inline`). What goes
+        wrong after the turn is logged, as the loop logs a failing callback: the poster
+        is not the one to hear of it."""
+        self._taken += 1
+        self._in_turn = True
+        try:
+            outbox = self.isolate.turn_now(batch)
+        except Exception as error:  # noqa: BLE001 - a fault, or the bridge broke
+            outbox, failure = None, error
+        else:
+            failure = None
+        try:
+            self._prompt_turn_done(outbox, failure)
+        except Exception:
+            log.exception("the end of a Worker turn run on the event loop failed")
 
     def _may_turn_inline(self, batch: list[dict[str, Any]]) -> bool:
         """The owner lets `batch` turn on the loop, and nothing else of the isolate's is
