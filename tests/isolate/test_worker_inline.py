@@ -13,13 +13,16 @@ a JS thread cannot do.
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Coroutine
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from celld.isolate.outbound import OUTGOING_FENCE
 from celld.isolate.worker_pool import CPU_MESSAGE, WireResponse, WorkerError, WorkerPool
+from celld.store.lease import Fence, Lease
 from tests.inprocess import running_service
 
 HOSTILE = Path(__file__).resolve().parents[1] / "projects" / "hostile"
@@ -74,3 +77,42 @@ async def test_quick_requests_turn_on_the_loop_and_a_runaway_moves_to_a_js_threa
         for _ in range(20):
             assert _at_once(_request(pool, "/ping")) is None
         assert (await _request(pool, "/ping")).body == b"pong"
+
+
+async def test_what_a_turn_on_the_loop_starts_does_not_inherit_the_posters_context(
+    tmp_path: Path,
+) -> None:
+    # A request posted from a task that carries an outgoing fence (a workflow's service
+    # binding call does) turns on the loop inside that task; the fetch its turn starts
+    # must not take that fence with it, as it would not from a turn on a JS thread.
+    reached = asyncio.Event()
+
+    async def answer(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        await reader.readuntil(b"\r\n\r\n")  # the request's head was written
+        reached.set()
+        writer.write(b"HTTP/1.1 200 OK\r\ncontent-length: 2\r\nconnection: close\r\n\r\nok")
+        await writer.drain()
+        writer.close()
+
+    server = await asyncio.start_server(answer, "127.0.0.1", 0)
+    port = server.sockets[0].getsockname()[1]
+    lapsed = Fence(Lease(margin_s=1.0), 0)
+    assert not lapsed.allows_effects()
+    try:
+        async with running_service(tmp_path / "state", HOSTILE, js_threads=1) as service:
+            pool = service.pool
+            assert pool is not None
+            await _an_inline_answer(pool, "/ping")
+            token = OUTGOING_FENCE.set(lapsed)
+            try:
+                request = asyncio.ensure_future(
+                    _request(pool, f"/fetch-and-leave?url=http://127.0.0.1:{port}/")
+                )
+                await asyncio.sleep(0)  # the task posts it and its first turn runs
+            finally:
+                OUTGOING_FENCE.reset(token)
+            assert pool._slots[0].inline_batch is not None  # noqa: SLF001 - it ran on the loop
+            await asyncio.wait_for(reached.wait(), 60)
+            assert (await request).body == b"left"
+    finally:
+        server.close()
