@@ -111,7 +111,8 @@ async def test_what_a_turn_on_the_loop_starts_does_not_inherit_the_posters_conte
                 await asyncio.sleep(0)  # the task posts it and its first turn runs
             finally:
                 OUTGOING_FENCE.reset(token)
-            assert pool._slots[0].inline_batch is not None  # noqa: SLF001 - it ran on the loop
+            turned = pool._slots[0].inline_batch  # noqa: SLF001 - the pool's own books
+            assert turned is not None and "/fetch-and-leave" in turned[0]["request"]["url"]
             await asyncio.wait_for(reached.wait(), 60)
             assert (await request).body == b"left"
     finally:
