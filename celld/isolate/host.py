@@ -22,6 +22,7 @@ end and its share of the turn's CPU go to it alone; a fault reaches every run.
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import inspect
 import logging
 from collections.abc import Awaitable, Callable, Mapping
@@ -176,6 +177,12 @@ class IsolateHost:
         #: (no pump task), and the loop's inline slices of workflow work hold back while
         #: it runs (`InlineTurns.hold`), so it gets the GIL instead of waiting for it.
         self.prompt = False
+        #: Set by the owner of a prompt host: whether a batch may run its turn right here,
+        #: on the event loop, instead of on the JS thread (asked only while the isolate
+        #: has no host work outstanding and nothing on its thread). An inline turn is
+        #: stopped at INLINE_LIMIT_MS with `LONG_TURN_REASON`, so the owner says yes only
+        #: to work it can start over elsewhere (celld/isolate/worker_pool.py).
+        self.prompt_inline: Callable[[list[dict[str, Any]]], bool] | None = None
         self._holding = False
         self._closed = False
         #: every message JS sends passes the isolate's output gate (celld/isolate/gate.py)
@@ -499,19 +506,59 @@ class IsolateHost:
                 self._pump_ended()
 
     def _prompt_turn(self) -> None:
-        """One turn of a prompt host, started on its JS thread now (see `prompt`)."""
+        """One turn of a prompt host, started now: on the event loop when its owner says
+        the batch may turn there (`prompt_inline`), else on its JS thread (see `prompt`)."""
         if self._fenced_now():
-            if self._holding and self._inline is not None:
-                self._holding = False
-                self._inline.release()
+            self._release_hold()
+            return
+        batch, self._inbox = self._inbox, []
+        if self._may_turn_inline(batch):
+            self._release_hold()
+            # In a context of its own, as a turn's end on the JS thread is called back:
+            # what its outbox starts must not inherit the poster's (an outgoing fence).
+            contextvars.Context().run(self._prompt_turn_here, batch)
             return
         if not self._holding:
             self._holding = True
             self._slices().hold()
-        batch, self._inbox = self._inbox, []
         self._taken += 1
         self._in_turn = True
         self.isolate.turn_soon(batch, self._prompt_turn_done)
+
+    def _prompt_turn_here(self, batch: list[dict[str, Any]]) -> None:
+        """`batch`'s turn run here, on the event loop (see `prompt_inline`). What goes
+        wrong after the turn is logged, as the loop logs a failing callback: the poster
+        is not the one to hear of it."""
+        self._taken += 1
+        self._in_turn = True
+        try:
+            outbox = self.isolate.turn_now(batch)
+        except Exception as error:  # noqa: BLE001 - a fault, or the bridge broke
+            outbox, failure = None, error
+        else:
+            failure = None
+        try:
+            self._prompt_turn_done(outbox, failure)
+        except Exception:
+            log.exception("the end of a Worker turn run on the event loop failed")
+
+    def _may_turn_inline(self, batch: list[dict[str, Any]]) -> bool:
+        """The owner lets `batch` turn on the loop, and nothing else of the isolate's is
+        under way: no host work outstanding, nothing held by the gate, nothing of it on
+        its JS thread."""
+        return (
+            self.prompt_inline is not None
+            and not self._tasks
+            and not self._laters
+            and not self.gate.waiting
+            and self.isolate.may_turn_here
+            and self.prompt_inline(batch)
+        )
+
+    def _release_hold(self) -> None:
+        if self._holding and self._inline is not None:
+            self._holding = False
+            self._inline.release()
 
     def _prompt_turn_done(
         self, outbox: list[dict[str, Any]] | None, error: BaseException | None
@@ -529,9 +576,7 @@ class IsolateHost:
             if again:
                 self._prompt_turn()
             else:
-                if self._holding and self._inline is not None:
-                    self._holding = False
-                    self._inline.release()
+                self._release_hold()
                 self._pump_ended()
 
     def _turn_failed(self, error: Exception) -> None:

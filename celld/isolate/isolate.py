@@ -203,6 +203,8 @@ class Isolate:
         self.inline = False
         thread.load += 1
         self._closed = False
+        #: calls into the context queued or running on `thread` (see `may_turn_here`)
+        self._thread_calls = 0
         #: Thread CPU time (ms) spent in this isolate's turns, ever.
         self.cpu_used_ms = 0.0
         #: CPU time of the last turn (ms), for owners that charge requests themselves.
@@ -332,6 +334,15 @@ class Isolate:
         """Its turns run on the event-loop thread (see `turn_now`)."""
         return self.inline and self._native is not None
 
+    @property
+    def may_turn_here(self) -> bool:
+        """A turn may run on the calling (event-loop) thread now, though the isolate's
+        turns run on its JS thread: it has the direct path and nothing of it is in
+        flight there (a call on its thread may let the GIL go inside the runtime, which
+        a turn here would then enter at the same time). Its owner decides when this is
+        worth it (celld/isolate/host.py, `prompt_inline`)."""
+        return self._native is not None and not self.callables and self._thread_calls == 0
+
     async def turn(self, inbox: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
         """Deliver `inbox`, run pending jobs for up to one slice, return the outbox.
 
@@ -344,7 +355,11 @@ class Isolate:
             if self.inline and self._native is not None:
                 outbox = await inline_turns().run(lambda: self._turn_sync(payload, inline=True))
             else:
-                outbox = await self.thread.run_batched(lambda: self._turn_sync(payload))
+                self._thread_calls += 1
+                try:
+                    outbox = await self.thread.run_batched(lambda: self._turn_sync(payload))
+                finally:
+                    self._thread_calls -= 1
         except _TURN_FAILURES as error:
             raise self._faulted(error) from None
         finally:
@@ -368,6 +383,7 @@ class Isolate:
 
         def finish(outbox: bytes | str | None, error: BaseException | None) -> None:
             self.turn_queued_at = None
+            self._thread_calls -= 1
             messages = None
             if error is None:
                 try:
@@ -378,6 +394,7 @@ class Isolate:
                 error = self._faulted(error)
             done(messages, error)
 
+        self._thread_calls += 1
         self.thread.run_then(lambda: self._turn_sync(payload), finish, loop)
 
     def turn_now(self, inbox: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -547,7 +564,11 @@ class Isolate:
         runtime meanwhile), or on its JS thread, after the turns queued there."""
         if self.inline and self._native is not None:
             return call()
-        return await self.thread.run(call)
+        self._thread_calls += 1
+        try:
+            return await self.thread.run(call)
+        finally:
+            self._thread_calls -= 1
 
     def _enter(self) -> quickjs.Context:
         """The context, ready for a call from the current thread (see native.py: stack)."""

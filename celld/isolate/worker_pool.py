@@ -24,6 +24,10 @@ limit, the whole isolate stops and every request in it fails. So new requests al
 avoid an isolate serving a request that has used more than `DOOMED_SHARE` of its CPU
 limit (a loop of short jobs never stalls its isolate, but it is on its way to
 stopping it): a quick request then never lands in an isolate about to be stopped.
+
+Turns run on the isolates' JS threads, except a short request reaching an idle isolate,
+which turns on the event loop where it is handed over (`_may_inline`; a turn there that
+runs too long is stopped, and its requests start over on a JS thread).
 """
 
 from __future__ import annotations
@@ -59,6 +63,11 @@ STALL_S = 0.25
 DOOMED_SHARE = 0.5
 #: How often (s) the watchdog looks for stuck isolates while requests are waiting.
 WATCHDOG_S = 0.1
+#: A request reaching an idle isolate turns on the event loop (see `_may_inline`) while
+#: the Worker's recent turns stay under this much CPU (ms) ...
+INLINE_TURN_MS = 1.0
+#: ... the recent peak decaying by this factor with each turn.
+PEAK_DECAY = 0.9
 
 
 @dataclass
@@ -112,6 +121,8 @@ class _Slot:
     spare: bool = False
     #: the sockets this isolate accepted
     sockets: IsolateSink | None = None
+    #: the requests of the turn last let run on the event loop (see `_may_inline`)
+    inline_batch: list[dict[str, Any]] | None = None
 
     def stalled(self, now: float) -> bool:
         queued = self.isolate.turn_queued_at
@@ -176,6 +187,10 @@ class WorkerPool:
         #: replacements and closes of failed isolates: owned, their failures logged
         self._background: set[asyncio.Task[None]] = set()
         self._closed = False
+        #: the largest CPU (ms) of the Worker's recent turns, decaying (see `_may_inline`)
+        self._turn_peak_ms = 0.0
+        #: one of its turns was stopped on the event loop: all of them run on JS threads
+        self._long_turns = False
 
     async def start(self) -> None:
         self._slots = [await self._new_slot() for _ in range(self.size)]
@@ -197,6 +212,7 @@ class WorkerPool:
             ops.update(self.sockets.ops(lambda: sink))  # type: ignore[arg-type, return-value]
         host = IsolateHost(isolate, ops, on_fault=lambda fault: self._on_fault(slot, fault))
         host.prompt = True  # a client waits on every turn (see IsolateHost.prompt)
+        host.prompt_inline = lambda batch: self._may_inline(slot, batch)
         slot = _Slot(isolate, host, spare=thread is not None, sockets=sink)
         host.post({"k": "env", **self.env_message})
         host.idle_callback = lambda: self._check_hung(slot)
@@ -425,9 +441,37 @@ class WorkerPool:
         """JS finished a request: its response is out and its waitUntil work settled."""
         slot.live.pop(message.get("id"), None)  # type: ignore[arg-type]
 
+    def _may_inline(self, slot: _Slot, batch: list[dict[str, Any]]) -> bool:
+        """Whether `batch` may turn on the event loop rather than on the isolate's JS
+        thread (IsolateHost.prompt_inline): the hand-off to the thread and back costs more
+        than a short turn itself (bench/PROFILE.md, "The fixed cost of a Worker request").
+
+        Only where stopping the turn harms nothing: the batch is new requests whose bodies
+        are in their messages and the isolate serves nothing else, so a turn stopped at
+        the inline limit (its outbox dropped: it sent nothing out) has touched only this
+        isolate, which is replaced, and the requests start over on a JS thread
+        (`_on_fault`). And only while the Worker's recent turns were short, and none was
+        ever stopped: a CPU-bound Worker holds the loop for at most one such turn."""
+        slot.inline_batch = None
+        if self._long_turns or self._turn_peak_ms > INLINE_TURN_MS or slot.streams:
+            return False
+        if len(batch) != len(slot.live):
+            return False
+        for message in batch:
+            request = message.get("request")
+            if (
+                message.get("k") != "fetch"
+                or message.get("id") not in slot.live
+                or (request is not None and request.get("stream") is not None)
+            ):
+                return False
+        slot.inline_batch = batch
+        return True
+
     def _charge(self, slot: _Slot, cpu_ms: float) -> None:
         """Share a turn's CPU time among the requests the isolate serves; stop the isolate
         when one of them has used more than its limit."""
+        self._turn_peak_ms = max(cpu_ms, self._turn_peak_ms * PEAK_DECAY)
         if not slot.live or cpu_ms <= 0:
             return
         share = cpu_ms / len(slot.live)
@@ -441,6 +485,8 @@ class WorkerPool:
             )
 
     def _on_respond(self, slot: _Slot, message: dict[str, Any]) -> None:
+        if message.get("done") is True:  # the request is over with its answer (see _on_done)
+            slot.live.pop(message["id"], None)
         future = slot.pending.pop(message["id"], None)
         if future is None or future.done():
             return
@@ -511,11 +557,25 @@ class WorkerPool:
 
     def _on_fault(self, slot: _Slot, fault: IsolateFault) -> None:
         detail = self.program.lines.rewrite(fault.detail)
-        log.error("Worker isolate stopped (%s); replacing it\n%s", fault.reason, detail)
         if slot in self._slots:
             self._slots.remove(slot)
         # Requests the isolate never saw are not its to fail: they go to another one.
         moved = self._take_undelivered(slot)
+        if fault.long_turn and slot.inline_batch is not None:
+            # A turn run on the event loop was stopped (`_may_inline`): its requests saw
+            # nothing leave, and start over on a JS thread; so do the Worker's turns
+            # from now on.
+            self._long_turns = True
+            log.info("a Worker request's turn ran too long for the event loop; moved")
+            for message in slot.inline_batch:
+                request_id = int(message["id"])
+                future = slot.pending.pop(request_id, None)
+                slot.live.pop(request_id, None)
+                if future is not None and not future.done():
+                    moved.append((request_id, future, message))
+        else:
+            log.error("Worker isolate stopped (%s); replacing it\n%s", fault.reason, detail)
+        slot.inline_batch = None
         if moved:
             self._in_background(self._redispatch(moved), "moving requests off a failed isolate")
         for future in slot.pending.values():

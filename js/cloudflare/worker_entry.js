@@ -86,8 +86,9 @@
     }
   }
 
-  /** The request is over: drop its timers and what the host still owes it. */
-  function finish(owner) {
+  /** The request is over: drop its timers and what the host still owes it. `told`: the
+   * host already knows (its `respond` said `done`), so no `done` message follows. */
+  function finish(owner, told = false) {
     if (owner.finished) return;
     owner.finished = true;
     live.delete(owner.id);
@@ -100,7 +101,7 @@
       web.clearTimersOf(null);
       host.cancelOwned(null);
     }
-    host.notify("done", { id: owner.id });
+    if (!told) host.notify("done", { id: owner.id });
   }
 
   function resolveHandler(main, ctx) {
@@ -144,15 +145,21 @@
     return null;
   }
 
+  /** Send a request's answer. A request with nothing left to wait for (no waitUntil work,
+   * no open WebSocket) is over with it: the answer says so (`done`), one message instead of
+   * a `respond` and a `done`. */
   function respond(owner, fields) {
     if (owner.finished) return;
+    const over = owner.sockets === 0 && owner.waits === 0;
+    if (over) fields.done = true;
     try {
       host.notify("respond", fields);
     } catch (error) {
-      host.notify("respond", { id: owner.id, error: host.describeError(error) });
+      host.notify("respond", { id: owner.id, error: host.describeError(error), done: over });
     }
     owner.responded = true;
-    maybeFinish(owner);
+    if (over) finish(owner, true);
+    else maybeFinish(owner);
   }
 
   /** Send a response's head (and a small body); a streamed body follows through its pipe,

@@ -1,0 +1,119 @@
+"""A Worker request reaching an idle isolate turns on the event loop, and a long one moves.
+
+celld/isolate/worker_pool.py (`_may_inline`): a short request on an isolate that serves
+nothing else runs its turn right where it is handed over, without the crossing to the
+isolate's JS thread and back. Such a turn is stopped at the inline limit; then the
+isolate is replaced, the request starts over on a JS thread (where its CPU limit, not the
+loop's, stops it), and the Worker's turns stay there.
+
+A turn run on the loop is seen as such without a clock: `WorkerPool.handle` then finishes
+without ever suspending (one `send` of its coroutine returns the answer), which a turn on
+a JS thread cannot do.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Coroutine
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from celld.isolate.outbound import OUTGOING_FENCE
+from celld.isolate.worker_pool import CPU_MESSAGE, WireResponse, WorkerError, WorkerPool
+from celld.store.lease import Fence, Lease
+from tests.inprocess import running_service
+
+HOSTILE = Path(__file__).resolve().parents[1] / "projects" / "hostile"
+
+
+def _at_once(request: Coroutine[Any, Any, WireResponse]) -> WireResponse | None:
+    """The answer if `request` finished without suspending; else None (and it is closed)."""
+    try:
+        request.send(None)
+    except StopIteration as finished:
+        return finished.value  # type: ignore[no-any-return]
+    request.close()
+    return None
+
+
+def _request(pool: WorkerPool, path: str) -> Coroutine[Any, Any, WireResponse]:
+    return pool.handle("GET", f"http://localhost{path}", [], b"")
+
+
+async def _an_inline_answer(pool: WorkerPool, path: str) -> WireResponse:
+    """Send `path` until one answer comes on the loop (the isolate's first turns, its
+    setup among them, may cost more than the inline threshold until their peak decays)."""
+    for _ in range(200):
+        answer = _at_once(_request(pool, path))
+        if answer is not None:
+            return answer
+        await _request(pool, path)  # (the closed one was withdrawn; let the isolate settle)
+    raise AssertionError(f"{path} never turned on the event loop")
+
+
+async def test_quick_requests_turn_on_the_loop_and_a_runaway_moves_to_a_js_thread(
+    tmp_path: Path,
+) -> None:
+    async with running_service(tmp_path / "state", HOSTILE, js_threads=1) as service:
+        pool = service.pool
+        assert pool is not None
+        for _ in range(40):  # the first turns (setup, the first request) cost more
+            await _request(pool, "/ping")
+        answer = await _an_inline_answer(pool, "/ping")
+        assert (answer.status, answer.body) == (200, b"pong")
+        assert not pool._long_turns  # noqa: SLF001 - the pool's own books, read only
+
+        # A CPU-bound request reaches the idle isolate on the loop too; the loop stops
+        # it at the inline limit and it starts over on a JS thread, where its CPU limit
+        # (2 s in this project) ends it with Cloudflare's error.
+        with pytest.raises(WorkerError) as stopped:
+            await _request(pool, "/spin")
+        assert stopped.value.message == CPU_MESSAGE
+        assert pool._long_turns  # noqa: SLF001
+
+        # The Worker's turns now stay on JS threads: nothing answers without a crossing.
+        for _ in range(20):
+            assert _at_once(_request(pool, "/ping")) is None
+        assert (await _request(pool, "/ping")).body == b"pong"
+
+
+async def test_what_a_turn_on_the_loop_starts_does_not_inherit_the_posters_context(
+    tmp_path: Path,
+) -> None:
+    # A request posted from a task that carries an outgoing fence (a workflow's service
+    # binding call does) turns on the loop inside that task; the fetch its turn starts
+    # must not take that fence with it, as it would not from a turn on a JS thread.
+    reached = asyncio.Event()
+
+    async def answer(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        await reader.readuntil(b"\r\n\r\n")  # the request's head was written
+        reached.set()
+        writer.write(b"HTTP/1.1 200 OK\r\ncontent-length: 2\r\nconnection: close\r\n\r\nok")
+        await writer.drain()
+        writer.close()
+
+    server = await asyncio.start_server(answer, "127.0.0.1", 0)
+    port = server.sockets[0].getsockname()[1]
+    lapsed = Fence(Lease(margin_s=1.0), 0)
+    assert not lapsed.allows_effects()
+    try:
+        async with running_service(tmp_path / "state", HOSTILE, js_threads=1) as service:
+            pool = service.pool
+            assert pool is not None
+            await _an_inline_answer(pool, "/ping")
+            token = OUTGOING_FENCE.set(lapsed)
+            try:
+                request = asyncio.ensure_future(
+                    _request(pool, f"/fetch-and-leave?url=http://127.0.0.1:{port}/")
+                )
+                await asyncio.sleep(0)  # the task posts it and its first turn runs
+            finally:
+                OUTGOING_FENCE.reset(token)
+            turned = pool._slots[0].inline_batch  # noqa: SLF001 - the pool's own books
+            assert turned is not None and "/fetch-and-leave" in turned[0]["request"]["url"]
+            await asyncio.wait_for(reached.wait(), 60)
+            assert (await request).body == b"left"
+    finally:
+        server.close()
