@@ -7,7 +7,13 @@ from __future__ import annotations
 import pytest
 
 from celld.isolate import native
-from celld.isolate.isolate import CPU_LIMIT_REASON, INLINE_LIMIT_MS, IsolateFault, Limits
+from celld.isolate.isolate import (
+    CPU_LIMIT_REASON,
+    INLINE_LIMIT_MS,
+    LONG_TURN_REASON,
+    IsolateFault,
+    Limits,
+)
 from tests.jsharness import JsError, pool, run_js_async
 
 
@@ -87,7 +93,19 @@ async def test_deep_recursion_inline_is_a_catchable_error_and_the_isolate_goes_o
         "await __celld_host.request('timer', {ms: 1});"
         "return [name, down(1000)];"
     )
-    assert await run_js_async(body, inline=True) == ["RangeError", 1000]
+    for _ in range(3):
+        try:
+            result = await run_js_async(body, inline=True)
+            break
+        except IsolateFault as fault:
+            # The first recursion this deep touches the loop thread's stack pages for the
+            # first time, which on a busy machine can outlast an inline turn: that turn is
+            # stopped (its owner would move it to a JS thread), and the next one is not.
+            if fault.reason != LONG_TURN_REASON:
+                raise
+    else:
+        raise AssertionError("every attempt was stopped as a long turn")
+    assert result == ["RangeError", 1000]
 
 
 async def test_out_of_memory_inline_is_catchable() -> None:
