@@ -26,7 +26,12 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from celld.cluster.placement import STORE_FILE, holds_instances, recorded_workers, store_dir
+from celld.cluster.placement import (
+    STORE_FILE,
+    holds_instances,
+    recorded_workers,
+    shards_hold_instances,
+)
 from celld.store.choice import is_postgres
 
 
@@ -51,9 +56,7 @@ def default_workers(folders: Sequence[Path], store: str | None) -> DefaultWorker
     (the served Worker's first) when `--workers` is not given."""
     for folder in folders:
         recorded = recorded_workers(folder)
-        if recorded is not None and any(
-            holds_instances(store_dir(folder, index) / STORE_FILE) for index in range(recorded)
-        ):
+        if recorded is not None and shards_hold_instances(folder, recorded):
             return DefaultWorkers(recorded)
     for folder in folders:
         if holds_instances(folder / STORE_FILE):

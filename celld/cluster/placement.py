@@ -74,24 +74,25 @@ def holds_instances(store: Path) -> bool:
         connection.close()
 
 
+def shards_hold_instances(persist_to: Path, shards: int) -> bool:
+    """Whether any of the `shards` process stores of this state folder holds an instance."""
+    return any(
+        holds_instances(store_dir(persist_to, index) / STORE_FILE) for index in range(shards)
+    )
+
+
 def settle_workers(persist_to: Path, workers: int) -> int:
     """Check and record that this state folder is served by `workers` processes (--workers,
     else celld.cluster.default's choice). Changing the number is refused while any shard
     holds instances (they would be looked for in the wrong store); the number is recorded
     once the folder is sharded."""
     recorded = recorded_workers(persist_to) or 1
-    if workers != recorded:
-        held = [
-            index
-            for index in range(recorded)
-            if holds_instances(store_dir(persist_to, index) / STORE_FILE)
-        ]
-        if held:
-            raise ValueError(
-                f"the workflow instances in {persist_to} are sharded over {recorded} "
-                f"process(es) (--workers {recorded}); run with --workers {recorded}, or "
-                f"delete its instances (or the folder) before changing the number"
-            )
+    if workers != recorded and shards_hold_instances(persist_to, recorded):
+        raise ValueError(
+            f"the workflow instances in {persist_to} are sharded over {recorded} "
+            f"process(es) (--workers {recorded}); run with --workers {recorded}, or "
+            f"delete its instances (or the folder) before changing the number"
+        )
     if workers > 1 or (persist_to / RECORD_FILE).exists():
         persist_to.mkdir(parents=True, exist_ok=True)
         (persist_to / RECORD_FILE).write_text(json.dumps({"workers": workers}) + "\n")
