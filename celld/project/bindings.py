@@ -18,6 +18,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
+from .compat import behaviours
 from .errors import Issue
 from .keys import OFFLINE_BINDINGS
 from .objects import DurableObjectsConfig, resolve_objects
@@ -26,7 +27,6 @@ from .schema import TopLevelModel
 
 DEFAULT_MIGRATIONS_DIR = "migrations"
 DEFAULT_MIGRATIONS_TABLE = "d1_migrations"
-SPA_NAVIGATION_DATE = "2025-04-01"
 
 
 @dataclass(frozen=True)
@@ -59,8 +59,8 @@ class AssetsConfig:
     not_found_handling: str
     #: True/False, or route patterns (a leading "!" excludes) that go to the Worker first.
     run_worker_first: bool | tuple[str, ...]
-    #: From compatibility date 2025-04-01 a single-page app's index.html answers only
-    #: navigation requests when no asset matches; the rest go to the Worker.
+    #: A single-page app's index.html answers only navigation requests when no asset
+    #: matches; the rest go to the Worker (celld.project.compat: from 2025-04-01).
     navigation_only_spa: bool = False
 
 
@@ -165,7 +165,9 @@ def resolve_bindings(
                 html_handling=spec.html_handling,
                 not_found_handling=spec.not_found_handling,
                 run_worker_first=run_first if isinstance(run_first, bool) else tuple(run_first),
-                navigation_only_spa=(model.compatibility_date or "") >= SPA_NAVIGATION_DATE,
+                navigation_only_spa=behaviours(model.compatibility_date, model.compatibility_flags)[
+                    "assetsNavigationPrefersAssetServing"
+                ],
             )
     offline = []
     for kind, value in (("ai", model.ai), ("browser", model.browser)):
