@@ -197,7 +197,8 @@ class AssetServer:
             ):
                 fallback = None  # only navigations get the app's index.html
             if fallback is None:
-                return None if not from_worker else AssetAnswer(404)
+                worker_next = not from_worker and not self.config.assets_only
+                return None if worker_next else AssetAnswer(404)
             file, status = fallback
         # A request the assets would answer, but not with GET or HEAD.
         if method not in ("GET", "HEAD"):

@@ -62,6 +62,8 @@ class AssetsConfig:
     #: A single-page app's index.html answers only navigation requests when no asset
     #: matches; the rest go to the Worker (celld.project.compat: from 2025-04-01).
     navigation_only_spa: bool = False
+    #: No Worker script (`main`): a request no asset answers gets 404, never a Worker.
+    assets_only: bool = False
 
 
 @dataclass(frozen=True)
@@ -165,9 +167,12 @@ def resolve_bindings(
                 html_handling=spec.html_handling,
                 not_found_handling=spec.not_found_handling,
                 run_worker_first=run_first if isinstance(run_first, bool) else tuple(run_first),
-                navigation_only_spa=behaviours(model.compatibility_date, model.compatibility_flags)[
+                # with no Worker, every request no asset matches gets the app
+                navigation_only_spa=model.main is not None
+                and behaviours(model.compatibility_date, model.compatibility_flags)[
                     "assetsNavigationPrefersAssetServing"
                 ],
+                assets_only=model.main is None,
             )
     offline = []
     for kind, value in (("ai", model.ai), ("browser", model.browser)):

@@ -93,7 +93,8 @@ def watch_targets(service: Service, build: BuildStep | None, extra: set[Path]) -
     bundle = service.program.bundle
     if bundle is not None:
         files.update(p.resolve() for p in bundle.files if _outside_node_modules(p))
-    files.add(project.main)
+    if project.main is not None:
+        files.add(project.main)
     files.update(extra)
     trees = set(build.watch_dirs) if build is not None else set()
     return Targets(
