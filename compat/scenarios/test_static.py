@@ -5,7 +5,6 @@ a Worker script can use, refused at start with wrangler's sentence."""
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import pytest
@@ -64,25 +63,21 @@ def test_the_404_page_and_refused_methods(static_target: Target) -> None:
 
 
 @pytest.mark.parametrize(
-    ("assets", "sentence"),
+    ("line", "sentence"),
     [
-        ({"binding": "ASSETS"}, "Cannot use assets with a binding in an assets-only Worker."),
-        ({"run_worker_first": True}, "Cannot set run_worker_first without a Worker script."),
+        ('binding = "ASSETS"', "Cannot use assets with a binding in an assets-only Worker."),
+        ("run_worker_first = true", "Cannot set run_worker_first without a Worker script."),
     ],
 )
-def test_what_needs_a_worker_script_is_refused(
-    tmp_path: Path, assets: dict[str, object], sentence: str
-) -> None:
+def test_what_needs_a_worker_script_is_refused(tmp_path: Path, line: str, sentence: str) -> None:
     from compat.conftest import target_kind
 
     project = tmp_path / "static"
     (project / "public").mkdir(parents=True)
     (project / "public" / "index.html").write_text("<p>home</p>\n")
-    config = {
-        "name": "refused-static",
-        "compatibility_date": "2026-11-01",
-        "assets": {"directory": "./public", **assets},
-    }
-    (project / "wrangler.json").write_text(json.dumps(config))
+    (project / "wrangler.toml").write_text(
+        'name = "refused-static"\ncompatibility_date = "2026-11-01"\n'
+        f'[assets]\ndirectory = "./public"\n{line}\n'
+    )
     said = refused_start(target_kind(), tmp_path / "state", project)
     assert sentence in said, said
