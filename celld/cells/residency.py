@@ -242,6 +242,10 @@ class Residency:
     ) -> None:
         """Queue a run of `ref`. `hold`: its cell, just created; it stays loaded until the
         run starts (if the queue took the run and not too many are held already)."""
+        if hold is None:
+            # loaded now (an event or an operation brought it in): kept loaded until its
+            # run starts, since the dispatch comes at the end of this pass
+            hold = self.cells.get(ref)
         queued = self.queue.push(ref, priority)
         if (
             hold is not None
