@@ -376,7 +376,13 @@ class Cell:
                 except Exception as error:  # noqa: BLE001 - raised in this start's task
                     outcome.append(error)
 
-            await batch.ready(self.ref, launch)
+            try:
+                await batch.ready(self.ref, launch)
+            except BaseException:  # cancelled while it waited (a shutdown)
+                if not outcome:  # never posted: the place in the isolate goes back
+                    batch.withdraw(self.ref)
+                    await self.port.leave_isolate(tenant)
+                raise
             if outcome and isinstance(outcome[0], BaseException):
                 raise outcome[0]
             if outcome and outcome[0]:

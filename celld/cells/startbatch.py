@@ -68,14 +68,14 @@ class StartBatch:
         self._counted = False
         self._turns_counted = 0
         #: the starts of members that are ready, posted together when the batch opens
-        self._launches: list[Callable[[], None]] = []
+        self._launches: dict[Hashable, Callable[[], None]] = {}
 
     async def ready(self, member: Hashable, launch: Callable[[], None]) -> None:
         """`member` is ready to post its start: `launch` posts it, called with every other
         member's in one go once the batch opens (all in one pass, before any turn can
         deliver some of them and not the others). Returns once it was called."""
         self._members.discard(member)
-        self._launches.append(launch)
+        self._launches[member] = launch
         if not self._members or self._opened_now():
             self._open()
             return
@@ -87,6 +87,12 @@ class StartBatch:
 
     def _opened_now(self) -> bool:
         return self._opened is not None and self._opened.done()
+
+    def withdraw(self, member: Hashable) -> None:
+        """`member`'s start was given up while it waited (its task cancelled): its launch
+        is never called, and the others need not wait for it."""
+        self._launches.pop(member, None)
+        self.leave(member)
 
     def leave(self, member: Hashable) -> None:
         """`member` will not post a start (or posted it already): the others need not wait
@@ -117,8 +123,8 @@ class StartBatch:
             self._timer = None
         if self._opened is None:
             self._opened = asyncio.get_running_loop().create_future()
-        launches, self._launches = self._launches, []
-        for launch in launches:
+        launches, self._launches = self._launches, {}
+        for launch in launches.values():
             launch()  # (each catches its own errors: they belong to its start)
         if not self._opened.done():
             self._opened.set_result(None)
