@@ -34,6 +34,7 @@ from celld.engine import (
     Status,
     StepRecord,
 )
+from celld.engine.decisions import JournalText
 from celld.engine.state import Changes
 from celld.isolate.tenant import Tenant
 from celld.store.base import InstanceRef, StoreUnavailable, Write
@@ -81,6 +82,11 @@ class Cell:
         #: the runs admitted with this one's start, which post their starts together
         #: (set by the residency while the start is under way)
         self.start_batch: StartBatch | None = None
+        #: the finished steps on disk as journal text, read with the instance's rows when
+        #: runs admitted together were loaded in one read (`Store.claim_many`); valid
+        #: until a write of this cell lands (it may put finished rows on disk and drop them
+        #: from memory) or a run starts from it
+        self.journal_read: JournalText | None = None
 
     @property
     def idle(self) -> bool:
@@ -183,6 +189,7 @@ class Cell:
     ) -> None:
         callers, self._in_flight = self._in_flight or [], None
         if error is None:
+            self.journal_read = None  # (rows of this write may be on disk only, now)
             if deleting:
                 self.deleted = True
             else:
@@ -299,9 +306,14 @@ class Cell:
         machine = self.machine
         version = machine.state.version
         same_version = version is None or version == self.port.version
+        recorded, self.journal_read = self.journal_read, None
         if not machine.history_dropped or not machine.journal_on_disk_suffices or not same_version:
             await self.restore_history()
             return machine.start_run(self.port.now(), quiet=quiet)
+        if recorded is not None and not self.broken:
+            # read with the rows when the instance was loaded, and no write landed since:
+            # every finished step is in it or still in memory (as under the hold below)
+            return machine.start_run(self.port.now(), recorded, quiet=quiet)
         # Writes held off: no finished row is committed and forgotten between the
         # read and the start, so every finished step is either on disk or in memory.
         async with self._holding_commits():

@@ -186,6 +186,7 @@ class CellManager:
             self._start_cell,
             self._spawn_quiet,
             self._recover_later,
+            load_many=self._load_cells,
             max_resident=max_resident,
             queue_capacity=settings.queue_capacity or max(1_000, 4 * max_resident),
             max_young=MAX_YOUNG,
@@ -351,10 +352,31 @@ class CellManager:
             return None
         epoch = self.lease.epoch
         loaded = await self.store.claim(ref)  # OwnedElsewhere: another node runs it
+        self._check_epoch(epoch, ref)
+        return self._cell_of(ref, loaded)
+
+    async def _load_cells(self, refs: list[InstanceRef]) -> dict[InstanceRef, Cell | Exception]:
+        """Load several instances for the runs admitted together: one `claim_many` (one
+        read, journals included, where the store can). Each ref's answer is its cell, or
+        the error its own load would have raised; one left out does not exist."""
+        known = [ref for ref in refs if ref.workflow in self.specs]
+        epoch = self.lease.epoch
+        claimed = await self.store.claim_many(known) if known else {}
+        self._check_epoch(epoch, known[0] if known else None)
+        cells: dict[InstanceRef, Cell | Exception] = {}
+        for ref, loaded in claimed.items():
+            cell = loaded if isinstance(loaded, OwnedElsewhere) else self._cell_of(ref, loaded)
+            if cell is not None:
+                cells[ref] = cell
+        return cells
+
+    def _check_epoch(self, epoch: int, ref: InstanceRef | None) -> None:
         if self.lease.epoch != epoch:
-            raise StoreUnavailable(
-                f"node {epoch} was taken over while {ref.workflow}/{ref.id} was loading"
-            )
+            what = f"{ref.workflow}/{ref.id}" if ref is not None else "an instance"
+            raise StoreUnavailable(f"node {epoch} was taken over while {what} was loading")
+
+    def _cell_of(self, ref: InstanceRef, loaded: Loaded | None) -> Cell | None:
+        spec = self.specs[ref.workflow]
         if loaded is None:
             return None
         machine = Machine(
@@ -364,7 +386,9 @@ class CellManager:
             step_limit=spec.step_limit,
             history_dropped=loaded.history_dropped,
         )
-        return Cell(self, ref, spec, machine)
+        cell = Cell(self, ref, spec, machine)
+        cell.journal_read = loaded.journal
+        return cell
 
     async def view(self, ref: InstanceRef) -> Cell | None:
         """A read-only cell of what the instance's owner committed last (for reads on a node

@@ -40,12 +40,17 @@ from celld.cells.startbatch import StartBatch, StartCounts
 from celld.store.base import InstanceRef, OwnedElsewhere, StoreUnavailable
 
 Loader = Callable[[InstanceRef], Awaitable[Cell | None]]
+#: Loads several instances in one read: each ref's cell or the error its own load would
+#: raise; a ref left out has no instance.
+ManyLoader = Callable[[list[InstanceRef]], Awaitable[dict[InstanceRef, Cell | Exception]]]
 Starter = Callable[[Cell, Priority], Awaitable[None]]
 Spawner = Callable[[Coroutine[Any, Any, Any], str], None]
 
 #: How long a started run counts against `max_young` at most (wall time, from the end of
 #: its start: loading, isolate and start commit).
 YOUNG_MS = 500
+#: The most instances one read brings in for runs admitted together (`_load_together`).
+LOAD_TOGETHER = 16
 _LAUNCHING = float("inf")  # a young run whose start is still under way
 
 
@@ -57,11 +62,16 @@ class Residency:
         spawn: Spawner,
         on_unavailable: Callable[[InstanceRef], None],
         *,
+        load_many: ManyLoader | None = None,
         max_resident: int,
         queue_capacity: int,
         max_young: int = 64,
     ) -> None:
         self._load_from_store = load
+        self._load_many = load_many
+        #: loads of several instances in one read (`load_many`), and the cells they brought
+        self.batch_loads = 0
+        self.batch_loaded = 0
         self._start_cell = start
         self._spawn = spawn
         self._on_unavailable = on_unavailable
@@ -132,7 +142,8 @@ class Residency:
                 return cell
             pending = self._loading.get(ref)
             if pending is not None:
-                await asyncio.shield(pending)
+                if await asyncio.shield(pending) is None:
+                    return None  # (read just now: no such instance)
                 continue
             return await self._load(ref)
 
@@ -319,6 +330,15 @@ class Residency:
             if together > 1
             else None
         )
+        # Those not in memory are read together: one read for their rows and journals, which
+        # their starts then find loaded (`load` waits for it), not one read or two each.
+        # In reads of `LOAD_TOGETHER` at most, so that the first runs start while the reader
+        # thread reads the next ones (a read of 64 left the loop idle while it ran).
+        cold = [ref for ref, _, cell in admitted if cell is None and self._loadable(ref)]
+        if len(cold) > 1 and self._load_many is not None:
+            for at in range(0, len(cold), LOAD_TOGETHER):
+                if len(cold) - at > 1:
+                    self._load_together(cold[at : at + LOAD_TOGETHER])
         for i, (ref, priority, cell) in enumerate(admitted):
             self._spawn(
                 self._start(ref, priority, cell, batch if i < together else None),
@@ -326,6 +346,47 @@ class Residency:
             )
         if self.queue.has_room:
             self.on_room()  # a refill from the store waits for room
+
+    def _loadable(self, ref: InstanceRef) -> bool:
+        return ref not in self.cells and ref not in self._loading and ref not in self._creating
+
+    def _load_together(self, refs: list[InstanceRef]) -> None:
+        """Read `refs` in one `load_many`: each counts as loading until it lands, so a
+        load of any of them (their starts' first) waits for this read instead of making
+        its own."""
+        loop = asyncio.get_running_loop()
+        futures: dict[InstanceRef, asyncio.Future[Cell | None]] = {}
+        for ref in refs:
+            futures[ref] = self._loading[ref] = loop.create_future()
+        self.batch_loads += 1
+        self._spawn(self._read_together(futures), "loading instances together")
+
+    async def _read_together(self, futures: dict[InstanceRef, asyncio.Future[Cell | None]]) -> None:
+        assert self._load_many is not None
+        try:
+            answers = await self._load_many(list(futures))
+        except BaseException as error:
+            for ref, future in futures.items():
+                del self._loading[ref]
+                if isinstance(error, Exception):
+                    future.set_exception(error)  # each start reports it as its own load's
+                    future.exception()  # (retrieved: those starts handle it)
+                else:
+                    future.cancel()
+            if not isinstance(error, Exception):
+                raise
+            return
+        for ref, future in futures.items():
+            del self._loading[ref]
+            answer = answers.get(ref)
+            if isinstance(answer, Exception):
+                future.set_exception(answer)
+                future.exception()
+                continue
+            if answer is not None:
+                self.cells[ref] = answer
+                self.batch_loaded += 1
+            future.set_result(answer)
 
     def _age_young(self) -> bool:
         """Stop counting runs started `YOUNG_MS` ago or more (their start, isolate

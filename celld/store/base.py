@@ -51,6 +51,10 @@ class Loaded:
     #: a light load: only unfinished steps, the rollback phase and unconsumed events were
     #: read; the finished ones stay on disk (`Store.journal` reads them for a run)
     history_dropped: bool = False
+    #: the finished steps left on disk as journal text, read in the same snapshot as the
+    #: rows (`Store.claim_many`); None when the read did not bring it (then a run reads
+    #: it with `Store.journal`)
+    journal: JournalText | None = None
 
 
 @dataclass(frozen=True)
@@ -194,6 +198,16 @@ class Store(Protocol):
         (`Loaded.history_dropped`)."""
         ...
 
+    async def claim_many(
+        self, refs: list[InstanceRef]
+    ) -> dict[InstanceRef, Loaded | OwnedElsewhere]:
+        """`claim` for several instances at once (a batch of runs admitted together): each
+        one found is in the answer, as its light load or as the OwnedElsewhere a `claim` of
+        it would raise; one not found is left out. A store that can reads them all in one
+        trip, each with its journal (`Loaded.journal`) from the same snapshot; otherwise
+        it claims them one by one (`claim_each`). StoreUnavailable fails the whole call."""
+        ...
+
     async def journal(self, ref: InstanceRef) -> JournalText:
         """The instance's committed finished steps as the JS journal's two sections of
         members, JSON text (``celld.engine.decisions.JournalText``): what a run needs of
@@ -276,3 +290,20 @@ class Store(Protocol):
         id_contains: str | None = None,
     ) -> int: ...
     async def workflow_counts(self, workflow: str) -> dict[str, int]: ...
+
+
+async def claim_each(
+    store: Store, refs: list[InstanceRef]
+) -> dict[InstanceRef, Loaded | OwnedElsewhere]:
+    """`Store.claim_many` one ref at a time, for a store without a read of its own for a
+    batch (the journals are then read by each run, as after a single `claim`)."""
+    claimed: dict[InstanceRef, Loaded | OwnedElsewhere] = {}
+    for ref in refs:
+        try:
+            loaded = await store.claim(ref)
+        except OwnedElsewhere as owned:
+            claimed[ref] = owned
+            continue
+        if loaded is not None:
+            claimed[ref] = loaded
+    return claimed

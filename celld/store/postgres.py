@@ -34,6 +34,7 @@ from celld.store.base import (
     OwnedElsewhere,
     StoreUnavailable,
     Write,
+    claim_each,
 )
 from celld.store.batch import (
     Gathered,
@@ -437,6 +438,13 @@ class PostgresStore(GroupCommitWrites, SharedReads):
         """From a full load (a run that starts with history dropped from memory)."""
         loaded = await self.load(ref)
         return journal_text(loaded.steps) if loaded is not None else JournalText()
+
+    async def claim_many(
+        self, refs: list[InstanceRef]
+    ) -> dict[InstanceRef, Loaded | OwnedElsewhere]:
+        """One claim per instance (`claim_each`): each is a transaction of its own that
+        may take the instance over, and no journal comes with it (the run reads it)."""
+        return await claim_each(self, refs)
 
     async def claim(self, ref: InstanceRef) -> Loaded | None:
         """Load the instance for this node to run or change: take it over if its owner is

@@ -43,6 +43,7 @@ from celld.store.base import (
     InstanceRef,
     Loaded,
     NodeEvents,
+    OwnedElsewhere,
     StoreUnavailable,
 )
 from celld.store.batch import Gathered, GroupCommitWrites, Pending, Statements, settle
@@ -124,6 +125,9 @@ class SqliteStore(GroupCommitWrites, SharedReads):
         #: Called on the writer thread before each commit; whatever it raises fails that
         #: commit as a real one would. Tests inject storage faults through it.
         self.fault: Callable[[], None] | None = None
+        #: The same for reads: called on the reader's thread before each read of several
+        #: queries (a load, a batch's claim, a journal).
+        self.read_fault: Callable[[], None] | None = None
         self._reader: aiosqlite.Connection | None = None
         #: Pending writes for the writer thread; None tells it to stop.
         self._jobs: queue.SimpleQueue[Pending | None] = queue.SimpleQueue()
@@ -135,6 +139,9 @@ class SqliteStore(GroupCommitWrites, SharedReads):
         self.commits = 0  # transactions committed (for metrics and benchmarks)
         self.rows_written = 0
         self.claims = 0  # instances loaded to run or change (for benchmarks and tests)
+        #: trips to the reader's thread (for benchmarks and tests: a batch's claim is one)
+        self.read_trips = 0
+        self.journal_reads = 0  # journals read on their own, not with a batch's claim
         self.writer_restarts = 0
         #: the last event log id handed out (the writer thread numbers the log's events)
         self._log_id = 0
@@ -376,6 +383,7 @@ class SqliteStore(GroupCommitWrites, SharedReads):
     async def _fetch(self, sql: str, params: tuple[Any, ...] = ()) -> list[Any]:
         if self._reader is None:
             raise StoreUnavailable("the store is not open")
+        self.read_trips += 1
         try:
             # One trip to the reader's thread for execute and fetch: a SELECT holds its
             # snapshot until it is read to the end, so a statement left half read while
@@ -395,11 +403,15 @@ class SqliteStore(GroupCommitWrites, SharedReads):
         "The log nobody reads and the reads of a wake-up")."""
         if self._reader is None:
             raise StoreUnavailable("the store is not open")
+        self.read_trips += 1
         reader = self._reader
+        fault = self.read_fault
 
         def run() -> list[list[Any]]:
             # aiosqlite runs this on its own thread, where its connection lives
             connection = reader._conn  # noqa: SLF001 - the thread's own connection
+            if fault is not None:
+                fault()
             began = not connection.in_transaction
             if began:
                 connection.execute("BEGIN")
@@ -414,25 +426,31 @@ class SqliteStore(GroupCommitWrites, SharedReads):
         except (sqlite3.Error, ValueError) as error:  # ValueError: aiosqlite closed
             raise StoreUnavailable(f"the store could not be read: {error}") from error
 
-    async def _load(self, ref: InstanceRef, *, light: bool) -> Loaded | None:
+    @staticmethod
+    def _load_queries(ref: InstanceRef, *, light: bool) -> list[tuple[str, tuple[Any, ...]]]:
+        """The instance row, its steps and its events (light: only the unfinished ones)."""
         key = (ref.workflow, ref.id)
         steps_where = f" AND {UNFINISHED_STEPS_WHERE}" if light else ""
         events_where = " AND consumed_by IS NULL" if light else ""
-        rows, steps, events = await self._fetch_many(
-            [
-                ("SELECT * FROM instances WHERE workflow = ? AND id = ?", key),
-                (
-                    "SELECT * FROM steps WHERE workflow = ? AND instance_id = ?"
-                    f"{steps_where} ORDER BY seq",
-                    key,
-                ),
-                (
-                    f"SELECT * FROM events WHERE workflow = ? AND instance_id = ?{events_where} "
-                    "ORDER BY seq",
-                    key,
-                ),
-            ]
-        )
+        return [
+            ("SELECT * FROM instances WHERE workflow = ? AND id = ?", key),
+            (
+                "SELECT * FROM steps WHERE workflow = ? AND instance_id = ?"
+                f"{steps_where} ORDER BY seq",
+                key,
+            ),
+            (
+                f"SELECT * FROM events WHERE workflow = ? AND instance_id = ?{events_where} "
+                "ORDER BY seq",
+                key,
+            ),
+        ]
+
+    @staticmethod
+    def _loaded(
+        rows: list[Any], steps: list[Any], events: list[Any], *, light: bool,
+        journal: JournalText | None = None,
+    ) -> Loaded | None:  # fmt: skip
         if not rows:
             return None
         return Loaded(
@@ -440,7 +458,12 @@ class SqliteStore(GroupCommitWrites, SharedReads):
             [step_from_row(r) for r in steps],
             [event_from_row(r) for r in events],
             history_dropped=light,
+            journal=journal,
         )
+
+    async def _load(self, ref: InstanceRef, *, light: bool) -> Loaded | None:
+        rows, steps, events = await self._fetch_many(self._load_queries(ref, light=light))
+        return self._loaded(rows, steps, events, light=light)
 
     async def claim(self, ref: InstanceRef) -> Loaded | None:
         """One node owns everything in its own file. A light load: an instance with a
@@ -448,13 +471,43 @@ class SqliteStore(GroupCommitWrites, SharedReads):
         self.claims += 1
         return await self._load(ref, light=True)
 
+    async def claim_many(
+        self, refs: list[InstanceRef]
+    ) -> dict[InstanceRef, Loaded | OwnedElsewhere]:
+        """Light loads of several instances and their journals in one trip to the reader's
+        thread and one snapshot: a batch of wake-ups admitted together costs one trip, not
+        two for each (bench/PROFILE.md, "A batch's reads in one trip"). The journal read
+        with the rows is what `journal` would have read at that moment."""
+        queries: list[tuple[str, tuple[Any, ...]]] = []
+        for ref in refs:
+            key = (ref.workflow, ref.id)
+            queries += self._load_queries(ref, light=True)
+            queries += [(JOURNAL_SQL, key), (BINARY_JOURNAL_SQL, key)]
+        results = await self._fetch_many(queries)
+        self.claims += len(refs)
+        claimed: dict[InstanceRef, Loaded | OwnedElsewhere] = {}
+        for i, ref in enumerate(refs):
+            rows, steps, events, journal, binary = results[5 * i : 5 * i + 5]
+            loaded = self._loaded(
+                rows, steps, events, light=True, journal=self._journal_of(journal, binary)
+            )
+            if loaded is not None:
+                claimed[ref] = loaded
+        return claimed
+
     async def journal(self, ref: InstanceRef) -> JournalText:
         """Built by SQLite in one statement: no row becomes a Python object. The rows
         with binary values come in the same trip to the reader's thread (and snapshot):
         a wake-up reads its journal once, and a second trip cost each one a hand-over
         and a pass of the event loop (bench/PROFILE.md, "With runs sharing isolates")."""
         key = (ref.workflow, ref.id)
+        self.journal_reads += 1
         rows, binary = await self._fetch_many([(JOURNAL_SQL, key), (BINARY_JOURNAL_SQL, key)])
+        return self._journal_of(rows, binary)
+
+    @staticmethod
+    def _journal_of(rows: list[Any], binary: list[Any]) -> JournalText:
+        """The journal text of `JOURNAL_SQL`'s rows with `BINARY_JOURNAL_SQL`'s joined in."""
         sections = {row[0]: row[1] or "" for row in rows}
         text = JournalText(sections.get(0, ""), sections.get(1, ""))
         if not binary:

@@ -301,6 +301,34 @@ async def test_a_light_claim_leaves_finished_steps_to_the_journal(store: AnyStor
     assert json.loads(keyed["waitForEvent:1:go"]["payload"]) == {"p": 1}
 
 
+async def test_a_batch_claim_gives_what_each_claim_and_journal_give(store: AnyStore) -> None:
+    """`claim_many` answers each instance found as its own `claim` would (and a journal
+    read with it is the one `journal` gives); one that does not exist is left out."""
+    import json
+
+    refs = [InstanceRef("wf", i) for i in ("b1", "b2", "b3")]
+    for n, ref in enumerate(refs):
+        m = new(ref.id)
+        m.start_run(T0)
+        for i in range(n + 1):
+            m.step_do(f"s{i}", 1, None, None, T0)
+            m.attempt_succeeded(StepKey("do", f"s{i}", 1), 1, json.dumps(i), T0)
+        m.step_sleep("long", 1, T0, duration_ms=10_000_000)
+        await store.write(write_of(m))
+    missing = InstanceRef("wf", "nobody")
+    claimed = await store.claim_many([*refs, missing])
+    assert set(claimed) == set(refs)
+    for ref in refs:
+        one = await store.claim(ref)
+        batch = claimed[ref]
+        assert one is not None and not isinstance(batch, Exception)
+        assert batch.state == one.state
+        assert batch.steps == one.steps and batch.events == one.events
+        assert batch.history_dropped == one.history_dropped
+        if batch.journal is not None:  # a store that reads journals with the batch
+            assert batch.journal == await store.journal(ref)
+
+
 async def _written_soon(store: AnyStore, writes: list[Write]) -> list[BaseException | None]:
     """`write_soon` every write in one pass of the loop; what each caller was told."""
     import asyncio

@@ -1,0 +1,104 @@
+"""Runs admitted together read their instances together (celld/cells/residency.py
+`_load_together`, `Store.claim_many`): a burst of hibernated wake-ups reads each instance
+once, in a few trips to the store's reader thread rather than two a wake-up, and a run
+loaded so starts from the journal read with it; a read of a batch that fails costs its
+members a reload each, never a wake-up.
+
+Real isolates and a real SQLite file; the deadline is reached with the manual clock, and
+the read fault is raised on the store's reader thread (`SqliteStore.read_fault`).
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from pathlib import Path
+from typing import Any
+
+from celld.cells.clock import ManualClock
+from celld.cells.manager import CellSettings
+from celld.cells.residency import LOAD_TOGETHER
+from tests.cells.test_wake_burst import (
+    DUE,
+    START,
+    WINDOW,
+    _after_steps,
+    _create_sleepers,
+    _eventually,
+    _statuses,
+)
+from tests.inprocess import running_service
+
+
+async def test_a_burst_reads_its_instances_and_journals_in_batches(tmp_path: Path) -> None:
+    n = 300
+    clock = ManualClock(START)
+    async with running_service(
+        tmp_path / "state", cells=CellSettings(residency_ms=WINDOW), clock=clock
+    ) as service:
+        cells = service.cells
+        assert cells is not None
+        store: Any = service.store
+        residency = cells.residency
+        await _create_sleepers(service, n)
+        claims, journals, trips = store.claims, store.journal_reads, store.read_trips
+        loads, loaded = residency.batch_loads, residency.batch_loaded
+        clock.set(DUE)
+
+        async def all_complete() -> bool:
+            return (await _statuses(service)).get("complete", 0) == n
+
+        await _eventually(service, all_complete, f"all {n} complete")
+        assert await _after_steps(service) == n
+        batches = residency.batch_loads - loads
+        together = residency.batch_loaded - loaded
+        # every instance read once, most of them with others: a batch is LOAD_TOGETHER at
+        # most, and the first admission pass alone fills several
+        assert store.claims - claims == n
+        assert batches >= 4 and together >= n // 2, (batches, together)
+        assert together <= batches * LOAD_TOGETHER
+        # a run read with a batch starts from the journal read with it: only those read
+        # alone read their journal on their own
+        assert store.journal_reads - journals == n - together
+        # the wake-ups' reads: one trip a batch, two a run read alone, and what the
+        # status polls of this test and the horizon scans read
+        polls = store.read_trips - trips - batches - 2 * (n - together)
+        assert 0 <= polls < n // 2, (store.read_trips - trips, batches, together)
+
+
+def read_refused() -> None:
+    raise sqlite3.OperationalError("disk I/O error")
+
+
+async def test_a_failed_batch_read_costs_a_reload_not_a_wake_up(tmp_path: Path) -> None:
+    n = 120
+    clock = ManualClock(START)
+    async with running_service(
+        tmp_path / "state", cells=CellSettings(residency_ms=WINDOW), clock=clock
+    ) as service:
+        cells = service.cells
+        assert cells is not None
+        store: Any = service.store
+        residency = cells.residency
+        await _create_sleepers(service, n)
+        refused: list[int] = []
+
+        def refuse_the_first_batch() -> None:
+            # (on the reader thread) the first read of the burst is a batch's claim
+            if not refused:
+                refused.append(residency.batch_loads)
+                read_refused()
+
+        loads, claims = residency.batch_loads, store.claims
+        store.read_fault = refuse_the_first_batch
+        clock.set(DUE)
+
+        async def all_complete() -> bool:
+            return (await _statuses(service)).get("complete", 0) == n
+
+        await _eventually(service, all_complete, f"all {n} complete after the failed read")
+        store.read_fault = None
+        # the refused read was a batch's (batches were under way when it ran); its
+        # members were read again, each once, and every other instance once too
+        assert refused and refused[0] > loads, "no batch read was refused"
+        assert store.claims - claims == n
+        assert await _after_steps(service) == n  # each ran past its sleep once
