@@ -226,6 +226,19 @@ async def render_metrics(service: Service) -> str:
         "JS turns that delivered those runs' starts (one per isolate per batch).",
         starts.turns,
     )
+    residency = cells.residency
+    text.add(
+        "celld_run_load_batches_total",
+        "counter",
+        "Reads that loaded several admitted runs' instances (and journals) at once.",
+        residency.batch_loads,
+    )
+    text.add(
+        "celld_run_load_batch_instances_total",
+        "counter",
+        "Instances loaded by those reads.",
+        residency.batch_loaded,
+    )
     text.add(
         "celld_alarms_pending",
         "gauge",
