@@ -40,7 +40,7 @@ from celld.cells.introspection import Introspection
 from celld.cells.isolates import IsolateSource, LongTurns
 from celld.cells.port import RunSettings, WorkflowSpec
 from celld.cells.residency import Residency
-from celld.cells.runqueue import Priority
+from celld.cells.runqueue import Priority, RunQueue
 from celld.cells.schedules import Scheduler
 from celld.cells.startbatch import StartCounts
 from celld.cells.tasks import ErrorHandler, TaskOwner
@@ -594,8 +594,12 @@ class CellManager:
     async def _refill_page_in(self) -> None:
         queue = self.residency.queue
         after: InstanceRef | None = None
+        # A page is read once the queue has room for a good part of one: reading as soon
+        # as one run left cost a read of a few refs every few runs (bench/PROFILE.md, "A
+        # batch's reads in one trip"); the queue still holds plenty for admission meanwhile.
+        wanted = max(1, min(REFILL_PAGE, queue.capacity // 4))
         while True:
-            while not queue.has_room:
+            while queue.capacity - len(queue) < wanted and not self._refill_now(queue):
                 self._refill.clear()
                 await self._refill.wait()
             room = max(1, queue.capacity - len(queue))
@@ -614,6 +618,12 @@ class CellManager:
             self.residency.dispatch()
             if len(page) < min(REFILL_PAGE, room):
                 return
+
+    @staticmethod
+    def _refill_now(queue: RunQueue) -> bool:
+        """Read a page although the queue has less room than a good page: it has room and
+        runs little enough that admission could run dry before the next page."""
+        return queue.has_room and len(queue) < REFILL_PAGE // 4
 
     # -- alarms ------------------------------------------------------------------------------
 

@@ -331,14 +331,13 @@ class Residency:
             else None
         )
         # Those not in memory are read together: one read for their rows and journals, which
-        # their starts then find loaded (`load` waits for it), not one read or two each.
-        # In reads of `LOAD_TOGETHER` at most, so that the first runs start while the reader
-        # thread reads the next ones (a read of 64 left the loop idle while it ran).
+        # their starts then find loaded (`load` waits for it), not two reads each (a run
+        # admitted alone reads its journal with its rows too). In reads of `LOAD_TOGETHER`
+        # at most, so that the first runs start while the reader thread reads the next.
         cold = [ref for ref, _, cell in admitted if cell is None and self._loadable(ref)]
-        if len(cold) > 1 and self._load_many is not None:
+        if self._load_many is not None:
             for at in range(0, len(cold), LOAD_TOGETHER):
-                if len(cold) - at > 1:
-                    self._load_together(cold[at : at + LOAD_TOGETHER])
+                self._load_together(cold[at : at + LOAD_TOGETHER])
         for i, (ref, priority, cell) in enumerate(admitted):
             self._spawn(
                 self._start(ref, priority, cell, batch if i < together else None),
