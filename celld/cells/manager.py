@@ -40,7 +40,7 @@ from celld.cells.introspection import Introspection
 from celld.cells.isolates import IsolateSource, LongTurns
 from celld.cells.port import RunSettings, WorkflowSpec
 from celld.cells.residency import Residency
-from celld.cells.runqueue import Priority, RunQueue
+from celld.cells.runqueue import Priority
 from celld.cells.schedules import Scheduler
 from celld.cells.startbatch import StartCounts
 from celld.cells.tasks import ErrorHandler, TaskOwner
@@ -197,6 +197,7 @@ class CellManager:
         self.alarms = AlarmQueue(clock, self._on_alarm)
         self._refill = asyncio.Event()
         self._refilling = False  # a refill pass is paging runnable instances in
+        self.refill_pages = 0  # pages of the runnable index read (for tests and benchmarks)
         self._recovering: set[InstanceRef] = set()
         #: every deadline before this was read by a horizon scan (None: scan them all)
         self._scanned_to: int | None = None
@@ -599,11 +600,12 @@ class CellManager:
         # batch's reads in one trip"); the queue still holds plenty for admission meanwhile.
         wanted = max(1, min(REFILL_PAGE, queue.capacity // 4))
         while True:
-            while queue.capacity - len(queue) < wanted and not self._refill_now(queue):
+            while queue.capacity - len(queue) < wanted:
                 self._refill.clear()
                 await self._refill.wait()
             room = max(1, queue.capacity - len(queue))
             page = await self.store.runnable(min(REFILL_PAGE, room), after)
+            self.refill_pages += 1
             for ref in page:
                 cell = self.residency.get(ref)
                 if ref.workflow not in self.specs or ref in queue:
@@ -618,12 +620,6 @@ class CellManager:
             self.residency.dispatch()
             if len(page) < min(REFILL_PAGE, room):
                 return
-
-    @staticmethod
-    def _refill_now(queue: RunQueue) -> bool:
-        """Read a page although the queue has less room than a good page: it has room and
-        runs little enough that admission could run dry before the next page."""
-        return queue.has_room and len(queue) < REFILL_PAGE // 4
 
     # -- alarms ------------------------------------------------------------------------------
 

@@ -102,3 +102,44 @@ async def test_a_failed_batch_read_costs_a_reload_not_a_wake_up(tmp_path: Path) 
         assert refused and refused[0] > loads, "no batch read was refused"
         assert store.claims - claims == n
         assert await _after_steps(service) == n  # each ran past its sleep once
+
+
+async def test_runs_beyond_the_run_queue_are_read_back_in_pages_and_batches(
+    tmp_path: Path,
+) -> None:
+    """createBatch beyond the run queue's capacity: the runs left out are paged back in
+    from the store a quarter of the queue at a time, and their instances read in batches
+    (before: a page of a few refs every few runs, then two reads a run)."""
+    n, capacity = 600, 40
+    clock = ManualClock(START)
+    async with running_service(
+        tmp_path / "state",
+        cells=CellSettings(queue_capacity=capacity, residency_ms=WINDOW),
+        clock=clock,
+    ) as service:
+        cells = service.cells
+        assert cells is not None
+        store: Any = service.store
+        residency = cells.residency
+        claims, journals, pages = store.claims, store.journal_reads, cells.refill_pages
+        loads, loaded = residency.batch_loads, residency.batch_loaded
+        await _create_sleepers(service, n)  # (each createBatch is 100: most overflow)
+        assert residency.queue.overflowed is False
+        read_back = residency.batch_loaded - loaded
+        # the held (just created) cells need no read; the rest were read once each, all
+        # with their journals, in reads of several
+        assert store.claims - claims == read_back >= n // 2
+        assert store.journal_reads == journals
+        assert residency.batch_loads - loads <= read_back // 2
+        # the refill read the store's runnable index a quarter of the queue at a time (a
+        # pass ends with a short page, and each createBatch that overflowed starts one)
+        assert cells.refill_pages - pages <= read_back // (capacity // 4) + 2 * (n // 100)
+        assert await _count_before_steps(service) == n
+
+
+async def _count_before_steps(service: Any) -> int:
+    rows = await service.store._fetch(
+        "SELECT count(*) AS n FROM steps WHERE workflow = ? AND name = 'before' AND state = 'done'",
+        ("script-workflow",),
+    )
+    return int(rows[0]["n"])
