@@ -467,6 +467,7 @@ class CellManager:
             # Alarms due meanwhile were left to this start (`Residency.start_pending`):
             # without a run to have settled them, the cell's next deadline is armed again.
             self.residency.start_over(cell.ref)
+            cell.journal_read = None  # (a start that did not use it: not kept in memory)
             if cell.run is None and not cell.broken:
                 self.schedule(cell.ref, cell.machine.next_wake())
             if cell.starting:  # no run was started: give the slot back

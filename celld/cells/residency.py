@@ -142,8 +142,8 @@ class Residency:
                 return cell
             pending = self._loading.get(ref)
             if pending is not None:
-                if await asyncio.shield(pending) is None:
-                    return None  # (read just now: no such instance)
+                if await asyncio.shield(pending) is None and ref not in self._creating:
+                    return None  # (read just now: no such instance, and none being created)
                 continue
             return await self._load(ref)
 
