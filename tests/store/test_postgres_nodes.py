@@ -81,6 +81,30 @@ async def until(predicate: Any, timeout: float = 10) -> None:
         await asyncio.sleep(0.05)
 
 
+async def test_a_batch_claim_answers_each_instance_as_its_own_claim(
+    nodes: list[PostgresStore],
+) -> None:
+    """`claim_many` on a shared store: each instance is answered as its own `claim`
+    would be (its load, or OwnedElsewhere while a live node owns it); one that does not
+    exist is left out."""
+    a, b, _ = nodes
+    refs = [InstanceRef("wf", i) for i in ("m", "t")]
+    missing = InstanceRef("wf", "none")
+    for ref in refs:
+        await a.write(write_of(Machine.create("wf", ref.id, "{}", T0)))  # a owns them
+    elsewhere = await b.claim_many([*refs, missing])
+    assert set(elsewhere) == set(refs)
+    for ref in refs:
+        owned = elsewhere[ref]
+        assert isinstance(owned, OwnedElsewhere) and owned.owner == a.node
+    claimed = await a.claim_many([*refs, missing])
+    assert set(claimed) == set(refs)
+    for ref in refs:
+        loaded = claimed[ref]
+        assert not isinstance(loaded, OwnedElsewhere) and loaded.state.id == ref.id
+        assert loaded.journal is None  # (its runs read their journals themselves)
+
+
 async def test_a_taken_over_owner_cannot_commit(nodes: list[PostgresStore]) -> None:
     a, b, _ = nodes
     ref = InstanceRef("wf", "x")
