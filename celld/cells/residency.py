@@ -19,6 +19,9 @@ Rules:
   only when its run gets a slot. The one exception: a cell just created stays in memory
   while its first run is queued (a few KiB each, at most as many as the queue holds), so
   that run does not read back from the store what the create just wrote.
+* The runs of one admission pass that are not in memory are read together (`load_many`:
+  one read of their rows and journals, `LOAD_TOGETHER` at most), and each counts as
+  loading until that read lands, so nothing reads them a second time meanwhile.
 * A cell whose memory can no longer be trusted (a failed commit) is forgotten at once; the
   next load reads the instance from the store.
 * With a store several nodes share, only instances this node owns load (the store
