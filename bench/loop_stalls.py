@@ -130,7 +130,7 @@ def _install(over_ns: int) -> None:
                 probe = time.monotonic_ns()
                 objects = gc.get_objects()
                 tracked[ident] = len(objects)
-                if census and len(objects) > _counts.get("census_of", 0):
+                if census and gc.get_freeze_count() and len(objects) > _counts.get("census_of", 0):
                     _counts["census_of"] = len(objects)
                     _counts["census"] = _census(objects)
                 del objects
