@@ -12,6 +12,13 @@ longest stalls (callbacks and GC passes), and the long callbacks grouped by what
 
     python bench/loop_stalls.py -n 1000
     python bench/loop_stalls.py -n 1000 --root /path/to/another/checkout   # its celld
+    python bench/loop_stalls.py -n 1000 --env LOOP_STALLS_CENSUS=1  # + the heap's types
+
+A 1 ms sampler thread records the loop thread's stack (celld's and asyncio's frames) while
+a callback is over the threshold, so the longest callbacks are printed with what they were
+doing. LOOP_STALLS_CENSUS=1 counts the types of the largest heap a full collection walked
+under load (after start-up's freeze when the server froze it; ~30 ms a census, left out of
+the figures); LOOP_STALLS_FREEZE=1 freezes start-up's heap in a celld that does not.
 
 Wall time on a shared machine: the loop thread's CPU per long callback and the GC pauses
 (CPU on one thread, not preempted for long at a time) are the figures to compare between
@@ -202,7 +209,7 @@ def drive(n: int, k: int, root: Path, over_ms: float, top: int, env_extra: dict[
     command = [
         sys.executable, __file__, "--serve", str(root), str(over_ms), "run",
         str(lt.PROJECT), "--port", str(port), "--persist-to", str(work / "state"),
-        "--log-level", "warning", "--workers", "1",  # one process, as bench/run.py's
+        "--log-level", "warning", "--workers", "1",  # one process, as bench/run.py runs it
     ]  # fmt: skip
     load = os.getloadavg()[0]
     server = subprocess.Popen(command, env=env, start_new_session=True)

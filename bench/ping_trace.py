@@ -140,6 +140,7 @@ def drive(n: int, k: int, slowest: int) -> None:
     command = [
         sys.executable, __file__, "--serve", "run", str(lt.PROJECT), "--port", str(port),
         "--persist-to", str(work / "state"), "--log-level", "warning",
+        "--workers", "1",  # the traced process serves (not a parent over per-core children)
     ]  # fmt: skip
     server = subprocess.Popen(command, env=env, start_new_session=True)
     base = f"http://127.0.0.1:{port}"
