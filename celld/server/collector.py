@@ -6,15 +6,15 @@ event loop stands still for the whole pass, and so does every request in flight.
 served `celld run` holds ~67,000 such objects from start-up alone (modules, classes,
 functions, the project's configuration, Starlette's routes), which live as long as the
 process and are never garbage. While 1,000 10-step workflow instances ran, a full pass
-walked 87,000-120,000 objects and took 26-40 ms of the loop thread's CPU on this
+walked 86,000-120,000 objects and took 26-63 ms of the loop thread's CPU on this
 project's 2-core bench machine, twice per 10,000 steps: the longest stall of the loop by
 far, and the p99 of a plain request sent meanwhile (bench/PROFILE.md, "What holds the
-loop").
+event loop while 1,000 run").
 
 So once the server listens (`freeze_start_up_heap`), one collection clears start-up's
 garbage and `gc.freeze()` moves every object still alive into the permanent generation,
-which passes do not walk: a full pass under the same load then walks 26,000-30,000
-objects, ~6 ms. Garbage made after start-up, cycles included, is collected as before;
+which passes do not walk: a full pass under the same load then walks 21,000-38,000
+objects, 5-9 ms. Garbage made after start-up, cycles included, is collected as before;
 what was frozen is never freed, which for start-up's objects is what would have happened
 anyway. The generations' thresholds stay Python's: with less to walk, a full pass falls
 due as often as before (a quarter of the walked heap new since the last one) and costs
