@@ -30,8 +30,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import signal
-import subprocess
 import sys
 import tempfile
 import time
@@ -83,7 +81,7 @@ def _census(objects: list[Any]) -> list[tuple[str, int, int]]:
     return [(n, count[n], refs[n]) for n in ranked]
 
 
-def _install(over_ns: int) -> None:
+def _install(lt: Any, over_ns: int) -> None:
     import asyncio.events as events
     import gc
     import threading
@@ -174,23 +172,17 @@ def _install(over_ns: int) -> None:
             _counts["frozen"] = gc.get_freeze_count()
 
         served.DevServer.startup = startup_then_freeze  # type: ignore[method-assign]
-    from celld.server import service
-
-    stop = service.Service.stop
-
-    async def stop_and_dump(self: Any) -> None:
-        try:
-            await stop(self)
-        finally:
-            with open(os.environ["LOOP_STALLS_OUT"], "w") as out:
-                json.dump({"long": _long, "gc": _gc, "counts": _counts, "samples": _samples}, out)
-
-    service.Service.stop = stop_and_dump  # type: ignore[method-assign]
+    lt.dump_at_stop(
+        "LOOP_STALLS_OUT",
+        lambda: {"long": _long, "gc": _gc, "counts": _counts, "samples": _samples},
+    )
 
 
 def serve(root: str, over_ms: float, argv: list[str]) -> None:
+    import latency_trace as lt  # (it puts this checkout first on the path: `root` goes before)
+
     sys.path.insert(0, root)
-    _install(int(over_ms * 1e6))
+    _install(lt, int(over_ms * 1e6))
     from celld.cli.main import main
 
     sys.argv = ["celld", *argv]
@@ -200,7 +192,7 @@ def serve(root: str, over_ms: float, argv: list[str]) -> None:
 def drive(n: int, k: int, root: Path, over_ms: float, top: int, env_extra: dict[str, str]) -> None:
     sys.path.insert(0, str(HERE.parent))
     import latency_trace as lt
-    from run import Api, complete, create_many
+    from ping_trace import pings_seen, under_pings
 
     port = lt.free_port()
     work = Path(tempfile.mkdtemp(prefix="celld-stalls-"))
@@ -212,44 +204,9 @@ def drive(n: int, k: int, root: Path, over_ms: float, top: int, env_extra: dict[
         "--log-level", "warning", "--workers", "1",  # one process, as bench/run.py runs it
     ]  # fmt: skip
     load = os.getloadavg()[0]
-    server = subprocess.Popen(command, env=env, start_new_session=True)
-    base = f"http://127.0.0.1:{port}"
-    try:
-        deadline = time.monotonic() + 60
-        while True:
-            try:
-                lt.Client(port).call("GET", "/health")
-                break
-            except (OSError, RuntimeError):
-                if time.monotonic() > deadline:
-                    raise
-                time.sleep(0.1)
-        pinger = subprocess.Popen(
-            [sys.executable, str(HERE / "pinger.py"), f"{base}/ping", "--every-ms", "5"],
-            stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
-        )  # fmt: skip
-        api = Api(base)
-        try:
-            time.sleep(1)
-            ids = [f"s{i}" for i in range(n)]
-            first_ms = time.time() * 1000
-            first_ns = time.monotonic_ns()
-            create_many(api, "BENCH", [(i, {"steps": k}) for i in ids], 4)
-            done = api.wait_all("BENCH", ids, complete, timeout=300, interval=0.5)
-            last_ns = time.monotonic_ns()
-        finally:
-            out, _ = pinger.communicate("", timeout=120)
-        last_ms = max(d["output"]["finished_at"] for d in done.values())
-    finally:
-        server.send_signal(signal.SIGTERM)
-        server.wait(30)
-    samples = json.loads(out)
-    busy = [s[1] for s in samples if first_ms <= s[0] <= last_ms]
-    print(
-        f"root {root}; load {load:.2f} -> {os.getloadavg()[0]:.2f}; {len(busy)} pings under "
-        f"load: p50 {lt.pct(busy, 50):.2f} ms, p99 {lt.pct(busy, 99):.2f} ms, max "
-        f"{max(busy):.1f} ms; steps/s {n * k * 1000 / (last_ms - first_ms):.0f}"
-    )
+    samples, first_ms, last_ms, first_ns, last_ns = under_pings(command, env, port, n, k, "s")
+    seen = pings_seen(samples, first_ms, last_ms, n * k)
+    print(f"root {root}; load {load:.2f} -> {os.getloadavg()[0]:.2f}; {seen}")
     data = json.loads(out_file.read_text())
     report(data, first_ns, last_ns, top)
 
