@@ -33,7 +33,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 
-@dataclass
+@dataclass(eq=False)  # (found in gc.callbacks by identity)
 class Pauses:
     """The collector's passes since `watch` (per generation 0, 1, 2)."""
 
