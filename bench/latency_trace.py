@@ -104,11 +104,12 @@ def _install() -> None:
     _wrap_sync(inline.InlineTurns, "_slice", "slice")
     _wrap_sync(host.IsolateHost, "_dispatch", "op", lambda self, m: m.get("op"))
 
-    def dump(*_: Any) -> None:
-        path = os.environ["LATENCY_TRACE_OUT"]
-        with open(path, "w") as out:
-            json.dump(_events, out)
+    dump_at_stop("LATENCY_TRACE_OUT", lambda: _events)
 
+
+def dump_at_stop(variable: str, payload: Any) -> None:
+    """When the served celld stops, write `payload()` as JSON to the file named by the
+    environment variable `variable`."""
     from celld.server import service
 
     stop = service.Service.stop
@@ -117,7 +118,8 @@ def _install() -> None:
         try:
             await stop(self)
         finally:
-            dump()
+            with open(os.environ[variable], "w") as out:
+                json.dump(payload(), out)
 
     service.Service.stop = stop_and_dump  # type: ignore[method-assign]
 

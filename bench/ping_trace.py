@@ -108,18 +108,9 @@ def _install() -> None:
 
     base_events.BaseEventLoop._run_once = traced_run_once  # type: ignore[method-assign]
 
-    from celld.server import service
-
-    stop = service.Service.stop
-
-    async def stop_and_dump(self: Any) -> None:
-        try:
-            await stop(self)
-        finally:
-            with open(os.environ["LATENCY_TRACE_OUT"], "w") as out:
-                json.dump({"events": lt._events, "passes": _passes, "slices": _slices}, out)
-
-    service.Service.stop = stop_and_dump  # type: ignore[method-assign]
+    lt.dump_at_stop(
+        "LATENCY_TRACE_OUT", lambda: {"events": lt._events, "passes": _passes, "slices": _slices}
+    )
 
 
 def serve(argv: list[str]) -> None:
@@ -130,17 +121,16 @@ def serve(argv: list[str]) -> None:
     main()
 
 
-def drive(n: int, k: int, slowest: int) -> None:
+def under_pings(
+    command: list[str], env: dict[str, str], port: int, n: int, k: int, prefix: str
+) -> tuple[list[list[float]], float, float, int, int]:
+    """Start the server `command` (listening on `port`), ping it every 5 ms from
+    bench/pinger.py while `n` K-step BenchWorkflow instances are created with createBatch
+    and run, then stop it (SIGTERM). The pinger's samples, and the load's window: first
+    create to last step (ms since the epoch, the engine's clock) and first create to the
+    last completion seen (monotonic ns, this process's clock)."""
     from run import Api, complete, create_many
 
-    port = lt.free_port()
-    work = Path(tempfile.mkdtemp(prefix="celld-ping-"))
-    trace_file = work / "trace.json"
-    env = {**os.environ, "LATENCY_TRACE_OUT": str(trace_file)}
-    command = [
-        sys.executable, __file__, "--serve", "run", str(lt.PROJECT), "--port", str(port),
-        "--persist-to", str(work / "state"), "--log-level", "warning",
-    ]  # fmt: skip
     server = subprocess.Popen(command, env=env, start_new_session=True)
     base = f"http://127.0.0.1:{port}"
     try:
@@ -160,23 +150,43 @@ def drive(n: int, k: int, slowest: int) -> None:
         api = Api(base)
         try:
             time.sleep(1)
-            ids = [f"p{i}" for i in range(n)]
-            first = time.time() * 1000
+            ids = [f"{prefix}{i}" for i in range(n)]
+            first_ms = time.time() * 1000
+            first_ns = time.monotonic_ns()
             create_many(api, "BENCH", [(i, {"steps": k}) for i in ids], 4)
             done = api.wait_all("BENCH", ids, complete, timeout=300, interval=0.5)
+            last_ns = time.monotonic_ns()
         finally:
             out, _ = pinger.communicate("", timeout=120)
-        last = max(d["output"]["finished_at"] for d in done.values())
+        last_ms = max(d["output"]["finished_at"] for d in done.values())
     finally:
         server.send_signal(signal.SIGTERM)
         server.wait(30)
-    samples = json.loads(out)
+    return json.loads(out), first_ms, last_ms, first_ns, last_ns
+
+
+def pings_seen(samples: list[list[float]], first: float, last: float, steps: int) -> str:
+    """The pings sent between `first` and `last` (ms), and the steps/s meanwhile."""
     busy = [s[1] for s in samples if first <= s[0] <= last]
-    print(
+    return (
         f"{len(busy)} pings under load: p50 {lt.pct(busy, 50):.2f} ms, "
         f"p99 {lt.pct(busy, 99):.2f} ms, max {max(busy):.1f} ms; "
-        f"steps/s {n * k * 1000 / (last - first):.0f}"
+        f"steps/s {steps * 1000 / (last - first):.0f}"
     )
+
+
+def drive(n: int, k: int, slowest: int) -> None:
+    port = lt.free_port()
+    work = Path(tempfile.mkdtemp(prefix="celld-ping-"))
+    trace_file = work / "trace.json"
+    env = {**os.environ, "LATENCY_TRACE_OUT": str(trace_file)}
+    command = [
+        sys.executable, __file__, "--serve", "run", str(lt.PROJECT), "--port", str(port),
+        "--persist-to", str(work / "state"), "--log-level", "warning",
+        "--workers", "1",  # the traced process serves (not a parent over per-core children)
+    ]  # fmt: skip
+    samples, first, last, _, _ = under_pings(command, env, port, n, k, "p")
+    print(pings_seen(samples, first, last, n * k))
     trace = json.loads(trace_file.read_text())
     report(trace["events"], trace["passes"], trace["slices"], slowest)
 

@@ -8,7 +8,9 @@ folder, one per namespace, database or bucket, so one project never sees another
 
 With a shared store (`store` a postgresql:// URL: several nodes on one database), KV
 namespaces and R2 buckets are rows in that database instead (celld/bindings/pgkv.py,
-pgr2.py), keyed the same way, so every node sees the same data.
+pgr2.py), keyed the same way, so every node sees the same data. Those modules (and
+asyncpg) are imported only then: a server on SQLite never loads them (asyncpg is ~2.7 MB
+of an idle server's RSS).
 """
 
 from __future__ import annotations
@@ -16,23 +18,25 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from celld.bindings.assets import AssetServer
 from celld.bindings.d1 import D1Database
 from celld.bindings.errors import type_error
 from celld.bindings.kv import KvNamespace
 from celld.bindings.offline import warn_offline
-from celld.bindings.pgd1 import SharedD1Database
-from celld.bindings.pgkv import PgKvNamespace
-from celld.bindings.pgr2 import PgR2Bucket
-from celld.bindings.pgshared import SharedPool
 from celld.bindings.r2 import R2Bucket
 from celld.bindings.wire import from_wire
 from celld.isolate.host import HostError, OpHandler
 from celld.isolate.streams import STREAMS, StreamAborted
-from celld.objects.placement import Placement
 from celld.project.bindings import BindingsConfig
+
+if TYPE_CHECKING:
+    from celld.bindings.pgd1 import SharedD1Database
+    from celld.bindings.pgkv import PgKvNamespace
+    from celld.bindings.pgr2 import PgR2Bucket
+    from celld.bindings.pgshared import SharedPool
+    from celld.objects.placement import Placement
 
 log = logging.getLogger("celld.bindings")
 
@@ -72,7 +76,13 @@ class Bindings:
         """`shared`: the DSN of a PostgreSQL store shared by several nodes, where KV and R2
         live then (None: files under `state`)."""
         self.config = config
-        self.shared = SharedPool(shared) if shared else None
+        self.shared: SharedPool | None = None
+        if shared:
+            from celld.bindings.pgkv import PgKvNamespace
+            from celld.bindings.pgr2 import PgR2Bucket
+            from celld.bindings.pgshared import SharedPool
+
+            self.shared = SharedPool(shared)
         self.kv: dict[str, KvNamespace | PgKvNamespace] = {}
         self.r2: dict[str, R2Bucket | PgR2Bucket] = {}
         for ns in config.kv:
@@ -99,6 +109,8 @@ class Bindings:
         time, its pages in the store (celld/bindings/pgd1.py). Called before `open`."""
         # One per database for the node's lifetime: bindings of a reloaded Worker share it
         # with the ones still finishing requests (one lock, one connection to the file).
+        from celld.bindings.pgd1 import SharedD1Database
+
         self.d1 = {
             db.id: placement.databases.setdefault(
                 db.id,
@@ -215,7 +227,7 @@ class Bindings:
                 raise type_error("D1: no statements to run")
         elif method != "exec":
             raise HostError(f"celld: D1 has no method {method!r}")
-        if isinstance(db, SharedD1Database):
+        if not isinstance(db, D1Database):  # a SharedD1Database (`place_d1`)
             return await db.call(message)
         if method == "query":
             return await db.query(statements, batch=bool(message.get("batch")))

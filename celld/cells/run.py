@@ -38,7 +38,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterator, Mapping
 from typing import TYPE_CHECKING, Any
 
 from celld.cells.answers import RunStopped, fail_answer, failure_keywords, never
@@ -80,6 +80,43 @@ log = logging.getLogger("celld.cells")
 INWARD_OPS = frozenset({"wf.do", "wf.begin", "wf.attempt", "wf.sleep", "wf.wait", "wf.done"})
 
 
+class RunOps(Mapping[str, Any]):
+    """A run's own host operations by name (`Tenant.ops`), each a method of its CellRun
+    bound when looked up. A dict of bound methods per run was eleven objects the cyclic
+    collector walks for as long as the run is in flight (its full passes hold the event
+    loop: celld/server/collector.py); this is one."""
+
+    __slots__ = ("_run",)
+    METHODS = {
+        "wf.do": "_on_do",
+        "wf.begin": "_on_begin",
+        "wf.attempt": "_on_attempt",
+        "wf.sleep": "_on_sleep",
+        "wf.wait": "_on_wait",
+        "wf.timer": "_on_timer",
+        "wf.replayed": "_on_replayed",
+        "wf.done": "_on_done",
+        "wf.fatal": "_on_fatal",
+        "wf.rbReport": "_on_rollback_report",
+    }
+
+    def __init__(self, run: CellRun) -> None:
+        self._run = run
+
+    def get(self, op: str, default: Any = None) -> Any:
+        method = self.METHODS.get(op)
+        return default if method is None else getattr(self._run, method)
+
+    def __getitem__(self, op: str) -> Any:
+        return getattr(self._run, self.METHODS[op])
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self.METHODS)
+
+    def __len__(self) -> int:
+        return len(self.METHODS)
+
+
 class CellRun:
     def __init__(self, cell: Cell, host: Tenant) -> None:
         self.cell = cell
@@ -104,25 +141,11 @@ class CellRun:
         #: only waited, so what it left in flight cannot wake it to act
         self.ended = False
         self.quiet = False
-        host.ops = self._ops()  # (the isolate's shared operations serve the rest)
+        host.ops = RunOps(self)  # (the isolate's shared operations serve the rest)
         host.inward_ops = INWARD_OPS
         host.inward_stream = cell
         host.turn_callback = self._after_turn
         host.cpu_callback = self._charge_cpu
-
-    def _ops(self) -> dict[str, Any]:
-        return {
-            "wf.do": self._on_do,
-            "wf.begin": self._on_begin,
-            "wf.attempt": self._on_attempt,
-            "wf.sleep": self._on_sleep,
-            "wf.wait": self._on_wait,
-            "wf.timer": self._on_timer,
-            "wf.replayed": self._on_replayed,
-            "wf.done": self._on_done,
-            "wf.fatal": self._on_fatal,
-            "wf.rbReport": self._on_rollback_report,
-        }
 
     # -- starting and stopping ----------------------------------------------------------
 

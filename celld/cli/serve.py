@@ -22,6 +22,7 @@ import uvicorn
 
 from celld.project.build import read_build, run_build
 from celld.project.config import ConfigError, ProjectConfig, find_config, load_config
+from celld.server import collector
 
 log = logging.getLogger("celld")
 
@@ -139,6 +140,10 @@ class DevServer(uvicorn.Server):
     async def startup(self, sockets: list[socket.socket] | None = None) -> None:
         await super().startup(sockets=sockets)
         if self.started and not self.should_exit:
+            # start-up's objects live as long as the process: the collector's full passes
+            # stop walking them (celld/server/collector.py: they stalled the event loop)
+            collector.freeze_start_up_heap()
+            collector.watch()
             self._on_ready()
 
     def handle_exit(self, sig: int, frame: FrameType | None) -> None:

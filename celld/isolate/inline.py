@@ -12,6 +12,11 @@ between two slices. Turns run in the order they were asked for, and a run that n
 another turn queues behind the others, so the busy instances take turns fairly. What
 the slices add up to is what the loop can spare; the JS work is the same.
 
+A group commit's continuations (each run told its write landed: celld/store/batch.py
+`fan_out`) go through the slices too, ahead of the turns (`call_first`): told all in the
+callback that brought the commit back, a hundred runs' continuations held the loop for
+1-5 ms, a pass any request in flight had to wait out.
+
 A request a client is waiting on goes first: from its headers to its task's start
 (celld/server/protocol.py) and while its Worker turn runs on a JS thread
 (IsolateHost.prompt), a slice due to start waits (`hold`) for it, up to `HOLD_S` from when
@@ -54,6 +59,7 @@ class InlineTurns:
     def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
         self._loop = loop
         self._queue: deque[tuple[Callable[[], Any], asyncio.Future[Any] | None]] = deque()
+        self._first: deque[Callable[[], Any]] = deque()  # see `call_first`
         self._scheduled = False
         self._holds = 0
         self._waiting: asyncio.TimerHandle | None = None  # a slice waiting for them
@@ -63,7 +69,7 @@ class InlineTurns:
         self._credited_at = time.perf_counter()
 
     def __len__(self) -> int:
-        return len(self._queue)
+        return len(self._queue) + len(self._first)
 
     @property
     def held(self) -> int:
@@ -74,6 +80,17 @@ class InlineTurns:
         """Run `turn` (which reports its own outcome) on this thread in the next slice:
         what an isolate's host pumps with, without a future or a task per turn."""
         self._queue.append((turn, None))
+        if not self._scheduled:
+            self._scheduled = True
+            self._loop.call_soon(self._slice)
+
+    def call_first(self, work: Callable[[], Any]) -> None:
+        """Run `work` (which reports its own outcome) in the next slice, before every turn
+        queued by `call` and after what was queued by `call_first` before it: a commit's
+        continuations (celld/store/batch.py `fan_out`), which ran in the callback that
+        told of the commit, ahead of any slice, keep that order while they share the
+        slices' budget."""
+        self._first.append(work)
         if not self._scheduled:
             self._scheduled = True
             self._loop.call_soon(self._slice)
@@ -117,9 +134,18 @@ class InlineTurns:
             self._credit -= now - self._due_at
             self._due_at = None
         self._scheduled = False
-        queue = self._queue
+        queue, first = self._queue, self._first
         end = time.perf_counter() + BUDGET_S
-        while queue:
+        while first or queue:
+            if first:
+                work = first.popleft()
+                try:
+                    work()
+                except Exception:  # noqa: BLE001 - one broken turn must not stop the others
+                    log.exception("an inline turn failed")
+                if time.perf_counter() >= end:
+                    break
+                continue
             turn, future = queue.popleft()
             if future is None:
                 try:
@@ -135,7 +161,7 @@ class InlineTurns:
                     future.set_exception(error)
             if time.perf_counter() >= end:
                 break
-        if queue and not self._scheduled:
+        if (first or queue) and not self._scheduled:
             self._scheduled = True
             self._loop.call_soon(self._slice)
 

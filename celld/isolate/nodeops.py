@@ -24,7 +24,7 @@ from typing import Any
 import brotli
 
 from celld.isolate.host import HostError, OpHandler
-from celld.isolate.webcrypto.subtle import _pool
+from celld.isolate.webcrypto.pool import pool as _pool
 
 #: The largest input one Brotli call takes (a Worker's memory is 128 MiB).
 MAX_BROTLI_INPUT = 64 * 1024 * 1024

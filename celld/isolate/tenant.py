@@ -19,7 +19,7 @@ from a pool or audited per run (celld/cells/isolates.py).
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
@@ -53,7 +53,7 @@ class Tenant:
         #: the run's number in this isolate (every message of the run carries it)
         self.r = r
         #: the run's own operations (looked up before the host's shared ones)
-        self.ops: dict[str, OpHandler] = {}
+        self.ops: Mapping[str, OpHandler] = {}
         #: operations that only tell the engine what this run does next, and its commit
         #: stream (rule 3 of celld/isolate/gate.py)
         self.inward_ops: frozenset[str] = frozenset()

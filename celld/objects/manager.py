@@ -29,7 +29,7 @@ import logging
 import os
 from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from celld.cells.alarms import AlarmQueue
 from celld.cells.clock import Clock
@@ -44,11 +44,13 @@ from celld.objects.ids import ObjectRef, check_id
 from celld.objects.index import Alarm, ObjectIndex
 from celld.objects.live import LiveObject
 from celld.objects.migrations import class_folder
-from celld.objects.pgalarms import PgAlarms
 from celld.objects.placement import Claim, NotOwner, Placement, SharedFile
 from celld.objects.storage import ObjectStorage, StorageError
 from celld.project.objects import DurableObjectsConfig
 from celld.store.base import StoreUnavailable
+
+if TYPE_CHECKING:
+    from celld.objects.pgalarms import PgAlarms
 
 log = logging.getLogger("celld.objects")
 
@@ -102,9 +104,11 @@ class ObjectManager:
         self.owns: Callable[[str, str], bool] = lambda cls, object_id: True
         self.index = ObjectIndex(state / "objects" / "index.sqlite3", synchronous=synchronous)
         #: where alarms live: the index, or the shared store's object rows
-        self.alarm_rows: ObjectIndex | PgAlarms = (
-            PgAlarms(placement, sorted(self.classes)) if placement is not None else self.index
-        )
+        self.alarm_rows: ObjectIndex | PgAlarms = self.index
+        if placement is not None:
+            from celld.objects.pgalarms import PgAlarms  # asyncpg: only with PostgreSQL
+
+            self.alarm_rows = PgAlarms(placement, sorted(self.classes))
         self.live: dict[ObjectRef, LiveObject] = {}
         self._starting: dict[ObjectRef, asyncio.Future[LiveObject]] = {}
         self.alarms = AlarmQueue(clock, self._fire_alarm)
@@ -195,7 +199,7 @@ class ObjectManager:
     async def _claim_alarms(self) -> None:
         """Each maintenance tick: objects with an alarm whose node died are taken over here,
         and their alarms armed."""
-        assert isinstance(self.alarm_rows, PgAlarms)
+        assert not isinstance(self.alarm_rows, ObjectIndex)  # PgAlarms
         claimed = await self.alarm_rows.claim_orphans()
         for alarm in claimed:
             self._arm(alarm)

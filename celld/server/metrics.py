@@ -6,8 +6,10 @@ from live objects need none of that library's registries or background collector
 
 from __future__ import annotations
 
+import gc
 from typing import TYPE_CHECKING
 
+from celld.server import collector
 from celld.server.live_parts import object_socket_rows, queue_rows
 from celld.store.base import StoreUnavailable
 
@@ -94,8 +96,39 @@ def _queues_and_sockets(text: MetricsText, service: Service) -> None:
     )
 
 
+def _collector(text: MetricsText) -> None:
+    """The cyclic garbage collector's passes: each stops the event loop while it runs."""
+    pauses = collector.pauses
+    generations = range(len(pauses.count))
+    text.add(
+        "celld_gc_frozen_objects",
+        "gauge",
+        "Objects frozen once serving (start-up's): the collector's passes do not walk them.",
+        gc.get_freeze_count(),
+    )
+    text.add(
+        "celld_gc_passes_total",
+        "counter",
+        "Passes of the cyclic garbage collector since serving, by generation.",
+        {f'generation="{g}"': pauses.count[g] for g in generations},
+    )
+    text.add(
+        "celld_gc_pause_seconds_total",
+        "counter",
+        "Time the collector's passes held the interpreter, by generation.",
+        {f'generation="{g}"': pauses.seconds[g] for g in generations},
+    )
+    text.add(
+        "celld_gc_longest_pause_seconds",
+        "gauge",
+        "The longest single pass since serving, by generation.",
+        {f'generation="{g}"': pauses.longest[g] for g in generations},
+    )
+
+
 async def render_metrics(service: Service) -> str:
     text = MetricsText()
+    _collector(text)
     pool = service.pool
     if pool is not None:
         text.add("celld_worker_isolates", "gauge", "Isolates serving HTTP requests.", pool.size)

@@ -44,7 +44,6 @@ from celld.objects.migrations import migrate_state
 from celld.objects.placement import Placement
 from celld.project.config import ProjectConfig, WorkflowConfig
 from celld.queues.broker import QueueBroker, outcome_from_js
-from celld.queues.pgqueues import place_on_nodes
 from celld.queues.rules import Outcome
 from celld.server import lifecycle_log
 from celld.server.app import INTERNAL_PREFIX, build_app
@@ -60,7 +59,6 @@ from celld.server.testing import testing_routes
 from celld.server.ui import ui_routes
 from celld.store.base import Store, StoreUnavailable
 from celld.store.choice import check_store, is_postgres, open_store
-from celld.store.postgres import PostgresStore
 
 log = logging.getLogger("celld")
 #: the first position of a stack ("(src/index.js:3:9)")
@@ -281,6 +279,8 @@ class Service:
         if not is_postgres(self.options.store) or not (bound.objects.bindings or bound.d1):
             return
         await self._open_shared_store()
+        from celld.store.postgres import PostgresStore  # asyncpg: only with PostgreSQL
+
         if self.placement is None:
             assert isinstance(self.store, PostgresStore)
             self.placement = Placement(self.store)
@@ -313,6 +313,9 @@ class Service:
         if is_postgres(self.options.store) and not self.queues.opened:
             # several nodes: messages in the shared database, each queue consumed by one
             await self._open_shared_store()
+            from celld.queues.pgqueues import place_on_nodes
+            from celld.store.postgres import PostgresStore
+
             assert isinstance(self.store, PostgresStore)
             place_on_nodes(self.queues, self.store)
         await self.queues.open()

@@ -1,5 +1,7 @@
 """Which store `celld run` uses: embedded SQLite under --persist-to (the default), or a
-PostgreSQL database shared by several nodes (`--store postgresql://...`, CELLD_STORE)."""
+PostgreSQL database shared by several nodes (`--store postgresql://...`, CELLD_STORE).
+The PostgreSQL modules (and asyncpg, ~2.7 MB of an idle server's RSS) are imported only
+when the store is PostgreSQL."""
 
 from __future__ import annotations
 
@@ -7,8 +9,6 @@ from pathlib import Path
 
 from celld.project.bindings import BindingsConfig
 from celld.store.base import Store
-from celld.store.pgnodes import lease_from_environment
-from celld.store.postgres import PostgresStore, redact
 from celld.store.sqlite import SqliteStore
 
 POSTGRES_SCHEMES = ("postgresql://", "postgres://")
@@ -22,6 +22,9 @@ def check_store(spec: str | None, bindings: BindingsConfig) -> None:
     """Refuse what cannot work, at start, with what to do instead (ValueError)."""
     if spec in (None, "", "sqlite"):
         return
+    from celld.store.pgnodes import lease_from_environment
+    from celld.store.postgres import redact
+
     lease_from_environment()  # a bad CELLD_NODE_LEASE_MS fails the start too
     if not is_postgres(spec):
         raise ValueError(
@@ -54,6 +57,9 @@ def open_store(
     """The store `spec` names (not opened yet)."""
     if is_postgres(spec):
         assert spec is not None
+        from celld.store.pgnodes import lease_from_environment
+        from celld.store.postgres import PostgresStore
+
         return PostgresStore(
             spec,
             lease_ms=lease_from_environment(),

@@ -12,6 +12,9 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+import pytest
+
+from celld.cells import residency
 from celld.cells.clock import ManualClock
 from celld.cells.manager import MAX_YOUNG, CellSettings
 from celld.cells.residency import YOUNG_MS, Residency
@@ -88,6 +91,24 @@ async def test_a_burst_of_sleepers_passes_isolates_along(tmp_path: Path) -> None
         assert created <= total // 4, f"{created} isolates created for {total} runs"
         # a created instance's first run uses the cell the create made (no read back)
         assert claims[0] == 0
+        statuses = await wait_for(service, LONG, ids, {"waiting"})
+        assert all(s["status"] == "waiting" for s in statuses.values())
+
+
+async def test_created_cells_held_for_their_runs_are_bounded(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Past `MAX_HELD` created cells waiting for their first run, the rest are not kept
+    loaded (their run reads the instance back, once): a burst's memory stays bounded, and
+    every instance still runs to its sleep."""
+    monkeypatch.setattr(residency, "MAX_HELD", 40)
+    total = 300  # three createBatch calls of 100 at once: far more queued than 40 + young
+    async with running_service(tmp_path / "state", js_threads=1) as service:
+        assert service.cells is not None
+        with counting_claims(service) as claims:
+            ids = await create_sleepers(service, "h", total, "1 day")
+            await settled(service, "waiting", total)
+        assert 0 < claims[0] <= total - 40
         statuses = await wait_for(service, LONG, ids, {"waiting"})
         assert all(s["status"] == "waiting" for s in statuses.values())
 

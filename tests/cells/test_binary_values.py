@@ -183,8 +183,13 @@ async def test_params_and_event_payload_from_js_as_bytes(tmp_path: Path, store: 
         try:
             # (the second life may have been killed before its last sleep was committed:
             # then it starts again here, an hour from now)
-            _until(node, "asleep after the event", _has_step("after the event"))
-            node.advance(2 * HOUR_MS)
+            view = _until(node, "asleep after the event", _has_step("after the event"))
+            row = next(row for row in view["steps"] if row["name"] == "after the event")
+            if row["state"] != "done" and row["wake_at"] > START_MS + 4 * HOUR_MS:
+                # asleep until an hour from now: nothing of the run is in flight, so the
+                # clock may jump (a jump while run() awaits its digest outside a step
+                # would pass the 60 s it may wait on work outside a step)
+                node.advance(2 * HOUR_MS)
             return dict(_until(node, "complete", lambda view: view["status"] == "complete"))
         finally:
             node.stop()

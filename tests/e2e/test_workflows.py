@@ -283,3 +283,7 @@ def test_metrics_report_cells_alarms_and_store(server: CelldServer) -> None:
     assert samples["celld_store_commits_total"] > 0
     assert samples["celld_isolate_memory_bytes"] > 0
     assert 'celld_alarm_wake_lag_ms{quantile="0.99"}' in samples
+    # start-up's heap was frozen once serving (celld/server/collector.py), passes are timed
+    assert samples["celld_gc_frozen_objects"] > 10_000
+    assert 'celld_gc_longest_pause_seconds{generation="2"}' in samples
+    assert 'celld_gc_passes_total{generation="0"}' in samples

@@ -26,7 +26,7 @@ from cryptography.hazmat.primitives.kdf.hkdf import HKDF
 
 from celld.isolate.host import HostError
 from celld.isolate.webcrypto.keys import CURVE_BYTES, CURVES, b64url, int_bytes
-from celld.isolate.webcrypto.subtle import _pool
+from celld.isolate.webcrypto.pool import pool as _pool
 from celld.isolate.webcrypto.wire import Key
 
 #: Node's digest names (js/node/crypto.js normalizes them) as `cryptography` hashes.

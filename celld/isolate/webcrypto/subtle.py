@@ -13,22 +13,13 @@ from __future__ import annotations
 import asyncio
 import json
 from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from celld.isolate.webcrypto import keys, operations
 from celld.isolate.webcrypto.algorithms import integer, normalize
 from celld.isolate.webcrypto.errors import invalid_access, type_error
+from celld.isolate.webcrypto.pool import pool as _pool
 from celld.isolate.webcrypto.wire import Key, buffer, to_bytes, to_key
-
-_executor: ThreadPoolExecutor | None = None
-
-
-def _pool() -> ThreadPoolExecutor:
-    global _executor
-    if _executor is None:
-        _executor = ThreadPoolExecutor(max_workers=2, thread_name_prefix="celld-crypto")
-    return _executor
 
 
 def _usable(key: Key, algorithm: Any, operation: str, usage: str) -> dict[str, Any]:

@@ -222,9 +222,12 @@ export class BusyStepWorkflow extends WorkflowEntrypoint {
   async run(event, step) {
     const before = await step.do("before", async () => "quick");
     const spun = await step.do("spin", { retries: { limit: 0, delay: 1000 } }, async () => {
+      // `ms` of the clock, and at least 20,000 iterations a millisecond asked for (60 ms:
+      // ~35 ms of CPU on its own), so a thread the machine preempts still spends CPU on it
       let n = 0;
       const until = Date.now() + event.payload.ms;
-      while (Date.now() < until) n++;
+      const least = event.payload.ms * 20000;
+      while (Date.now() < until || n < least) n++;
       return n >= 0;
     });
     const after = await step.do("after", async () => "quick");
