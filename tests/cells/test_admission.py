@@ -33,20 +33,25 @@ START_MS = 1_800_000_000_000
 
 @contextmanager
 def counting_claims(service: Service) -> Iterator[list[int]]:
-    """Count the instance reads (`claim`) the cells make of the real store."""
+    """Count the instances the cells read from the real store (`claim`, and each instance
+    of a `claim_many`: the runs of one admission pass are read together)."""
     store: Any = service.store
-    original = store.claim
+    original, original_many = store.claim, store.claim_many
     seen = [0]
 
     async def claim(ref: Any) -> Any:
         seen[0] += 1
         return await original(ref)
 
-    store.claim = claim
+    async def claim_many(refs: list[Any]) -> Any:
+        seen[0] += len(refs)
+        return await original_many(refs)
+
+    store.claim, store.claim_many = claim, claim_many
     try:
         yield seen
     finally:
-        store.claim = original
+        store.claim, store.claim_many = original, original_many
 
 
 async def create_sleepers(service: Service, prefix: str, total: int, nap: str) -> list[str]:
