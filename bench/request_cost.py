@@ -89,7 +89,7 @@ def main() -> None:
     log = open(work / "celld.log", "ab")  # noqa: SIM115
     process = subprocess.Popen(
         [sys.executable, "-m", "celld", "run", str(PROJECT), "--port", str(port),
-         "--persist-to", str(work / "state"), "--log-level", "warning"],
+         "--persist-to", str(work / "state"), "--log-level", "warning", "--workers", "1"],
         stdout=log, stderr=subprocess.STDOUT, start_new_session=True, cwd=REPO,
     )  # fmt: skip
     base = f"http://127.0.0.1:{port}"
