@@ -27,6 +27,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from pathlib import Path
 
@@ -79,14 +80,22 @@ def one_round(base: str, tag: str, lives: int, clients: int) -> tuple[int, int]:
     requests = 0
     lookups = 0
 
+    local = threading.local()  # one keep-alive connection per client, as bench/run.py's
+    opened: list[httpx.Client] = []
+
     def create(instance_id: str) -> None:
-        with httpx.Client(base_url=base, timeout=60) as client:
-            client.post(
-                "/create", params={"wf": "BENCH", "id": instance_id}, json={"steps": 1}
-            ).raise_for_status()
+        client = getattr(local, "client", None)
+        if client is None:
+            client = local.client = httpx.Client(base_url=base, timeout=60)
+            opened.append(client)
+        client.post(
+            "/create", params={"wf": "BENCH", "id": instance_id}, json={"steps": 1}
+        ).raise_for_status()
 
     with concurrent.futures.ThreadPoolExecutor(clients) as pool:
         list(pool.map(create, ids))
+    for client in opened:
+        client.close()
     requests += lives
     pending = ids
     with httpx.Client(base_url=base, timeout=60) as client:
@@ -139,7 +148,7 @@ def main() -> None:
             spy = None
             if args.profile is not None and number == args.rounds - 1:
                 spy = subprocess.Popen(
-                    ["py-spy", "record", "-r", "500", "-f", "raw", "--threads", "-o",
+                    ["py-spy", "record", "-r", "500", "-f", "raw", "--threads", "--gil", "-o",
                      str(args.profile), "-p", str(process.pid)],
                     stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
                 )  # fmt: skip
