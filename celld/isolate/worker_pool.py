@@ -27,7 +27,8 @@ stopping it): a quick request then never lands in an isolate about to be stopped
 
 Turns run on the isolates' JS threads, except a short request reaching an idle isolate,
 which turns on the event loop where it is handed over (`_may_inline`; a turn there that
-runs too long is stopped, and its requests start over on a JS thread).
+runs too long is stopped, and its requests start over on a JS thread), and the answers to
+such requests' reads (`_answers_may_inline`), under the same rule.
 """
 
 from __future__ import annotations
@@ -478,8 +479,9 @@ class WorkerPool:
         are in their messages and the isolate serves nothing else, so a turn stopped at
         the inline limit (its outbox dropped: it sent nothing out) has touched only this
         isolate, which is replaced, and the requests start over on a JS thread
-        (`_on_fault`). And only while the Worker's recent turns were short, and none was
-        ever stopped: a CPU-bound Worker holds the loop for at most one such turn."""
+        (`_on_fault`); or the batch is answers to requests that could all start over so
+        (`_answers_may_inline`). And only while the Worker's recent turns were short, and
+        none was ever stopped: a CPU-bound Worker holds the loop for at most one such turn."""
         slot.inline_batch = None
         if self._long_turns or self._turn_peak_ms > INLINE_TURN_MS or slot.streams:
             return False
