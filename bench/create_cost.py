@@ -219,6 +219,18 @@ async def settled(
         await asyncio.sleep(0.05)
 
 
+def start_figures(cells: Any) -> dict[str, Any]:
+    """Runs started together (celld/cells/startbatch.py), where the checkout has them."""
+    counts = getattr(cells, "start_counts", None)
+    if counts is None:
+        return {}
+    return {
+        "start batches": counts.batches,
+        "runs per batch": counts.runs / max(1, counts.batches),
+        "start turns per batch": counts.turns / max(1, counts.batches),
+    }
+
+
 def per_instance(before: dict[str, float], after: dict[str, float], n: int) -> dict[str, float]:
     kinds = sorted(set(before) | set(after))
     out = {k: (after.get(k, 0) - before.get(k, 0)) * 1000 / n for k in kinds}
@@ -293,6 +305,7 @@ async def create_workload(n: int, concurrency: int, profile: bool) -> None:
                 "rss peak MiB": peak[0],
                 "rss after trim MiB": rss_mb(),
                 "warm isolates kept": len(cells.isolates.warm),
+                **start_figures(cells),
             }
             show(f"create: {n} day-long sleepers, createBatch x{CHUNK}, {concurrency} at once",
                  figures)  # fmt: skip
@@ -363,6 +376,8 @@ async def wake_workload(n: int, concurrency: int, lead_s: float, profile: bool) 
                 "isolates created": counters.count["isolate_create"],
                 "js ms/wake turns": 1000 * counters.cpu["turn"] / n,
                 "reads/wake": counters.count["read"] / n,
+                "turns/wake": counters.count["turn"] / n,
+                **start_figures(cells),
             }
             show(f"wake: {n} hibernated sleepers due at the same moment (residency 500 ms)",
                  figures)  # fmt: skip

@@ -1438,6 +1438,9 @@ def main() -> None:
         "--only", default="", help="comma-separated workload keys (opt-in ones run only so)"
     )
     parser.add_argument("--list", action="store_true", help="list workload keys and exit")
+    parser.add_argument(
+        "--all", action="store_true", help="every workload, the opt-in ones too (one whole run)"
+    )
     parser.add_argument("--threads", type=int, default=None, help="celld run --threads")
     parser.add_argument("--out", type=Path, help="write the markdown report here")
     parser.add_argument("--json", type=Path, help="write raw figures here")
@@ -1461,7 +1464,7 @@ def main() -> None:
         if unknown:
             parser.error(f"unknown workload keys {sorted(unknown)} (--list shows them)")
         chosen = [w for w in chosen if w.key in keys]
-    else:
+    elif not args.all:
         chosen = [w for w in chosen if not w.opt_in]
     command = "python bench/run.py " + " ".join(shlex.quote(a) for a in sys.argv[1:])
     started = time.monotonic()

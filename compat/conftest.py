@@ -26,6 +26,7 @@ from compat.targets import (
     NPM_APP,
     OBJECTS,
     REALTIME,
+    STATIC,
     WORKERS,
     Target,
     connect,
@@ -111,6 +112,13 @@ def realtime_target(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Target
     """WebSockets and Queues (compat/projects/realtime) on the same kind of target;
     CELLD_COMPAT_REALTIME_URL reuses a running server."""
     yield from _serve(tmp_path_factory, REALTIME, "compat-realtime", "CELLD_COMPAT_REALTIME_URL")
+
+
+@pytest.fixture(scope="session")
+def static_target(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Target]:
+    """An assets-only Worker (compat/projects/static) on the same kind of target;
+    CELLD_COMPAT_STATIC_URL reuses a running server."""
+    yield from _serve(tmp_path_factory, STATIC, "compat-static", "CELLD_COMPAT_STATIC_URL")
 
 
 #: The two Workers of compat/projects/workers, as `wrangler dev -c front -c back` runs them.

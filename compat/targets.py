@@ -39,6 +39,8 @@ OBJECTS = PROJECTS / "objects"
 WORKERS = PROJECTS / "workers"
 #: WebSockets (a Worker's own pair, a hibernating Durable Object) and a queue's consumer.
 REALTIME = PROJECTS / "realtime"
+#: An assets-only Worker (no `main`) with a 404 page.
+STATIC = PROJECTS / "static"
 
 #: Statuses in which an instance is doing work right now (its state may still change without
 #: any outside help and without time passing).

@@ -261,9 +261,10 @@ def test_missing_class_name_message(tmp_path: Path) -> None:
     assert str(error_of(path)) == f"{path}: workflows[0].class_name: field required"
 
 
-def test_main_required(tmp_path: Path) -> None:
+def test_main_or_assets_required(tmp_path: Path) -> None:
     path = make_project(tmp_path, "wrangler.toml", 'name = "w"\n')
-    assert str(error_of(path)) == f"{path}: main: field required"
+    expected = "main: Missing entry-point to Worker script or to assets directory"
+    assert str(error_of(path)) == f"{path}: {expected}"
 
 
 def test_main_must_exist(tmp_path: Path) -> None:

@@ -31,18 +31,17 @@ import asyncio
 import base64
 import fnmatch
 import hashlib
-import mimetypes
 import posixpath
 from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import quote, unquote, urlsplit
 
+from celld.bindings.mime import content_type
 from celld.project.bindings import AssetsConfig
 
 CACHE_CONTROL = "public, max-age=0, must-revalidate"
 # Characters a path keeps unescaped; a request spelled otherwise is redirected to this form.
 _PATH_SAFE = "/!$&'()*+,;=:@-._~"
-_TEXT_TYPES = ("text/", "application/javascript", "application/json", "image/svg+xml")
 
 
 @dataclass
@@ -62,13 +61,6 @@ class AssetAnswer:
 class _Match:
     file: str | None = None
     redirect: str | None = None
-
-
-def content_type(name: str) -> str:
-    guessed = mimetypes.guess_type(name)[0] or "application/octet-stream"
-    if guessed.startswith(_TEXT_TYPES):
-        return f"{guessed}; charset=utf-8"
-    return guessed
 
 
 class AssetServer:
@@ -197,7 +189,8 @@ class AssetServer:
             ):
                 fallback = None  # only navigations get the app's index.html
             if fallback is None:
-                return None if not from_worker else AssetAnswer(404)
+                worker_next = not from_worker and not self.config.assets_only
+                return None if worker_next else AssetAnswer(404)
             file, status = fallback
         # A request the assets would answer, but not with GET or HEAD.
         if method not in ("GET", "HEAD"):
@@ -212,8 +205,9 @@ class AssetServer:
         assert file is not None
         data = await asyncio.to_thread((self.root / file).read_bytes)
         etag = '"' + hashlib.sha256(data).hexdigest()[:32] + '"'
+        kind = content_type(file)
         out = [
-            ("content-type", content_type(file)),
+            *((("content-type", kind),) if kind is not None else ()),
             ("etag", etag),
             ("cache-control", CACHE_CONTROL),
         ]

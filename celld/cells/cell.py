@@ -24,6 +24,7 @@ from celld.cells.instance_log import InstanceLog
 from celld.cells.port import CellPort, WorkflowSpec
 from celld.cells.run import CellRun
 from celld.cells.runqueue import Priority
+from celld.cells.startbatch import StartBatch
 from celld.engine import (
     ErrorInfo,
     EventRecord,
@@ -34,6 +35,7 @@ from celld.engine import (
     StepRecord,
 )
 from celld.engine.state import Changes
+from celld.isolate.tenant import Tenant
 from celld.store.base import InstanceRef, StoreUnavailable, Write
 
 log = logging.getLogger("celld.cells")
@@ -76,6 +78,9 @@ class Cell:
         #: start_run) and an answer given ahead of its commit (`CellRun._answer_early`)
         self._turn_holds = 0
         self._hold_waiter: asyncio.Future[None] | None = None
+        #: the runs admitted with this one's start, which post their starts together
+        #: (set by the residency while the start is under way)
+        self.start_batch: StartBatch | None = None
 
     @property
     def idle(self) -> bool:
@@ -358,9 +363,61 @@ class Cell:
         except BaseException:
             await self.port.leave_isolate(tenant)
             raise
+        batch = self.start_batch
+        if batch is not None and not self.broken:
+            # the other runs admitted with this one are started in the same pass, by one
+            # call: one turn of each isolate starts them all (celld/cells/startbatch.py)
+            status = self.machine.status
+            outcome: list[BaseException | bool] = []
+
+            def launch() -> None:
+                try:
+                    outcome.append(self._launch(tenant, start, preload, batch, status))
+                except Exception as error:  # noqa: BLE001 - raised in this start's task
+                    outcome.append(error)
+
+            try:
+                await batch.ready(self.ref, launch)
+            except BaseException:  # cancelled while it waited (a shutdown)
+                if not outcome:  # never posted: the place in the isolate goes back
+                    batch.withdraw(self.ref)
+                    await self.port.leave_isolate(tenant)
+                raise
+            if outcome and isinstance(outcome[0], BaseException):
+                raise outcome[0]
+            if outcome and outcome[0]:
+                return
+            # another start, a restart, an event or a lifecycle change (terminate, pause)
+            # got in while this one waited: this start is void, and a run the instance
+            # still needs starts afresh from what the machine holds now
+            if self.run is None and not self.broken:
+                self.machine.abandon_run()
+            await self.port.leave_isolate(tenant)
+            if self.run is None and not self.broken and self.machine.status in STARTABLE:
+                self.port.request_run(self.ref, Priority.WAKE)
+            return
         if self.broken:  # dropped while the journal was read: nothing of it may run
             await self.port.leave_isolate(tenant)
             return
+        self._launch(tenant, start, preload, None, None)
+
+    def _launch(
+        self,
+        tenant: Tenant,
+        start: RunStart,
+        preload: bool,
+        batch: StartBatch | None,
+        status: Status | None,
+    ) -> bool:
+        """Post the run's start (synchronously); False if a batch's wait made it void."""
+        if status is not None and (
+            self.broken
+            or self.run is not None
+            or self.deleted
+            or self.machine.generation != start.generation
+            or self.machine.status is not status
+        ):
+            return False
         run = CellRun(self, tenant)
         self.run = run
         # (told at once if a co-tenant's lost write condemned the isolate while the
@@ -377,7 +434,10 @@ class Cell:
             tenant.after_next_turn(self.release_writes)
             self.commit_soon(self._start_committed)
         run.post_start(start)
+        if batch is not None:
+            batch.posted(tenant)
         self.machine.forget_finished()  # JS has the journal now
+        return True
 
     def hold_writes(self) -> None:
         """Hold writes off until `release_writes`: what the next turn asks to commit goes

@@ -214,6 +214,12 @@ class IsolateSource:
         free = sum(MAX_TENANTS - len(host.tenants) for host, _ in self._shared if not host.faulted)
         return len(self.warm) + free
 
+    def start_room(self) -> int:
+        """Runs that could join a running or warm isolate now (a warm one takes
+        `MAX_TENANTS`): how many runs admitted together may start as one batch."""
+        free = sum(MAX_TENANTS - len(host.tenants) for host, _ in self._shared if not host.faulted)
+        return len(self.warm) * MAX_TENANTS + free
+
     @property
     def serving(self) -> int:
         """Isolates serving shared runs now."""

@@ -42,6 +42,7 @@ from celld.cells.port import RunSettings, WorkflowSpec
 from celld.cells.residency import Residency
 from celld.cells.runqueue import Priority
 from celld.cells.schedules import Scheduler
+from celld.cells.startbatch import StartCounts
 from celld.cells.tasks import ErrorHandler, TaskOwner
 from celld.cells.trim import trim_after_bursts
 from celld.engine import Machine, Status, rollback
@@ -191,6 +192,7 @@ class CellManager:
         )
         self.residency.on_room = self._refill_wanted
         self.residency.warm_idle = self.isolates.room
+        self.residency.start_room = self.isolates.start_room
         self.alarms = AlarmQueue(clock, self._on_alarm)
         self._refill = asyncio.Event()
         self._refilling = False  # a refill pass is paging runnable instances in
@@ -730,6 +732,11 @@ class CellManager:
     @property
     def max_resident(self) -> int:
         return self.residency.max_resident
+
+    @property
+    def start_counts(self) -> StartCounts:
+        """How runs admitted together were started (celld/cells/startbatch.py)."""
+        return self.residency.start_counts
 
     @property
     def run_queue_length(self) -> int:

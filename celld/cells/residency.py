@@ -36,6 +36,7 @@ from typing import Any
 
 from celld.cells.cell import Cell
 from celld.cells.runqueue import Priority, RunQueue
+from celld.cells.startbatch import StartBatch, StartCounts
 from celld.store.base import InstanceRef, OwnedElsewhere, StoreUnavailable
 
 Loader = Callable[[InstanceRef], Awaitable[Cell | None]]
@@ -85,7 +86,12 @@ class Residency:
         self._held: dict[InstanceRef, Cell] = {}  # created cells waiting for their first run
         #: Idle warm isolates: runs beyond `max_young` are admitted while they have one.
         self.warm_idle: Callable[[], int] = lambda: 0
+        #: Runs that could join a running or warm isolate now (a batch's size at most).
+        self.start_room: Callable[[], int] = lambda: 0
         self.runs_started = 0
+        #: how runs were started together (celld/cells/startbatch.py), for metrics
+        self.start_counts = StartCounts()
+        self._dispatch_handle: asyncio.Handle | None = None
         #: Called whenever the queue has room again (the manager refills it from the store).
         self.on_room: Callable[[], None] = lambda: None
 
@@ -236,6 +242,10 @@ class Residency:
     ) -> None:
         """Queue a run of `ref`. `hold`: its cell, just created; it stays loaded until the
         run starts (if the queue took the run and not too many are held already)."""
+        if hold is None:
+            # loaded now (an event or an operation brought it in): kept loaded until its
+            # run starts, since the dispatch comes at the end of this pass
+            hold = self.cells.get(ref)
         queued = self.queue.push(ref, priority)
         if (
             hold is not None
@@ -254,6 +264,25 @@ class Residency:
             self.release(cell)
 
     def dispatch(self) -> None:
+        """Admit queued runs at the end of this pass of the event loop: the runs requested
+        or freed during one pass (a createBatch's instances, a burst of due wake-ups, the
+        runs a group commit settled) are admitted together and start as one batch
+        (celld/cells/startbatch.py)."""
+        if self._dispatch_handle is not None:
+            return
+        try:
+            loop = asyncio.get_running_loop()
+        except RuntimeError:
+            self._dispatch_now()
+            return
+        self._dispatch_handle = loop.call_soon(self._dispatch_due)
+
+    def _dispatch_due(self) -> None:
+        self._dispatch_handle = None
+        self._dispatch_now()
+
+    def _dispatch_now(self) -> None:
+        admitted: list[tuple[InstanceRef, Priority, Cell | None]] = []
         while len(self.queue):
             if (
                 len(self._young) >= self.max_young
@@ -280,7 +309,21 @@ class Residency:
             self._young[ref] = _LAUNCHING
             self._launching += 1
             self._starts[ref] = priority
-            self._spawn(self._start(ref, priority, cell), "starting a run")
+            admitted.append((ref, priority, cell))
+        # Runs that find room in a running or warm isolate start together; those beyond
+        # it would wait for an isolate to be created (milliseconds of a JS thread each,
+        # one per thread at a time) and start on their own rather than hold the batch.
+        together = min(len(admitted), self.start_room()) if len(admitted) > 1 else 0
+        batch = (
+            StartBatch([ref for ref, _, _ in admitted[:together]], self.start_counts)
+            if together > 1
+            else None
+        )
+        for i, (ref, priority, cell) in enumerate(admitted):
+            self._spawn(
+                self._start(ref, priority, cell, batch if i < together else None),
+                "starting a run",
+            )
         if self.queue.has_room:
             self.on_room()  # a refill from the store waits for room
 
@@ -324,8 +367,11 @@ class Residency:
                 return True
         return False
 
-    async def _start(self, ref: InstanceRef, priority: Priority, held: Cell | None) -> None:
+    async def _start(
+        self, ref: InstanceRef, priority: Priority, held: Cell | None, batch: StartBatch | None
+    ) -> None:
         reserved = True
+        started: Cell | None = None
         try:
             async with self.using(ref) as cell:
                 self._unhold(ref)
@@ -335,12 +381,18 @@ class Residency:
                 reserved = False
                 cell.starting = True
                 self._slots[ref] = cell
+                started = cell
+                cell.start_batch = batch
                 await self._start_cell(cell, priority)
         except StoreUnavailable:
             self._on_unavailable(ref)  # its run is requested again once the store works
         except OwnedElsewhere:
             pass  # another node took the instance over: it runs there
         finally:
+            if started is not None and started.start_batch is batch:
+                started.start_batch = None
+            if batch is not None:
+                batch.leave(ref)  # (its start posted, or never will: the others go on)
             self._starts.pop(ref, None)
             self._launching -= 1
             if held is not None:

@@ -84,6 +84,11 @@ class Member:
     reloads: dict[int, Callable[[], Awaitable[str | None]]] = field(default_factory=dict)
     #: the session's queues (their owner's side of the `queue` calls)
     _queues: QueueBroker | None = None
+    #: how long process 0 waits for another process to load a new version
+    #: (`CELLD_RELOAD_WAIT_S`, default 30 s): a stopped process must not stall the watch
+    reload_wait_s: float = field(
+        default_factory=lambda: float(os.environ.get("CELLD_RELOAD_WAIT_S", "30"))
+    )
 
     @classmethod
     def from_environment(cls) -> Member | None:
@@ -273,23 +278,41 @@ class Member:
 
     async def reload_others(self, worker: int) -> dict[int, str]:
         """Tell every other process to load Worker number `worker` of the session again
-        (this one, process 0, watched, built and reloaded it); what failed, by process. A
-        process being restarted is waited for (it may already load the new files)."""
+        (this one, process 0, watched, built and reloaded it); what went wrong, by
+        process, as the end of a sentence that starts "process N". A process being
+        restarted is waited for (it may already load the new files); one that does not
+        answer within `reload_wait_s` (stopped, or stuck in a load) is not, so that
+        process 0 goes on watching: the request stays with it and it loads the new
+        version when it runs again."""
         peers = [peer for peer in range(self.size) if peer != self.index]
         outcomes = await asyncio.gather(
-            *(self._peer(peer).call({"kind": "reload", "worker": worker}) for peer in peers),
+            *(
+                asyncio.wait_for(
+                    self._peer(peer).call({"kind": "reload", "worker": worker}),
+                    self.reload_wait_s,
+                )
+                for peer in peers
+            ),
             return_exceptions=True,
         )
         failed: dict[int, str] = {}
         for peer, outcome in zip(peers, outcomes, strict=True):
             if isinstance(outcome, PeerUnavailable):
-                failed[peer] = "it is being restarted (it starts on the files as they are)"
+                failed[peer] = "is being restarted (it starts on the files as they are)"
             elif isinstance(outcome, PeerLost):
-                failed[peer] = "it stopped while loading (restarted on the files as they are)"
+                failed[peer] = "stopped while loading (restarted on the files as they are)"
+            elif isinstance(outcome, TimeoutError):
+                failed[peer] = (
+                    f"did not answer within {self.reload_wait_s:g} s (it loads the new "
+                    "version when it answers; until then it serves the previous one)"
+                )
             elif isinstance(outcome, BaseException):
                 raise outcome
             elif "error" in outcome[0]:
-                failed[peer] = str(outcome[0]["error"])
+                failed[peer] = (
+                    f"could not load the new version: {outcome[0]['error']}\n"
+                    "(its previous version keeps serving until the next change)"
+                )
         return failed
 
     async def _clock_moved(self, answer: bytes) -> None:

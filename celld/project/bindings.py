@@ -18,6 +18,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
+from .compat import behaviours
 from .errors import Issue
 from .keys import OFFLINE_BINDINGS
 from .objects import DurableObjectsConfig, resolve_objects
@@ -26,7 +27,6 @@ from .schema import TopLevelModel
 
 DEFAULT_MIGRATIONS_DIR = "migrations"
 DEFAULT_MIGRATIONS_TABLE = "d1_migrations"
-SPA_NAVIGATION_DATE = "2025-04-01"
 
 
 @dataclass(frozen=True)
@@ -59,9 +59,11 @@ class AssetsConfig:
     not_found_handling: str
     #: True/False, or route patterns (a leading "!" excludes) that go to the Worker first.
     run_worker_first: bool | tuple[str, ...]
-    #: From compatibility date 2025-04-01 a single-page app's index.html answers only
-    #: navigation requests when no asset matches; the rest go to the Worker.
+    #: A single-page app's index.html answers only navigation requests when no asset
+    #: matches; the rest go to the Worker (celld.project.compat: from 2025-04-01).
     navigation_only_spa: bool = False
+    #: No Worker script (`main`): a request no asset answers gets 404, never a Worker.
+    assets_only: bool = False
 
 
 @dataclass(frozen=True)
@@ -165,7 +167,12 @@ def resolve_bindings(
                 html_handling=spec.html_handling,
                 not_found_handling=spec.not_found_handling,
                 run_worker_first=run_first if isinstance(run_first, bool) else tuple(run_first),
-                navigation_only_spa=(model.compatibility_date or "") >= SPA_NAVIGATION_DATE,
+                # with no Worker, every request no asset matches gets the app
+                navigation_only_spa=model.main is not None
+                and behaviours(model.compatibility_date, model.compatibility_flags)[
+                    "assetsNavigationPrefersAssetServing"
+                ],
+                assets_only=model.main is None,
             )
     offline = []
     for kind, value in (("ai", model.ai), ("browser", model.browser)):

@@ -22,6 +22,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
+from .assets_only import assets_only_issues
 from .bindings import BindingsConfig, resolve_bindings
 from .devvars import parse_var_option, read_local_vars
 from .environments import select_environment
@@ -74,13 +75,14 @@ class DevConfig:
 
 @dataclass(frozen=True)
 class ProjectConfig:
-    """A validated project: paths are absolute, ``main`` exists. ``warnings`` name the
+    """A validated project: paths are absolute, ``main`` exists (None: an assets-only
+    Worker, celld.project.assets_only). ``warnings`` name the
     keys celld accepts but does not act on (`celld run` prints each once)."""
 
     path: Path
     root: Path
     name: str
-    main: Path
+    main: Path | None
     compatibility_date: str | None
     compatibility_flags: tuple[str, ...]
     vars: dict[str, Any]
@@ -126,10 +128,11 @@ def load_config(
 
     root = path.resolve().parent
     name = model.name or root.name
-    main = (root / model.main).resolve()
+    main = (root / model.main).resolve() if model.main is not None else None
     tsconfig = (root / model.tsconfig).resolve() if model.tsconfig else None
     issues = [
         *_check_main(model.main, main),
+        *assets_only_issues(model),
         *_check_tsconfig(model.tsconfig, tsconfig),
         *_check_vars(model.vars),
         *_check_workflows(model, name),
@@ -191,7 +194,9 @@ def _step_limit(wf: WorkflowModel) -> int:
     return wf.limits.steps
 
 
-def _check_main(given: str, resolved: Path) -> list[Issue]:
+def _check_main(given: str | None, resolved: Path | None) -> list[Issue]:
+    if given is None or resolved is None:
+        return []  # an assets-only Worker (celld.project.assets_only)
     if not given:
         return [Issue("main", "must name the Worker's entry module")]
     if not resolved.is_file():

@@ -14,7 +14,7 @@ Rules:
   network. ``visibility_timeout_ms`` only applies to them.
 * A body sent without ``contentType`` is JSON from compatibility date 2024-03-18 (or with
   the ``queues_json_messages`` flag; ``no_queues_json_messages`` turns it off), else a
-  structured clone (``v8``), as workerd decides it.
+  structured clone (``v8``), as workerd decides it (celld.project.compat).
 * Queues are keyed by name, so two producers of one queue (or a producer and a consumer in
   different Workers of one session) share its messages.
 """
@@ -24,6 +24,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from .compat import behaviours
 from .errors import Issue
 from .schema import TopLevelModel
 
@@ -32,8 +33,6 @@ DEFAULT_BATCH_TIMEOUT_S = 5.0
 DEFAULT_RETRIES = 3
 #: Batches of one queue delivered at once when `max_concurrency` is unset.
 DEFAULT_CONCURRENCY = 20
-#: From this compatibility date a body sent without `contentType` is JSON.
-JSON_MESSAGES_DATE = "2024-03-18"
 
 
 @dataclass(frozen=True)
@@ -69,11 +68,7 @@ class QueuesConfig:
 
 
 def default_content_type(compatibility_date: str | None, flags: list[str]) -> str:
-    if "no_queues_json_messages" in flags:
-        return "v8"
-    if "queues_json_messages" in flags or (compatibility_date or "") >= JSON_MESSAGES_DATE:
-        return "json"
-    return "v8"
+    return "json" if behaviours(compatibility_date, flags)["queuesJsonMessages"] else "v8"
 
 
 def resolve_queues(

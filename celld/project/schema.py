@@ -387,7 +387,8 @@ class BuildModel(_Strict):
 
 class TopLevelModel(_Strict):
     name: str | None = None
-    main: str
+    #: None: an assets-only Worker (celld/project/assets_only.py)
+    main: str | None = None
     compatibility_date: str | None = None
     compatibility_flags: list[str] = []
     vars: dict[str, Any] = {}

@@ -99,7 +99,8 @@ def required_exports(projects: Sequence[ProjectConfig]) -> list[Required]:
                 )
                 message = _no_entrypoint(source, workflow.unconnected, workflow.class_name)
                 needed.append(Required(workflow.unconnected, (workflow.class_name,), message))
-        main = _shown(project.main)
+        # an assets-only Worker has no classes of its own (celld.project.assets_only)
+        main = _shown(project.main) if project.main is not None else ""
         for kind, classes in (
             ("Durable Objects", [b.class_name for b in project.bindings.objects.bindings]),
             ("Workflows", [w.class_name for w in project.workflows if w.unconnected is None]),

@@ -214,6 +214,25 @@ async def render_metrics(service: Service) -> str:
         cells.run_queue_length,
     )
     text.add("celld_cells_max_resident", "gauge", "Cap on resident isolates.", cells.max_resident)
+    starts = cells.start_counts
+    text.add(
+        "celld_run_start_batches_total",
+        "counter",
+        "Batches of runs admitted together that posted their starts together.",
+        starts.batches,
+    )
+    text.add(
+        "celld_run_start_batch_runs_total",
+        "counter",
+        "Runs started in those batches.",
+        starts.runs,
+    )
+    text.add(
+        "celld_run_start_batch_turns_total",
+        "counter",
+        "JS turns that delivered those runs' starts (one per isolate per batch).",
+        starts.turns,
+    )
     text.add(
         "celld_alarms_pending",
         "gauge",

@@ -93,7 +93,8 @@ def watch_targets(service: Service, build: BuildStep | None, extra: set[Path]) -
     bundle = service.program.bundle
     if bundle is not None:
         files.update(p.resolve() for p in bundle.files if _outside_node_modules(p))
-    files.add(project.main)
+    if project.main is not None:
+        files.add(project.main)
     files.update(extra)
     trees = set(build.watch_dirs) if build is not None else set()
     return Targets(
@@ -117,7 +118,7 @@ class Reloader:
         self.config_path = config_path.resolve()
         self.load = load
         #: a cluster's other processes, told to load again after this one did: what
-        #: failed in which process (celld.cluster.member.Member.reload_others)
+        #: went wrong in which process (celld.cluster.member.Member.reload_others)
         self.others = others
         self._task: asyncio.Task[None] | None = None
         #: files a failed load named (a new file with an error): watched until it loads
@@ -252,13 +253,8 @@ class Reloader:
             log.info("No change to the Worker, its config or its vars")
             return
         if self.others is not None:
-            for index, error in sorted((await self.others()).items()):
-                log.error(
-                    "process %d could not load the new version: %s\n(its previous version "
-                    "keeps serving until the next change)",
-                    index,
-                    error,
-                )
+            for index, what in sorted((await self.others()).items()):
+                log.error("process %d %s", index, what)
         log.info("Local server updated and ready")
 
 

@@ -5,7 +5,9 @@ a process forwards to another."""
 
 from __future__ import annotations
 
+import os
 import re
+import signal
 import ssl
 import time
 from collections.abc import Callable
@@ -89,6 +91,39 @@ def test_a_load_error_keeps_every_process_on_the_old_version(tmp_path: Path):
     # the parent says stopping and stopped once for every process
     assert len(re.findall(r"stopping \(SIGTERM\)", log)) == 1, log
     assert len(re.findall(r"\] stopped$", log, re.MULTILINE)) == 1, log
+
+
+def test_a_stopped_process_does_not_stall_the_watch_and_loads_once_it_runs(tmp_path: Path):
+    """Process 0 waits `CELLD_RELOAD_WAIT_S` for the others' reloads, then goes on
+    watching: a process stopped past it (SIGSTOP) is named, and loads the new version
+    when it runs again, from the request that waited for it."""
+    project = tmp_path / "p"
+    (project / "src").mkdir(parents=True)
+    (project / "src" / "index.js").write_text(worker("one"))
+    (project / "wrangler.toml").write_text(
+        'name = "plain"\nmain = "src/index.js"\ncompatibility_date = "2026-11-01"\n'
+    )
+    run = CelldRun(
+        project, tmp_path / "state", "--port", "0", "--workers", "2",
+        env={"CELLD_RELOAD_WAIT_S": "1"},
+    )  # fmt: skip
+    try:
+        run.ready(timeout=120)
+        pid = int(run.wait_for(r"process 1 started \(pid (\d+)\)").group(1))
+        os.kill(pid, signal.SIGSTOP)
+        try:
+            (project / "src" / "index.js").write_text(worker("two"))
+            run.wait_for(r"process 1 did not answer within 1 s")
+            run.wait_for(r"Local server updated and ready")
+            # the watch goes on while process 1 is still stopped: a second change reloads
+            (project / "src" / "index.js").write_text(worker("three"))
+            until(lambda: len(re.findall(r"Local server updated and ready", run.log())) == 2)
+        finally:
+            os.kill(pid, signal.SIGCONT)
+        # process 1 takes the reloads that waited for it, and serves what process 0 does
+        until(lambda: answers(run) == {"three"})
+    finally:
+        assert run.stop() == 0, run.log()
 
 
 def test_forwarded_operator_routes_add_no_log_lines(tmp_path: Path):
