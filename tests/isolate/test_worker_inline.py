@@ -147,9 +147,20 @@ async def test_a_status_poll_crosses_to_no_js_thread_and_an_unknown_id_still_rej
             rounds.append((pool.turns[0] - here, pool.turns[1] - away))
             if rounds[-1][1] == 0:
                 break
-        # three turns a poll (the request, the answer to get, the answer to status()), none
-        # of them on a thread; before, the two answers each crossed to it and back
-        assert rounds[-1] == (30, 0), rounds
+        # two turns a poll (the request, the answer to get, which carried the status that
+        # status() then used), none of them on a thread; before, three, and the two answers
+        # each crossed to it and back
+        assert rounds[-1] == (20, 0), rounds
+
+        # Something else heard from outside between get() and status(): status() asks
+        # (four turns: the request, get, the other get, status)
+        assert (await _request(pool, "/wf-create?id=other&kind=wait")).body == b"other"
+        await _poll_until(pool, "other", b"waiting")
+        here = pool.turns[0]
+        for _ in range(10):
+            answer = await _request(pool, "/wf-status-after-get?id=polled&other=other")
+            assert answer.body == b"waiting"
+        assert pool.turns[0] - here == 40
 
         # An unknown id still rejects at get(), before any status() is asked for
         with pytest.raises(WorkerError) as unknown:

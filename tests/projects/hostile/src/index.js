@@ -199,6 +199,14 @@ const routes = {
     spin(Number(q.get("spin") || 0));
     return new Response(status.status);
   },
+  // get(id), then another answer from outside (get(other)), then status(): what get(id)
+  // was answered with may be older than what the isolate has heard since
+  "/wf-status-after-get": async (request, env) => {
+    const q = new URL(request.url).searchParams;
+    const instance = await env.HOSTILE.get(q.get("id"));
+    await env.HOSTILE.get(q.get("other"));
+    return new Response((await instance.status()).status);
+  },
 };
 
 export default {
