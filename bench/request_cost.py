@@ -6,8 +6,9 @@ Starts `celld run bench/project` (``--log-level warning``, as benchmarks run), c
 BenchWorkflow instance and lets it finish and hibernate, then drives each route with `wrk`
 (one connection, keep-alive) for `--seconds` and reads the server's CPU time from
 /proc/<pid>/stat before and after: CPU per request = (user + system) / requests. Routes:
-``GET /ping`` (a Worker that answers without touching anything) and ``GET /status?id=``
-of the hibernated instance (`env.BENCH.get(id)` then `await instance.status()`).
+``GET /ping`` (a Worker that answers without touching anything), ``GET /status?id=``
+of the hibernated instance (`env.BENCH.get(id)` then `await instance.status()`) and the
+same of a SleeperWorkflow instance asleep for ten minutes (in memory: `status-resident`).
 `--profile` also runs py-spy (``pip install py-spy``) on
 the server during one more round of the last route and writes its stacks (``--format raw``).
 
@@ -80,7 +81,7 @@ def main() -> None:
     parser.add_argument("--seconds", type=float, default=5)
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--profile", type=Path, default=None)
-    parser.add_argument("--only", default=None, help="one route: ping or status")
+    parser.add_argument("--only", default=None, help="one route: ping, status or status-resident")
     args = parser.parse_args()
     if shutil.which("wrk") is None:
         sys.exit("wrk is not installed (Debian package wrk)")
@@ -109,10 +110,13 @@ def main() -> None:
         instance = created["id"]
         while client.get("/status", params={"id": instance}).json()["status"] != "complete":
             time.sleep(0.05)
-        time.sleep(1.5)  # past the residency: it hibernates
+        # one that stays in memory: asleep for 10 minutes, under the residency (an hour)
+        sleeper = client.post("/create?wf=SLEEPER", json={"sleep_ms": 600_000}).json()["id"]
+        time.sleep(1.5)  # past the residency of a finished instance: it hibernates
         routes = {
             "ping": (f"{base}/ping", None),
             "status": (f"{base}/status?id={instance}", None),
+            "status-resident": (f"{base}/status?wf=SLEEPER&id={sleeper}", None),
         }
         if args.only:
             routes = {args.only: routes[args.only]}
