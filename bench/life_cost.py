@@ -23,10 +23,8 @@ from __future__ import annotations
 import argparse
 import concurrent.futures
 import re
-import shutil
 import subprocess
 import sys
-import tempfile
 import threading
 import time
 from pathlib import Path
@@ -36,8 +34,7 @@ import httpx
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-from bench.request_cost import cpu_seconds, loadavg  # noqa: E402
-from tests.celld_server import free_port  # noqa: E402
+from bench.request_cost import cpu_seconds, loadavg, served  # noqa: E402
 
 TURNS = re.compile(r'^celld_worker_turns_total\{where="(\w+)"\} (\d+)', re.MULTILINE)
 
@@ -121,28 +118,8 @@ def main() -> None:
     parser.add_argument("--profile", type=Path, default=None)
     args = parser.parse_args()
     repo = args.repo.resolve()
-    work = Path(tempfile.mkdtemp(prefix="celld-lifecost-"))
-    port = free_port()
-    log = open(work / "celld.log", "ab")  # noqa: SIM115
-    process = subprocess.Popen(
-        [sys.executable, "-m", "celld", "run", str(repo / "bench" / "project"),
-         "--port", str(port), "--persist-to", str(work / "state"), "--log-level", "warning",
-         "--workers", "1"],
-        stdout=log, stderr=subprocess.STDOUT, start_new_session=True, cwd=repo,
-    )  # fmt: skip
-    base = f"http://127.0.0.1:{port}"
-    try:
+    with served(repo, "celld-lifecost-") as (process, base):
         client = httpx.Client(base_url=base, timeout=30)
-        deadline = time.monotonic() + 60
-        while True:
-            try:
-                if client.get("/health").status_code == 200:
-                    break
-            except httpx.TransportError:
-                pass
-            if time.monotonic() > deadline or process.poll() is not None:
-                sys.exit((work / "celld.log").read_text())
-            time.sleep(0.1)
         one_round(base, "warm", args.lives, args.clients)
         for number in range(args.rounds):
             spy = None
@@ -177,10 +154,6 @@ def main() -> None:
                 f"{crossings} (load {loadavg()})",
                 flush=True,
             )
-    finally:
-        process.terminate()
-        process.wait(30)
-        shutil.rmtree(work, ignore_errors=True)
 
 
 if __name__ == "__main__":

@@ -25,6 +25,8 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import httpx
@@ -34,7 +36,6 @@ sys.path.insert(0, str(REPO))
 
 from tests.celld_server import free_port  # noqa: E402
 
-PROJECT = REPO / "bench" / "project"
 TICKS = os.sysconf("SC_CLK_TCK")
 
 
@@ -76,6 +77,40 @@ def wrk(url: str, seconds: float, script: Path | None = None) -> int:
     return int(match.group(1))
 
 
+@contextmanager
+def served(repo: Path, prefix: str) -> Iterator[tuple[subprocess.Popen[bytes], str]]:
+    """`celld run` of `repo`'s bench/project in one process, its state and log in a fresh
+    folder, once it answers: its process and base URL; stopped and its folder removed
+    afterwards (exits with its log if it never answers)."""
+    work = Path(tempfile.mkdtemp(prefix=prefix))
+    port = free_port()
+    log = open(work / "celld.log", "ab")  # noqa: SIM115
+    process = subprocess.Popen(
+        [sys.executable, "-m", "celld", "run", str(repo / "bench" / "project"),
+         "--port", str(port), "--persist-to", str(work / "state"), "--log-level", "warning",
+         "--workers", "1"],
+        stdout=log, stderr=subprocess.STDOUT, start_new_session=True, cwd=repo,
+    )  # fmt: skip
+    base = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + 60
+        with httpx.Client(base_url=base, timeout=30) as client:
+            while True:
+                try:
+                    if client.get("/health").status_code == 200:
+                        break
+                except httpx.TransportError:
+                    pass
+                if time.monotonic() > deadline or process.poll() is not None:
+                    sys.exit((work / "celld.log").read_text())
+                time.sleep(0.1)
+        yield process, base
+    finally:
+        process.terminate()
+        process.wait(30)
+        shutil.rmtree(work, ignore_errors=True)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--seconds", type=float, default=5)
@@ -85,27 +120,8 @@ def main() -> None:
     args = parser.parse_args()
     if shutil.which("wrk") is None:
         sys.exit("wrk is not installed (Debian package wrk)")
-    work = Path(tempfile.mkdtemp(prefix="celld-reqcost-"))
-    port = free_port()
-    log = open(work / "celld.log", "ab")  # noqa: SIM115
-    process = subprocess.Popen(
-        [sys.executable, "-m", "celld", "run", str(PROJECT), "--port", str(port),
-         "--persist-to", str(work / "state"), "--log-level", "warning", "--workers", "1"],
-        stdout=log, stderr=subprocess.STDOUT, start_new_session=True, cwd=REPO,
-    )  # fmt: skip
-    base = f"http://127.0.0.1:{port}"
-    try:
+    with served(REPO, "celld-reqcost-") as (process, base):
         client = httpx.Client(base_url=base, timeout=30)
-        deadline = time.monotonic() + 60
-        while True:
-            try:
-                if client.get("/health").status_code == 200:
-                    break
-            except httpx.TransportError:
-                pass
-            if time.monotonic() > deadline or process.poll() is not None:
-                sys.exit((work / "celld.log").read_text())
-            time.sleep(0.1)
         created = client.post("/create", json={"steps": 1}).json()
         instance = created["id"]
         while client.get("/status", params={"id": instance}).json()["status"] != "complete":
@@ -146,10 +162,6 @@ def main() -> None:
             url, script = routes[next(reversed(routes))]
             wrk(url, args.seconds, script)
             spy.wait()
-    finally:
-        process.terminate()
-        process.wait(30)
-        shutil.rmtree(work, ignore_errors=True)
 
 
 if __name__ == "__main__":
