@@ -6,8 +6,9 @@ Starts `celld run bench/project` (``--log-level warning``, as benchmarks run), c
 BenchWorkflow instance and lets it finish and hibernate, then drives each route with `wrk`
 (one connection, keep-alive) for `--seconds` and reads the server's CPU time from
 /proc/<pid>/stat before and after: CPU per request = (user + system) / requests. Routes:
-``GET /ping`` (a Worker that answers without touching anything) and ``GET /status?id=``
-of the hibernated instance (`env.BENCH.get(id)` then `await instance.status()`).
+``GET /ping`` (a Worker that answers without touching anything), ``GET /status?id=``
+of the hibernated instance (`env.BENCH.get(id)` then `await instance.status()`) and the
+same of a SleeperWorkflow instance asleep for ten minutes (in memory: `status-resident`).
 `--profile` also runs py-spy (``pip install py-spy``) on
 the server during one more round of the last route and writes its stacks (``--format raw``).
 
@@ -24,6 +25,8 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import httpx
@@ -33,7 +36,6 @@ sys.path.insert(0, str(REPO))
 
 from tests.celld_server import free_port  # noqa: E402
 
-PROJECT = REPO / "bench" / "project"
 TICKS = os.sysconf("SC_CLK_TCK")
 
 
@@ -75,44 +77,62 @@ def wrk(url: str, seconds: float, script: Path | None = None) -> int:
     return int(match.group(1))
 
 
+@contextmanager
+def served(repo: Path, prefix: str) -> Iterator[tuple[subprocess.Popen[bytes], str]]:
+    """`celld run` of `repo`'s bench/project in one process, its state and log in a fresh
+    folder, once it answers: its process and base URL; stopped and its folder removed
+    afterwards (exits with its log if it never answers)."""
+    work = Path(tempfile.mkdtemp(prefix=prefix))
+    port = free_port()
+    log = open(work / "celld.log", "ab")  # noqa: SIM115
+    process = subprocess.Popen(
+        [sys.executable, "-m", "celld", "run", str(repo / "bench" / "project"),
+         "--port", str(port), "--persist-to", str(work / "state"), "--log-level", "warning",
+         "--workers", "1"],
+        stdout=log, stderr=subprocess.STDOUT, start_new_session=True, cwd=repo,
+    )  # fmt: skip
+    base = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + 60
+        with httpx.Client(base_url=base, timeout=30) as client:
+            while True:
+                try:
+                    if client.get("/health").status_code == 200:
+                        break
+                except httpx.TransportError:
+                    pass
+                if time.monotonic() > deadline or process.poll() is not None:
+                    sys.exit((work / "celld.log").read_text())
+                time.sleep(0.1)
+        yield process, base
+    finally:
+        process.terminate()
+        process.wait(30)
+        shutil.rmtree(work, ignore_errors=True)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--seconds", type=float, default=5)
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--profile", type=Path, default=None)
-    parser.add_argument("--only", default=None, help="one route: ping or status")
+    parser.add_argument("--only", default=None, help="one route: ping, status or status-resident")
     args = parser.parse_args()
     if shutil.which("wrk") is None:
         sys.exit("wrk is not installed (Debian package wrk)")
-    work = Path(tempfile.mkdtemp(prefix="celld-reqcost-"))
-    port = free_port()
-    log = open(work / "celld.log", "ab")  # noqa: SIM115
-    process = subprocess.Popen(
-        [sys.executable, "-m", "celld", "run", str(PROJECT), "--port", str(port),
-         "--persist-to", str(work / "state"), "--log-level", "warning"],
-        stdout=log, stderr=subprocess.STDOUT, start_new_session=True, cwd=REPO,
-    )  # fmt: skip
-    base = f"http://127.0.0.1:{port}"
-    try:
+    with served(REPO, "celld-reqcost-") as (process, base):
         client = httpx.Client(base_url=base, timeout=30)
-        deadline = time.monotonic() + 60
-        while True:
-            try:
-                if client.get("/health").status_code == 200:
-                    break
-            except httpx.TransportError:
-                pass
-            if time.monotonic() > deadline or process.poll() is not None:
-                sys.exit((work / "celld.log").read_text())
-            time.sleep(0.1)
         created = client.post("/create", json={"steps": 1}).json()
         instance = created["id"]
         while client.get("/status", params={"id": instance}).json()["status"] != "complete":
             time.sleep(0.05)
-        time.sleep(1.5)  # past the residency: it hibernates
+        # one that stays in memory: asleep for 10 minutes, under the residency (an hour)
+        sleeper = client.post("/create?wf=SLEEPER", json={"sleep_ms": 600_000}).json()["id"]
+        time.sleep(1.5)  # past the residency of a finished instance: it hibernates
         routes = {
             "ping": (f"{base}/ping", None),
             "status": (f"{base}/status?id={instance}", None),
+            "status-resident": (f"{base}/status?wf=SLEEPER&id={sleeper}", None),
         }
         if args.only:
             routes = {args.only: routes[args.only]}
@@ -142,10 +162,6 @@ def main() -> None:
             url, script = routes[next(reversed(routes))]
             wrk(url, args.seconds, script)
             spy.wait()
-    finally:
-        process.terminate()
-        process.wait(30)
-        shutil.rmtree(work, ignore_errors=True)
 
 
 if __name__ == "__main__":

@@ -34,6 +34,10 @@
   const waiting = new SafeMap(); // ticket -> {resolve, reject, owner}
   const handlers = ObjectCreate(null);
   let nextTicket = 1;
+  // Which delivery is running: counted up as one begins (`deliver`) and as a turn ends
+  // (`take`), and whether it brought one message alone (see `delivery`).
+  let deliveries = 0;
+  let deliveredAlone = false;
 
   const ERROR_TYPES = ObjectAssign(ObjectCreate(null), {
     Error, TypeError, RangeError, SyntaxError, ReferenceError, EvalError, URIError,
@@ -363,6 +367,8 @@
       for (let i = 0; i < ids.length; i++) inAttachments.set(ids[i], arguments[i + 1]);
       first = 1;
     }
+    deliveries++;
+    deliveredAlone = messages.length - first === 1;
     for (let i = first; i < messages.length; i++) {
       const message = messages[i];
       const handler = handlers[message.k];
@@ -393,6 +399,7 @@
 
   function take() {
     turnClock = null;
+    deliveries++;
     if (outAttachments.length > 0) {
       const ids = new Array(outAttachments.length);
       takenAttachments = new Array(outAttachments.length);
@@ -423,6 +430,13 @@
      * not throw. `owner`: whose request it is (by default the current owner). Returns
      * the ticket. */
     call: queueCall,
+    /** The delivery running now: a number that changes as the next one begins and as this
+     * turn ends, or 0 when this delivery brought more than one message. An answer read
+     * from `call`'s `onValue` with a nonzero number is, while `delivery()` still returns
+     * that number, the newest thing the isolate has heard from outside. */
+    delivery() {
+      return deliveredAlone ? deliveries : 0;
+    },
   });
 
   const hidden = { configurable: false, enumerable: false, writable: false };

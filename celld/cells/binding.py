@@ -53,6 +53,20 @@ MAX_BATCH = 100
 SUBSCRIBE_WAIT_S = 20.0
 
 
+#: A status view with an output longer than this (its text) is not sent with `get`'s answer.
+GET_VIEW_MAX = 16 * 1024
+
+
+def _found(instance_id: str, view: dict[str, Any]) -> dict[str, Any]:
+    """`get`'s answer for an instance in memory: its id and its status as committed, which
+    the handle may use for a `status()` asked before anything else reaches the isolate
+    (js/workflows/binding.js); a hibernated instance's status is not read for it."""
+    output = view.get("output")
+    if isinstance(output, str) and len(output) > GET_VIEW_MAX:
+        return {"id": instance_id}
+    return {"id": instance_id, "view": view}
+
+
 def binding_error(error: WorkflowError) -> HostError:
     """Binding errors reach the Worker as workerd's RPC shows them: Error, 'WorkflowError: ...'."""
     shape = status_error(error.info())
@@ -73,8 +87,9 @@ class WorkflowBindings:
     def handle(self, message: dict[str, Any]) -> Awaitable[Any]:
         """The `wf.binding` host operation: one method of a Workflow binding. `get` and
         `status` of an instance in memory are answered at once, as a future already done
-        (the host posts the answer without a task; a Worker polling a running instance
-        makes two such calls a request); everything else runs as a coroutine."""
+        (the host posts the answer without a task; `get`'s carries the status, which a
+        `status()` right after it uses instead of a call of its own); everything else runs
+        as a coroutine."""
         answer = self._answer_now(message)
         if answer is not None:
             return answer
@@ -91,7 +106,7 @@ class WorkflowBindings:
         if cell is None or cell.broken:
             return None
         answer: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
-        answer.set_result({"id": instance_id} if method == "get" else cell.snapshot)
+        answer.set_result(_found(instance_id, cell.snapshot) if method == "get" else cell.snapshot)
         return answer
 
     async def _handle(self, message: dict[str, Any]) -> Any:
@@ -217,7 +232,10 @@ class WorkflowBindings:
 
     async def _op_get(self, workflow: str, message: dict[str, Any]) -> dict[str, Any]:
         ref = await self._instance(workflow, message)
-        if self.manager.loaded(ref) is None and not await self.manager.store.exists(ref):
+        cell = self.manager.loaded(ref)
+        if cell is not None and not cell.broken:
+            return _found(ref.id, cell.snapshot)
+        if cell is None and not await self.manager.store.exists(ref):
             raise NotFoundError()
         return {"id": ref.id}
 

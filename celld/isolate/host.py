@@ -183,6 +183,13 @@ class IsolateHost:
         #: stopped at INLINE_LIMIT_MS with `LONG_TURN_REASON`, so the owner says yes only
         #: to work it can start over elsewhere (celld/isolate/worker_pool.py).
         self.prompt_inline: Callable[[list[dict[str, Any]]], bool] | None = None
+        #: Called with every message JS sends, as it is dispatched (a Worker's pool tells
+        #: from them whether its requests' turns could start over, `WorkerPool._may_inline`).
+        self.sent_callback: Callable[[dict[str, Any]], None] | None = None
+        #: a prompt host's turns so far: run on the event loop, and handed to the JS thread
+        #: (each of those is a crossing to the thread and back; the owner reports them)
+        self.turns_here = 0
+        self.turns_away = 0
         self._holding = False
         self._closed = False
         #: every message JS sends passes the isolate's output gate (celld/isolate/gate.py)
@@ -523,6 +530,7 @@ class IsolateHost:
             self._slices().hold()
         self._taken += 1
         self._in_turn = True
+        self.turns_away += 1
         self.isolate.turn_soon(batch, self._prompt_turn_done)
 
     def _prompt_turn_here(self, batch: list[dict[str, Any]]) -> None:
@@ -531,6 +539,7 @@ class IsolateHost:
         is not the one to hear of it."""
         self._taken += 1
         self._in_turn = True
+        self.turns_here += 1
         try:
             outbox = self.isolate.turn_now(batch)
         except Exception as error:  # noqa: BLE001 - a fault, or the bridge broke
@@ -698,6 +707,8 @@ class IsolateHost:
             OUTGOING_FENCE.reset(token)
 
     def _dispatch_now(self, message: dict[str, Any]) -> None:
+        if self.sent_callback is not None:
+            self.sent_callback(message)
         op = message.get("op")
         ticket = message.get("t")
         if op == "cancel":
@@ -848,6 +859,9 @@ class IsolateHost:
             self._settle_error(ticket, op, error, tenant)
             return
         if ticket is not None and not self.faulted:
+            # The task's work is over: it no longer counts as outstanding, so the answer's
+            # turn may run on the loop (`_may_turn_inline`) when it is posted, right here.
+            self._tasks.discard(asyncio.current_task())  # type: ignore[arg-type]
             self._post_for(tenant, {"k": "settle", "t": ticket, "v": value})
 
     def _settle_error(

@@ -27,7 +27,8 @@ stopping it): a quick request then never lands in an isolate about to be stopped
 
 Turns run on the isolates' JS threads, except a short request reaching an idle isolate,
 which turns on the event loop where it is handed over (`_may_inline`; a turn there that
-runs too long is stopped, and its requests start over on a JS thread).
+runs too long is stopped, and its requests start over on a JS thread), and the answers to
+such requests' reads (`_answers_may_inline`), under the same rule.
 """
 
 from __future__ import annotations
@@ -123,6 +124,11 @@ class _Slot:
     sockets: IsolateSink | None = None
     #: the requests of the turn last let run on the event loop (see `_may_inline`)
     inline_batch: list[dict[str, Any]] | None = None
+    #: While every request the isolate serves could start over (`_may_inline`): their
+    #: messages, by request id. None once one of them sent something other than a read.
+    replay: dict[int, dict[str, Any]] | None = None
+    #: the host's `turns_away` when `replay` was taken (a turn since then ran on the thread)
+    replay_away: int = 0
 
     def stalled(self, now: float) -> bool:
         queued = self.isolate.turn_queued_at
@@ -147,6 +153,16 @@ def _declared_length(headers: list[tuple[str, str]]) -> int | None:
         if lowered == "content-length" and value.strip().isdigit():
             length = int(value)
     return length
+
+
+#: Workflow binding methods that only read: done twice, they change nothing.
+_READ_METHODS = frozenset({"get", "status"})
+
+
+def _is_read(message: dict[str, Any]) -> bool:
+    """Whether a message JS sent only reads (a request that sent nothing else may start
+    over, see `WorkerPool._answers_may_inline`)."""
+    return message.get("op") == "wf.binding" and message.get("method") in _READ_METHODS
 
 
 def fault_error(fault: IsolateFault, detail: str) -> WorkerError:
@@ -191,6 +207,18 @@ class WorkerPool:
         self._turn_peak_ms = 0.0
         #: one of its turns was stopped on the event loop: all of them run on JS threads
         self._long_turns = False
+        #: turns of isolates no longer in the pool (see `turns`)
+        self._retired_turns = (0, 0)
+
+    @property
+    def turns(self) -> tuple[int, int]:
+        """The Worker's turns so far: (run on the event loop, handed to a JS thread). Each
+        of the latter is a crossing to the thread and back (bench/PROFILE.md)."""
+        here, away = self._retired_turns
+        for slot in self._slots:
+            here += slot.host.turns_here
+            away += slot.host.turns_away
+        return here, away
 
     async def start(self) -> None:
         self._slots = [await self._new_slot() for _ in range(self.size)]
@@ -213,6 +241,7 @@ class WorkerPool:
         host = IsolateHost(isolate, ops, on_fault=lambda fault: self._on_fault(slot, fault))
         host.prompt = True  # a client waits on every turn (see IsolateHost.prompt)
         host.prompt_inline = lambda batch: self._may_inline(slot, batch)
+        host.sent_callback = lambda message: self._sent(slot, message)
         slot = _Slot(isolate, host, spare=thread is not None, sockets=sink)
         host.post({"k": "env", **self.env_message})
         host.idle_callback = lambda: self._check_hung(slot)
@@ -450,11 +479,16 @@ class WorkerPool:
         are in their messages and the isolate serves nothing else, so a turn stopped at
         the inline limit (its outbox dropped: it sent nothing out) has touched only this
         isolate, which is replaced, and the requests start over on a JS thread
-        (`_on_fault`). And only while the Worker's recent turns were short, and none was
-        ever stopped: a CPU-bound Worker holds the loop for at most one such turn."""
+        (`_on_fault`); or the batch is answers to requests that could all start over so
+        (`_answers_may_inline`). And only while the Worker's recent turns were short, and
+        none was ever stopped: a CPU-bound Worker holds the loop for at most one such turn."""
         slot.inline_batch = None
         if self._long_turns or self._turn_peak_ms > INLINE_TURN_MS or slot.streams:
             return False
+        if self._answers_may_inline(slot, batch):
+            slot.inline_batch = list(slot.replay.values())  # type: ignore[union-attr]
+            return True
+        slot.replay = None
         if len(batch) != len(slot.live):
             return False
         for message in batch:
@@ -466,7 +500,31 @@ class WorkerPool:
             ):
                 return False
         slot.inline_batch = batch
+        slot.replay = {int(message["id"]): message for message in batch}
+        slot.replay_away = slot.host.turns_away
         return True
+
+    @staticmethod
+    def _answers_may_inline(slot: _Slot, batch: list[dict[str, Any]]) -> bool:
+        """A batch of answers to host calls may turn on the loop too when the requests
+        the isolate serves could still start over: each of their turns so far ran on the
+        loop, and all they sent out was reads (`_sent`). Stopped at the inline limit, such
+        a turn is handled like a first one: the requests start over from their messages
+        on a JS thread, and doing their reads again changes nothing outside."""
+        replay = slot.replay
+        if (
+            replay is None
+            or slot.host.turns_away != slot.replay_away
+            or replay.keys() != slot.live.keys()
+        ):
+            return False
+        return all(message.get("k") == "settle" for message in batch)
+
+    @staticmethod
+    def _sent(slot: _Slot, message: dict[str, Any]) -> None:
+        """JS sent `message`: unless it is a read, the requests served cannot start over."""
+        if slot.replay is not None and not _is_read(message):
+            slot.replay = None
 
     def _charge(self, slot: _Slot, cpu_ms: float) -> None:
         """Share a turn's CPU time among the requests the isolate serves; stop the isolate
@@ -559,6 +617,8 @@ class WorkerPool:
         detail = self.program.lines.rewrite(fault.detail)
         if slot in self._slots:
             self._slots.remove(slot)
+            here, away = self._retired_turns
+            self._retired_turns = (here + slot.host.turns_here, away + slot.host.turns_away)
         # Requests the isolate never saw are not its to fail: they go to another one.
         moved = self._take_undelivered(slot)
         if fault.long_turn and slot.inline_batch is not None:
@@ -576,6 +636,7 @@ class WorkerPool:
         else:
             log.error("Worker isolate stopped (%s); replacing it\n%s", fault.reason, detail)
         slot.inline_batch = None
+        slot.replay = None
         if moved:
             self._in_background(self._redispatch(moved), "moving requests off a failed isolate")
         for future in slot.pending.values():

@@ -132,6 +132,13 @@ async def render_metrics(service: Service) -> str:
     pool = service.pool
     if pool is not None:
         text.add("celld_worker_isolates", "gauge", "Isolates serving HTTP requests.", pool.size)
+        here, away = pool.turns
+        text.add(
+            "celld_worker_turns_total",
+            "counter",
+            "Turns of the Worker's isolates: run on the event loop, or on a JS thread.",
+            {'where="loop"': here, 'where="thread"': away},
+        )
     objects = service.objects
     if objects is not None:
         stats = objects.stats()

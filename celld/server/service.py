@@ -469,16 +469,28 @@ class Service:
             )
         return await target.objects.op_do(message)
 
-    async def op_workflow(self, message: dict[str, Any]) -> Any:
-        """A workflow binding call: to the Worker that runs the workflow."""
+    def op_workflow(self, message: dict[str, Any]) -> Awaitable[Any]:
+        """A workflow binding call: to the Worker that runs the workflow. A call to this
+        Worker's own workflows once it is ready goes straight to them, so what they answer
+        at once (a future already done: `get` and `status` of an instance in memory) is
+        posted back without a task of its own."""
         name = message.get("workflow")
         for w in self.project.workflows:
             if w.name == name and self._connected_workflow(w):
-                target = self.peer(w.unconnected)
-                await target._ready.wait()
-                if target.cells is None:
-                    raise HostError(f"celld: Worker {target.project.name!r} has no workflows")
-                return await target.cells.ops["wf.binding"](message)
+                return self._op_peer_workflow(w.unconnected, message)
+        if self._ready.is_set() and self.cells is not None and self._own_workflow_op is not None:
+            return self._own_workflow_op(message)  # type: ignore[no-any-return]
+        return self._op_own_workflow(message)
+
+    async def _op_peer_workflow(self, worker: str | None, message: dict[str, Any]) -> Any:
+        target = self.peer(worker)
+        await target._ready.wait()
+        if target.cells is None:
+            raise HostError(f"celld: Worker {target.project.name!r} has no workflows")
+        return await target.cells.ops["wf.binding"](message)
+
+    async def _op_own_workflow(self, message: dict[str, Any]) -> Any:
+        name = message.get("workflow")
         await self._ready.wait()
         if self.cells is None or self._own_workflow_op is None:
             raise HostError(f"celld: no workflow {name!r} is bound", "TypeError")

@@ -4,8 +4,13 @@
 // engine names, so a Worker can catch and inspect them as on Cloudflare.
 "use strict";
 (() => {
-  const { ArrayPrototypeMap, ObjectAssign, ObjectFreeze } = globalThis.__celld_primordials;
+  const {
+    ArrayPrototypeMap, JSONStringify, ObjectAssign, ObjectFreeze, PromiseReject, SafeWeakMap,
+    StringPrototypeSlice,
+  } = globalThis.__celld_primordials;
   const host = globalThis.__celld_host;
+  // (js/host.js: the runtime's own calls, taken here before js/workflows/step.js removes it)
+  const hostText = globalThis.__celld_host_text;
   const serialize = (value) => globalThis.__celld_serialize(value);
   const deserialize = (text) => globalThis.__celld_deserialize(text);
 
@@ -65,6 +70,35 @@
 
   const DISPOSE = Symbol.dispose || Symbol.for("Symbol.dispose");
 
+  // The status `get()` was answered with (an instance in memory), kept by its handle only
+  // until the delivery that brought it is over: a `status()` called before then, with
+  // nothing else heard from outside since, is answered with it (the read is as fresh as
+  // any the isolate could see), without a second host call. Used once.
+  const viewFromGet = new SafeWeakMap();
+
+  function statusOf(view) {
+    const result = { status: view.status };
+    if (view.error) result.error = view.error;
+    if (view.rollback) result.rollback = view.rollback;
+    if (view.output !== undefined && view.output !== null) result.output = deserialize(view.output);
+    else if (view.status === "complete") result.output = undefined;
+    return result;
+  }
+
+  /** `get`'s host call, its answer stamped with the delivery it came in (`delivery` of
+   * js/host.js's runtime calls). */
+  function lookUp(workflow, id) {
+    let body;
+    try {
+      body = StringPrototypeSlice(JSONStringify({ workflow, method: "get", id }), 1, -1);
+    } catch (error) {
+      return PromiseReject(error);
+    }
+    return new Promise((resolve, reject) => {
+      hostText.call("wf.binding", body, (found) => resolve({ found, delivery: hostText.delivery() }), reject);
+    });
+  }
+
   class WorkflowSubscription {
     #workflow;
     #id;
@@ -111,13 +145,12 @@
       Object.defineProperty(this, "id", { value: id, enumerable: true });
     }
     async status() {
-      const view = await call(this.#workflow, "status", { id: this.id });
-      const result = { status: view.status };
-      if (view.error) result.error = view.error;
-      if (view.rollback) result.rollback = view.rollback;
-      if (view.output !== undefined && view.output !== null) result.output = deserialize(view.output);
-      else if (view.status === "complete") result.output = undefined;
-      return result;
+      const kept = viewFromGet.get(this);
+      if (kept !== undefined) {
+        viewFromGet.delete(this);
+        if (kept.delivery !== 0 && kept.delivery === hostText.delivery()) return statusOf(kept.view);
+      }
+      return statusOf(await call(this.#workflow, "status", { id: this.id }));
     }
     async pause() {
       await call(this.#workflow, "pause", { id: this.id });
@@ -190,8 +223,10 @@
       return call(this.#name, "deleteBatch", { ids });
     }
     async get(id) {
-      const found = await call(this.#name, "get", { id });
-      return new WorkflowInstance(this.#name, found.id);
+      const { found, delivery } = await lookUp(this.#name, id);
+      const instance = new WorkflowInstance(this.#name, found.id);
+      if (found.view !== undefined) viewFromGet.set(instance, { view: found.view, delivery });
+      return instance;
     }
   }
 

@@ -117,3 +117,81 @@ async def test_what_a_turn_on_the_loop_starts_does_not_inherit_the_posters_conte
             assert (await request).body == b"left"
     finally:
         server.close()
+
+
+async def _poll_until(pool: WorkerPool, instance_id: str, status: bytes) -> None:
+    for _ in range(400):
+        if (await _request(pool, f"/wf-status?id={instance_id}")).body == status:
+            return
+        await asyncio.sleep(0.01)
+    raise AssertionError(f"{instance_id} never reached {status!r}")
+
+
+async def test_a_status_poll_crosses_to_no_js_thread_and_an_unknown_id_still_rejects_at_get(
+    tmp_path: Path,
+) -> None:
+    """`get(id)` then `status()`: the request's first turn runs on the loop, and so do the
+    answers' turns, because all it sent before them were reads (it could start over).
+    Counted from the pool's turns, not timed: a crossing is a turn on a JS thread."""
+    async with running_service(tmp_path / "state", HOSTILE, js_threads=1) as service:
+        pool = service.pool
+        assert pool is not None
+        assert (await _request(pool, "/wf-create?id=polled&kind=wait")).body == b"polled"
+        await _poll_until(pool, "polled", b"waiting")
+        rounds = []
+        for _ in range(20):  # (a round where a turn's CPU peaked above the inline limit
+            # sends the next turns to the thread until the peak decays: another round)
+            here, away = pool.turns
+            for _ in range(10):
+                assert (await _request(pool, "/wf-status?id=polled")).body == b"waiting"
+            rounds.append((pool.turns[0] - here, pool.turns[1] - away))
+            if rounds[-1][1] == 0:
+                break
+        # two turns a poll (the request, the answer to get, which carried the status that
+        # status() then used), none of them on a thread; before, three, and the two answers
+        # each crossed to it and back
+        assert rounds[-1] == (20, 0), rounds
+
+        # Something else heard from outside between get() and status(): status() asks
+        # (four turns: the request, get, the other get, status)
+        assert (await _request(pool, "/wf-create?id=other&kind=wait")).body == b"other"
+        await _poll_until(pool, "other", b"waiting")
+        here = pool.turns[0]
+        for _ in range(10):
+            answer = await _request(pool, "/wf-status-after-get?id=polled&other=other")
+            assert answer.body == b"waiting"
+        assert pool.turns[0] - here == 40
+
+        # An unknown id still rejects at get(), before any status() is asked for
+        with pytest.raises(WorkerError) as unknown:
+            await _request(pool, "/wf-status?id=nobody")
+        assert "instance.not_found" in unknown.value.message
+
+
+async def test_a_long_turn_after_reads_starts_over_on_a_thread_one_after_a_create_does_not(
+    tmp_path: Path,
+) -> None:
+    """A turn after a create (an effect) stays on the JS thread however long it is; one
+    after reads only runs on the loop, is stopped there at the inline limit, and its
+    request starts over on a JS thread (doing its reads again) and answers."""
+    async with running_service(tmp_path / "state", HOSTILE, js_threads=1) as service:
+        pool = service.pool
+        assert pool is not None
+        assert (await _request(pool, "/wf-create?id=first&kind=wait")).body == b"first"
+        await _poll_until(pool, "first", b"waiting")
+        for _ in range(40):  # the isolate's first turns' CPU peak decays: turns run inline
+            await _request(pool, "/wf-status?id=first")
+        assert _at_once(_request(pool, "/ping")) is not None
+        away = pool.turns[1]
+        answer = await _request(pool, "/wf-create?id=once&kind=wait&spin=3000000")
+        # created once (a second create of the id would have failed the request)
+        assert answer.body == b"once"
+        assert pool.turns[1] > away
+        assert not pool._long_turns  # noqa: SLF001 - the pool's own books, read only
+        await _poll_until(pool, "once", b"waiting")
+        for _ in range(40):  # the long turn's CPU peak decays
+            await _request(pool, "/wf-status?id=once")
+
+        answer = await _request(pool, "/wf-status?id=once&spin=3000000")
+        assert answer.body == b"waiting"
+        assert pool._long_turns  # noqa: SLF001 - stopped on the loop, answered from a thread

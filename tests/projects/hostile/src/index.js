@@ -30,6 +30,13 @@ function patchBuiltins() {
   };
 }
 
+/** CPU-bound work: `n` iterations of a loop. */
+function spin(n) {
+  let x = 0;
+  for (let i = 0; i < n; i++) x = (x + i) % 7;
+  return x;
+}
+
 // Which isolate answered: each isolate loads the module once and draws its own token.
 const isolateToken = crypto.randomUUID();
 
@@ -177,6 +184,29 @@ const routes = {
     return new Response(JSON.stringify({ fired, ordered }));
   },
   "/big-header": () => new Response("x", { headers: { "x-big": "y".repeat(200_000) } }),
+  // A status poll (get, then status()) and the same with CPU-bound work after the reads
+  // or after a create (?spin= loop iterations): celld/isolate/worker_pool.py lets only the
+  // first kind's later turns run on the event loop, where a long one starts over.
+  "/wf-create": async (request, env) => {
+    const q = new URL(request.url).searchParams;
+    const instance = await env.HOSTILE.create({ id: q.get("id"), params: { kind: q.get("kind") } });
+    spin(Number(q.get("spin") || 0));
+    return new Response(instance.id);
+  },
+  "/wf-status": async (request, env) => {
+    const q = new URL(request.url).searchParams;
+    const status = await (await env.HOSTILE.get(q.get("id"))).status();
+    spin(Number(q.get("spin") || 0));
+    return new Response(status.status);
+  },
+  // get(id), then another answer from outside (get(other)), then status(): what get(id)
+  // was answered with may be older than what the isolate has heard since
+  "/wf-status-after-get": async (request, env) => {
+    const q = new URL(request.url).searchParams;
+    const instance = await env.HOSTILE.get(q.get("id"));
+    await env.HOSTILE.get(q.get("other"));
+    return new Response((await instance.status()).status);
+  },
 };
 
 export default {
