@@ -138,5 +138,12 @@ async def test_a_workflow_reports_each_step_over_the_socket(server: CelldServer)
             ("final", "running"),
             ("final", "completed"),
         ]
-        status = (await http.get(f"/api/workflow/status/{instance}")).json()
+        # The object heard "final: completed" from the run's last step, before run() returned
+        # and its end was committed: the instance reads complete once that lands.
+        deadline = time.monotonic() + WAIT_S
+        while (status := (await http.get(f"/api/workflow/status/{instance}")).json())[
+            "status"
+        ] == "running":
+            assert time.monotonic() < deadline, status
+            await asyncio.sleep(0.05)
         assert status["status"] == "complete"
