@@ -62,6 +62,21 @@ def _chunks(data: bytes, size: int = 64 * 1024) -> Iterator[bytes]:
 
 
 @dataclass
+def _operator_view(http: httpx.Client, url: str, instance_id: str) -> Any:
+    """The operator's view of a stuck instance (status, deadlines, residency, steps), to
+    say in the failure where it stands."""
+    try:
+        view = http.get(f"{url}/cdn-cgi/celld/workflows/everything/instances/{instance_id}")
+        seen = view.json()
+    except (httpx.HTTPError, ValueError) as error:
+        return f"(not read: {error!r})"
+    if isinstance(seen, dict):
+        seen.pop("output", None)
+        for row in seen.get("steps") or []:
+            row.pop("value", None)
+    return seen
+
+
 class Book:
     """What the cluster acknowledged, and what it answered otherwise."""
 
@@ -152,7 +167,9 @@ class Book:
                     outputs[instance_id] = status["output"]
                     break
                 assert status.get("status") in ("queued", "running", "waiting"), status
-                assert time.monotonic() < deadline, f"{instance_id} stuck: {status}"
+                if time.monotonic() >= deadline:
+                    seen = _operator_view(http, url, instance_id)
+                    raise AssertionError(f"{instance_id} stuck: {status}; celld's view: {seen}")
                 time.sleep(0.2)
         return outputs
 
