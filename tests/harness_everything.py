@@ -61,7 +61,6 @@ def _chunks(data: bytes, size: int = 64 * 1024) -> Iterator[bytes]:
         yield data[start : start + size]
 
 
-@dataclass
 def _operator_view(http: httpx.Client, url: str, instance_id: str) -> Any:
     """The operator's view of a stuck instance (status, deadlines, residency, steps), to
     say in the failure where it stands."""
@@ -77,6 +76,7 @@ def _operator_view(http: httpx.Client, url: str, instance_id: str) -> Any:
     return seen
 
 
+@dataclass
 class Book:
     """What the cluster acknowledged, and what it answered otherwise."""
 
