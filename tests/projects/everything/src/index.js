@@ -84,9 +84,13 @@ export class Counter extends DurableObject {
   }
 }
 
+// Idempotent, as a step's effects must be: a step runs at least once, and a node that
+// dies (or loses its lease) after the insert but before the step's result is committed
+// leaves the row for the step's next attempt to find.
 async function insert(env, key) {
   await env.DB.prepare(
-    "CREATE TABLE IF NOT EXISTS items (k TEXT PRIMARY KEY); INSERT INTO items (k) VALUES (?)",
+    "CREATE TABLE IF NOT EXISTS items (k TEXT PRIMARY KEY); " +
+      "INSERT INTO items (k) VALUES (?) ON CONFLICT (k) DO NOTHING",
   ).bind(key).run();
 }
 
