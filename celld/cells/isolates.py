@@ -209,16 +209,18 @@ class IsolateSource:
         self._shared = [(h, k) for h, k in self._shared if h is not host]
         await self.give(await host.detach())
 
+    def _free_places(self) -> int:
+        """Runs that could still join the isolates serving shared runs now."""
+        return sum(MAX_TENANTS - len(host.tenants) for host, _ in self._shared if not host.faulted)
+
     def room(self) -> int:
         """Runs that could start now without creating an isolate."""
-        free = sum(MAX_TENANTS - len(host.tenants) for host, _ in self._shared if not host.faulted)
-        return len(self.warm) + free
+        return len(self.warm) + self._free_places()
 
     def start_room(self) -> int:
         """Runs that could join a running or warm isolate now (a warm one takes
         `MAX_TENANTS`): how many runs admitted together may start as one batch."""
-        free = sum(MAX_TENANTS - len(host.tenants) for host, _ in self._shared if not host.faulted)
-        return len(self.warm) * MAX_TENANTS + free
+        return len(self.warm) * MAX_TENANTS + self._free_places()
 
     @property
     def serving(self) -> int:
