@@ -25,10 +25,13 @@ avoid an isolate serving a request that has used more than `DOOMED_SHARE` of its
 limit (a loop of short jobs never stalls its isolate, but it is on its way to
 stopping it): a quick request then never lands in an isolate about to be stopped.
 
-Turns run on the isolates' JS threads, except a short request reaching an idle isolate,
-which turns on the event loop where it is handed over (`_may_inline`; a turn there that
-runs too long is stopped, and its requests start over on a JS thread), and the answers to
-such requests' reads (`_answers_may_inline`), under the same rule.
+Turns run on the isolates' JS threads, except a short request reaching an idle isolate
+while it is the Worker's only request in flight, which turns on the event loop where it
+is handed over (`_may_inline`; a turn there that runs too long is stopped, and its
+requests start over on a JS thread), and the answers to such requests' reads
+(`_answers_may_inline`), under the same rule. Only a lone request: with several in
+flight, a JS thread takes their messages in one turn where the loop would turn for each
+of them, and the loop is then what limits the server (bench/PROFILE.md).
 """
 
 from __future__ import annotations
@@ -67,8 +70,12 @@ WATCHDOG_S = 0.1
 #: A request reaching an idle isolate turns on the event loop (see `_may_inline`) while
 #: the Worker's recent turns stay under this much CPU (ms) ...
 INLINE_TURN_MS = 1.0
-#: ... the recent peak decaying by this factor with each turn.
+#: ... the recent peak decaying by this factor with each turn ...
 PEAK_DECAY = 0.9
+#: ... and while the Worker has at most this many requests in flight: under concurrent
+#: load, turns on the loop each take one request's message where a JS thread's turn takes
+#: several, and cost the loop more than the crossings they save (bench/PROFILE.md).
+INLINE_MAX_IN_FLIGHT = 1
 
 
 @dataclass
@@ -481,9 +488,16 @@ class WorkerPool:
         isolate, which is replaced, and the requests start over on a JS thread
         (`_on_fault`); or the batch is answers to requests that could all start over so
         (`_answers_may_inline`). And only while the Worker's recent turns were short, and
-        none was ever stopped: a CPU-bound Worker holds the loop for at most one such turn."""
+        none was ever stopped: a CPU-bound Worker holds the loop for at most one such turn;
+        and while it is the Worker's only request in flight (`INLINE_MAX_IN_FLIGHT`)."""
         slot.inline_batch = None
-        if self._long_turns or self._turn_peak_ms > INLINE_TURN_MS or slot.streams:
+        if (
+            self._long_turns
+            or self._turn_peak_ms > INLINE_TURN_MS
+            or slot.streams
+            or sum(len(other.live) for other in self._slots) > INLINE_MAX_IN_FLIGHT
+        ):
+            slot.replay = None
             return False
         if self._answers_may_inline(slot, batch):
             slot.inline_batch = list(slot.replay.values())  # type: ignore[union-attr]

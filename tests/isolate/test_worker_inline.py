@@ -79,6 +79,32 @@ async def test_quick_requests_turn_on_the_loop_and_a_runaway_moves_to_a_js_threa
         assert (await _request(pool, "/ping")).body == b"pong"
 
 
+async def test_requests_in_flight_together_turn_on_js_threads(tmp_path: Path) -> None:
+    """Turns on the loop are for a lone request: with another request in flight, a turn
+    handed over there would run alone where a JS thread takes several requests' messages
+    in one turn (bench/PROFILE.md, "Worker turns on the loop under concurrent load")."""
+    async with running_service(tmp_path / "state", HOSTILE, js_threads=2) as service:
+        pool = service.pool
+        assert pool is not None and pool.size == 2  # the other request has its own isolate
+        for _ in range(40):
+            await _request(pool, "/ping")
+        await _an_inline_answer(pool, "/ping")
+
+        # (a request that waits 300 ms on a timer; its fetch fails at once and is caught)
+        waiting = asyncio.ensure_future(_request(pool, "/fetch-and-leave?url=http://127.0.0.1:9/"))
+        await asyncio.sleep(0.05)
+        assert not waiting.done()
+        away = pool.turns[1]
+        for _ in range(20):
+            assert _at_once(_request(pool, "/ping")) is None
+        assert (await _request(pool, "/ping")).body == b"pong"
+        assert pool.turns[1] > away
+
+        assert (await waiting).body == b"left"
+        answer = await _an_inline_answer(pool, "/ping")
+        assert answer.body == b"pong"
+
+
 async def test_what_a_turn_on_the_loop_starts_does_not_inherit_the_posters_context(
     tmp_path: Path,
 ) -> None:
