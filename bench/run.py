@@ -302,12 +302,17 @@ class WranglerTarget(Target):
         self.start(self.state, None, self.project)
 
     def version(self) -> str:
-        parts = []
-        for package in ("wrangler", "miniflare", "workerd"):
-            manifest = self.cache / "node_modules" / package / "package.json"
-            if manifest.exists():
-                parts.append(f"{package} {json.loads(manifest.read_text())['version']}")
-        return ", ".join(parts) or "unknown"
+        """The versions start.sh runs: tests/wrangler's install when there is one (as
+        start.sh prefers it), else the one it made under `cache`."""
+        for install in (ROOT / "tests" / "wrangler", self.cache):
+            parts = []
+            for package in ("wrangler", "miniflare", "workerd"):
+                manifest = install / "node_modules" / package / "package.json"
+                if manifest.exists():
+                    parts.append(f"{package} {json.loads(manifest.read_text())['version']}")
+            if parts:
+                return ", ".join(parts)
+        return "unknown"
 
 
 # -- talking to the bench Worker --------------------------------------------------------------
